@@ -1,0 +1,210 @@
+package fsm
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Catalog is an immutable view of the worker catalog as of a Raft index.
+// The FSM publishes a new Catalog on every apply; holders of an old one keep
+// a consistent snapshot for as long as they like.
+type Catalog struct {
+	index      uint64
+	workers    map[uint64]*Worker
+	partitions map[PartitionKey]*Partition
+}
+
+// Partition is the catalog's view of one (model, tenant) scope.
+type Partition struct {
+	Key PartitionKey
+	// BlockSize is set by the oldest worker (lowest create_index) with a
+	// positive block size; 0 when there is none.
+	BlockSize uint32
+	// Workers are the ids of all workers of the partition, ascending.
+	Workers []uint64
+}
+
+// EmptyCatalog returns the catalog of a fresh cluster.
+func EmptyCatalog() *Catalog {
+	return &Catalog{workers: map[uint64]*Worker{}, partitions: map[PartitionKey]*Partition{}}
+}
+
+// Index is the Raft index of the last command applied to this catalog.
+func (c *Catalog) Index() uint64 { return c.index }
+
+// Len is the number of workers.
+func (c *Catalog) Len() int { return len(c.workers) }
+
+// Worker returns the record with the given id.
+func (c *Catalog) Worker(id uint64) (*Worker, bool) {
+	w, ok := c.workers[id]
+	return w, ok
+}
+
+// Workers returns the records sorted by (model_name, tenant_id, worker_id),
+// keeping those that match the non-empty filters.
+func (c *Catalog) Workers(model, tenant string) []*Worker {
+	out := make([]*Worker, 0, len(c.workers))
+	for _, w := range c.workers {
+		if (model == "" || w.ModelName == model) && (tenant == "" || w.TenantID == tenant) {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, compareWorkers)
+	return out
+}
+
+// Partition returns the partition with the given key.
+func (c *Catalog) Partition(k PartitionKey) (*Partition, bool) {
+	p, ok := c.partitions[k]
+	return p, ok
+}
+
+// Partitions returns every partition sorted by key.
+func (c *Catalog) Partitions() []*Partition {
+	out := slices.Collect(maps.Values(c.partitions))
+	slices.SortFunc(out, func(a, b *Partition) int { return comparePartitionKeys(a.Key, b.Key) })
+	return out
+}
+
+func compareWorkers(a, b *Worker) int {
+	if c := comparePartitionKeys(a.Partition(), b.Partition()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.WorkerID, b.WorkerID)
+}
+
+func comparePartitionKeys(a, b PartitionKey) int {
+	if c := cmp.Compare(a.Model, b.Model); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Tenant, b.Tenant)
+}
+
+// Change is one worker's difference between two catalogs. Old is nil for an
+// insert, New is nil for a delete.
+type Change struct {
+	Old, New *Worker
+}
+
+// Diff lists the workers whose records differ between prev and cur, by
+// ascending worker id. Records are immutable, so pointer inequality is the
+// test; derived fields (lifecycle) count as changes.
+func Diff(prev, cur *Catalog) []Change {
+	var out []Change
+	for id, nw := range cur.workers {
+		if ow := prev.workers[id]; ow != nw {
+			out = append(out, Change{Old: ow, New: nw})
+		}
+	}
+	for id, ow := range prev.workers {
+		if _, ok := cur.workers[id]; !ok {
+			out = append(out, Change{Old: ow})
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int { return cmp.Compare(a.id(), b.id()) })
+	return out
+}
+
+func (c Change) id() uint64 {
+	if c.New != nil {
+		return c.New.WorkerID
+	}
+	return c.Old.WorkerID
+}
+
+// editor builds the next catalog from the current one. It copies the
+// top-level maps once and replaces records, never mutating shared ones.
+type editor struct {
+	next    *Catalog
+	touched map[PartitionKey]bool
+}
+
+func newEditor(cur *Catalog, index uint64) *editor {
+	return &editor{
+		next: &Catalog{
+			index:      index,
+			workers:    maps.Clone(cur.workers),
+			partitions: maps.Clone(cur.partitions),
+		},
+		touched: map[PartitionKey]bool{},
+	}
+}
+
+func (e *editor) put(w *Worker) {
+	if old, ok := e.next.workers[w.WorkerID]; ok {
+		e.touched[old.Partition()] = true
+	}
+	e.next.workers[w.WorkerID] = w
+	e.touched[w.Partition()] = true
+}
+
+func (e *editor) remove(id uint64) {
+	if old, ok := e.next.workers[id]; ok {
+		e.touched[old.Partition()] = true
+		delete(e.next.workers, id)
+	}
+}
+
+// finish recomputes the partitions that changed and the lifecycle of their
+// workers, then returns the new catalog.
+func (e *editor) finish() *Catalog {
+	members := map[PartitionKey][]*Worker{}
+	for k := range e.touched {
+		members[k] = nil
+	}
+	for _, w := range e.next.workers {
+		if _, ok := members[w.Partition()]; ok {
+			members[w.Partition()] = append(members[w.Partition()], w)
+		}
+	}
+	for k, ws := range members {
+		if len(ws) == 0 {
+			delete(e.next.partitions, k)
+			continue
+		}
+		e.next.partitions[k] = e.derivePartition(k, ws)
+	}
+	return e.next
+}
+
+// derivePartition sets the partition's block size and every member's
+// lifecycle. Both depend only on the members, so every node computes the
+// same result.
+func (e *editor) derivePartition(k PartitionKey, ws []*Worker) *Partition {
+	slices.SortFunc(ws, func(a, b *Worker) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
+	p := &Partition{Key: k, Workers: make([]uint64, len(ws))}
+	var oldest *Worker
+	for i, w := range ws {
+		p.Workers[i] = w.WorkerID
+		if w.BlockSize == 0 {
+			continue
+		}
+		if oldest == nil || w.CreateIndex < oldest.CreateIndex ||
+			(w.CreateIndex == oldest.CreateIndex && w.WorkerID < oldest.WorkerID) {
+			oldest = w
+		}
+	}
+	if oldest != nil {
+		p.BlockSize = oldest.BlockSize
+	}
+	for _, w := range ws {
+		reasons := staticReasons(w)
+		if w.BlockSize != 0 && p.BlockSize != 0 && w.BlockSize != p.BlockSize {
+			reasons = append(reasons, fmt.Sprintf(
+				"block_size mismatch for model/tenant: existing=%d requested=%d", p.BlockSize, w.BlockSize))
+		}
+		lifecycle := LifecycleSchedulable
+		if len(reasons) > 0 {
+			lifecycle = LifecycleIncomplete
+		}
+		if w.Lifecycle != lifecycle || !slices.Equal(w.NotSchedulableReasons, reasons) {
+			c := w.clone()
+			c.Lifecycle, c.NotSchedulableReasons = lifecycle, reasons
+			e.next.workers[w.WorkerID] = c
+		}
+	}
+	return p
+}

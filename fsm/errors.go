@@ -1,0 +1,23 @@
+package fsm
+
+import "errors"
+
+// Sentinel errors returned in Result.Err. They are deterministic outcomes of
+// a command (every node reaches the same one), not failures of the FSM.
+var (
+	// ErrWorkerNotFound is returned by patch and delete of an unknown id.
+	ErrWorkerNotFound = errors.New("worker not found")
+	// ErrInvalidCommand is returned when a command's content is invalid
+	// (for example a patch that would leave data_parallel_size at 0). The
+	// HTTP layer validates first, so this is a second line of defence.
+	ErrInvalidCommand = errors.New("invalid command")
+)
+
+// FieldError is an invalid value of one field of a command. It reads
+// "field: problem" and unwraps to ErrInvalidCommand.
+type FieldError struct {
+	Field, Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+func (e *FieldError) Unwrap() error { return ErrInvalidCommand }

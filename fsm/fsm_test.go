@@ -1,0 +1,328 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// harness applies commands at increasing indexes, like raft would.
+type harness struct {
+	t   *testing.T
+	log *Log
+	f   *FSM
+}
+
+func newHarness(t *testing.T) *harness {
+	l := NewLog()
+	return &harness{t: t, log: l, f: l.FSM}
+}
+
+func (h *harness) apply(ct CommandType, payload any) *Result {
+	h.t.Helper()
+	res, err := h.log.Apply(ct, payload)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res
+}
+
+func (h *harness) upsert(w Worker) *Result { return h.apply(CmdUpsertWorker, UpsertWorker{Worker: w}) }
+
+func completeWorker(id uint64, bs uint32) Worker {
+	return Worker{
+		WorkerID: id, ModelName: "m", Endpoint: "http://w",
+		BlockSize: bs, DataParallelSize: 1,
+		KVEventsEndpoints: map[uint32]string{0: "tcp://127.0.0.1:5557"},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func Test_Lifecycle(t *testing.T) {
+	tests := []struct {
+		name    string
+		worker  Worker
+		reasons []string
+	}{
+		{"complete", completeWorker(1, 16), nil},
+		{"no endpoint", func() Worker { w := completeWorker(1, 16); w.Endpoint = ""; return w }(),
+			[]string{"endpoint is required"}},
+		{"block size zero", completeWorker(1, 0), []string{"block_size must be greater than 0"}},
+		{"missing rank endpoint", func() Worker { w := completeWorker(1, 16); w.DataParallelSize = 2; return w }(),
+			[]string{"kv_events endpoint is required for dp_rank 1"}},
+		{"endpoint outside range", func() Worker {
+			w := completeWorker(1, 16)
+			w.KVEventsEndpoints = map[uint32]string{0: "tcp://h:1", 7: "tcp://h:2"}
+			return w
+		}(), []string{"kv_events endpoint for dp_rank 7 is outside the data parallel range [0, 1)"}},
+		{"several", Worker{WorkerID: 1, DataParallelStartRank: 2, DataParallelSize: 2}, []string{
+			"endpoint is required", "block_size must be greater than 0",
+			"kv_events endpoint is required for dp_rank 2", "kv_events endpoint is required for dp_rank 3",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			res := h.upsert(tt.worker)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			w := res.Worker
+			if !reflect.DeepEqual(w.NotSchedulableReasons, tt.reasons) {
+				t.Fatalf("reasons = %q, want %q", w.NotSchedulableReasons, tt.reasons)
+			}
+			want := LifecycleSchedulable
+			if len(tt.reasons) > 0 {
+				want = LifecycleIncomplete
+			}
+			if w.Lifecycle != want {
+				t.Fatalf("lifecycle = %q, want %q", w.Lifecycle, want)
+			}
+			if w.ModelName != "m" && w.ModelName != DefaultScope || w.TenantID != DefaultScope {
+				t.Fatalf("scope defaults not applied: %q/%q", w.ModelName, w.TenantID)
+			}
+		})
+	}
+}
+
+func Test_BlockSizeSetByOldestWorker(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(5, 16)) // oldest
+	res := h.upsert(completeWorker(2, 32))
+	want := []string{"block_size mismatch for model/tenant: existing=16 requested=32"}
+	if !reflect.DeepEqual(res.Worker.NotSchedulableReasons, want) {
+		t.Fatalf("reasons = %q, want %q", res.Worker.NotSchedulableReasons, want)
+	}
+	if p, _ := h.f.Catalog().Partition(PartitionKey{"m", "default"}); p.BlockSize != 16 {
+		t.Fatalf("partition block size = %d, want 16", p.BlockSize)
+	}
+	// Re-registering the oldest keeps its create index, so it still wins.
+	h.upsert(completeWorker(5, 16))
+	if w, _ := h.f.Catalog().Worker(2); w.Schedulable() {
+		t.Fatal("worker 2 became schedulable after upsert of the oldest")
+	}
+	// Deleting the oldest hands the partition to worker 2.
+	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 5})
+	w, _ := h.f.Catalog().Worker(2)
+	if !w.Schedulable() {
+		t.Fatalf("worker 2 = %s %q, want schedulable", w.Lifecycle, w.NotSchedulableReasons)
+	}
+	if p, _ := h.f.Catalog().Partition(PartitionKey{"m", "default"}); p.BlockSize != 32 {
+		t.Fatalf("partition block size = %d, want 32", p.BlockSize)
+	}
+	// Other partitions are unaffected by m's block size.
+	other := completeWorker(9, 64)
+	other.ModelName = "other"
+	if res := h.upsert(other); !res.Worker.Schedulable() {
+		t.Fatalf("worker in another model: %q", res.Worker.NotSchedulableReasons)
+	}
+}
+
+func Test_Patch(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(1, 16))
+	tests := []struct {
+		name  string
+		patch WorkerPatch
+		check func(*Worker) bool
+	}{
+		{"endpoint", WorkerPatch{Endpoint: ptr("http://x")}, func(w *Worker) bool { return w.Endpoint == "http://x" }},
+		{"grow dp to incomplete", WorkerPatch{DataParallelSize: ptr[uint32](2)},
+			func(w *Worker) bool { return w.Lifecycle == LifecycleIncomplete }},
+		{"endpoints map completes it", WorkerPatch{KVEventsEndpoints: &map[uint32]string{0: "tcp://a:1", 1: "tcp://a:2"}},
+			func(w *Worker) bool { return w.Schedulable() && len(w.KVEventsEndpoints) == 2 }},
+		{"single endpoint shorthand", WorkerPatch{DataParallelSize: ptr[uint32](1), KVEventsEndpoint: ptr("tcp://b:1")},
+			func(w *Worker) bool { return w.Schedulable() && w.KVEventsEndpoints[0] == "tcp://b:1" }},
+		{"clear replay", WorkerPatch{ReplayEndpoint: ptr("")}, func(w *Worker) bool { return w.ReplayEndpoint == "" }},
+		{"capacity", WorkerPatch{TotalKVBlocks: ptr[uint64](1000)}, func(w *Worker) bool { return w.TotalKVBlocks == 1000 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := h.apply(CmdPatchWorker, PatchWorker{WorkerID: 1, Patch: tt.patch})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if !tt.check(res.Worker) {
+				t.Fatalf("unexpected record %+v", res.Worker)
+			}
+			if res.Worker.ModifyIndex != res.Index || res.Worker.CreateIndex != 1 {
+				t.Fatalf("indexes create=%d modify=%d at %d", res.Worker.CreateIndex, res.Worker.ModifyIndex, res.Index)
+			}
+		})
+	}
+}
+
+func Test_RejectedCommands(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(1, 16))
+	before := h.f.Catalog()
+	tests := []struct {
+		name string
+		ct   CommandType
+		body any
+		want error
+	}{
+		{"patch unknown", CmdPatchWorker, PatchWorker{WorkerID: 9}, ErrWorkerNotFound},
+		{"delete unknown", CmdDeleteWorker, DeleteWorker{WorkerID: 9}, ErrWorkerNotFound},
+		{"patch dp size zero", CmdPatchWorker, PatchWorker{WorkerID: 1, Patch: WorkerPatch{DataParallelSize: ptr[uint32](0)}}, ErrInvalidCommand},
+		{"bad endpoint", CmdUpsertWorker, UpsertWorker{Worker: Worker{WorkerID: 2, DataParallelSize: 1,
+			KVEventsEndpoints: map[uint32]string{0: "http://nope"}}}, ErrInvalidCommand},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := h.apply(tt.ct, tt.body)
+			if !errors.Is(res.Err, tt.want) {
+				t.Fatalf("err = %v, want %v", res.Err, tt.want)
+			}
+			cur := h.f.Catalog()
+			if cur.Index() != res.Index {
+				t.Fatalf("catalog index %d, want %d (rejections still advance it)", cur.Index(), res.Index)
+			}
+			if len(Diff(before, cur)) != 0 {
+				t.Fatal("a rejected command changed the catalog")
+			}
+		})
+	}
+}
+
+func Test_UnknownCommandIsFatal(t *testing.T) {
+	for _, data := range [][]byte{{}, {0xEE, '{', '}'}, {byte(CmdUpsertWorker), 'x'}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatalf("Apply(%q) did not panic", data)
+				}
+			}()
+			New().Apply(&raft.Log{Index: 1, Data: data})
+		}()
+	}
+}
+
+func Test_DiffAndDelete(t *testing.T) {
+	h := newHarness(t)
+	c0 := h.f.Catalog()
+	h.upsert(completeWorker(1, 16))
+	h.upsert(completeWorker(2, 16))
+	c1 := h.f.Catalog()
+	if d := Diff(c0, c1); len(d) != 2 || d[0].Old != nil || d[0].New.WorkerID != 1 {
+		t.Fatalf("diff after inserts = %+v", d)
+	}
+	res := h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 1})
+	if res.Err != nil || res.Worker.WorkerID != 1 {
+		t.Fatalf("delete = %+v", res)
+	}
+	d := Diff(c1, h.f.Catalog())
+	if len(d) != 1 || d[0].New != nil || d[0].Old.WorkerID != 1 {
+		t.Fatalf("diff after delete = %+v", d)
+	}
+	select {
+	case <-h.f.Changed():
+	default:
+		t.Fatal("no change notification")
+	}
+}
+
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+func (s *memSink) Close() error  { return nil }
+
+func Test_SnapshotRestore(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(1, 16))
+	h.upsert(completeWorker(2, 32)) // incomplete: mismatch
+	w3 := completeWorker(3, 8)
+	w3.TenantID = "t2"
+	h.upsert(w3)
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Later writes must not leak into the snapshot taken before them.
+	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 3})
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+
+	restored := New()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	got := restored.Catalog()
+	if got.Index() != 3 || got.Len() != 3 {
+		t.Fatalf("restored index=%d len=%d, want 3/3", got.Index(), got.Len())
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		w, _ := got.Worker(id)
+		orig := mustWorkerAt(t, sink.Bytes(), id)
+		if !reflect.DeepEqual(w, orig) {
+			t.Fatalf("worker %d restored as %+v, want %+v", id, w, orig)
+		}
+	}
+	if w, _ := got.Worker(2); w.Schedulable() {
+		t.Fatal("derived lifecycle not recomputed on restore")
+	}
+	if err := restored.Restore(io.NopCloser(strings.NewReader("{"))); err == nil {
+		t.Fatal("restore of garbage succeeded")
+	}
+	if restored.Catalog() != got {
+		t.Fatal("failed restore replaced the catalog")
+	}
+}
+
+// mustWorkerAt restores a snapshot and returns one record from it; used to
+// compare restored records with what was persisted.
+func mustWorkerAt(t *testing.T, snap []byte, id uint64) *Worker {
+	t.Helper()
+	f := New()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	w, ok := f.Catalog().Worker(id)
+	if !ok {
+		t.Fatalf("worker %d missing", id)
+	}
+	return w
+}
+
+func Test_Deterministic(t *testing.T) {
+	// Two FSMs fed the same log end with byte-identical snapshots.
+	cmds := []struct {
+		ct   CommandType
+		body any
+	}{
+		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(3, 16)}},
+		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(1, 32)}},
+		{CmdPatchWorker, PatchWorker{WorkerID: 3, Patch: WorkerPatch{ModelName: ptr("x")}}},
+		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(2, 32)}},
+		{CmdDeleteWorker, DeleteWorker{WorkerID: 9}},
+	}
+	var outs [2][]byte
+	for i := range outs {
+		h := newHarness(t)
+		for _, c := range cmds {
+			h.apply(c.ct, c.body)
+		}
+		snap, _ := h.f.Snapshot()
+		var sink memSink
+		if err := snap.Persist(&sink); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = sink.Bytes()
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Fatalf("snapshots differ:\n%s\n%s", outs[0], outs[1])
+	}
+}

@@ -1,0 +1,218 @@
+package fsm
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Lifecycle values of a worker record.
+const (
+	LifecycleSchedulable = "schedulable"
+	LifecycleIncomplete  = "incomplete"
+)
+
+// DefaultScope is the model_name and tenant_id used when a request omits them.
+const DefaultScope = "default"
+
+// Limits on catalog records. They bound memory and keep rank arithmetic far
+// from overflow; real deployments are orders of magnitude below them.
+const (
+	MaxBlockSize        = 1 << 16
+	MaxDataParallelSize = 4096
+	MaxRank             = 1 << 20
+	MaxStringLen        = 1024
+)
+
+// PartitionKey scopes all selection, index and load state.
+type PartitionKey struct {
+	Model  string
+	Tenant string
+}
+
+// String renders the key as "<model>:<tenant>", the form used by /dump.
+func (k PartitionKey) String() string { return k.Model + ":" + k.Tenant }
+
+// Worker is one catalog record. Records reachable from a published Catalog
+// are immutable: never modify one in place, copy it.
+type Worker struct {
+	WorkerID  uint64 `json:"worker_id"`
+	ModelName string `json:"model_name"`
+	TenantID  string `json:"tenant_id"`
+	Endpoint  string `json:"endpoint"`
+	BlockSize uint32 `json:"block_size"`
+	// DataParallelStartRank and DataParallelSize give the global dp ranks
+	// [start, start+size) this worker serves.
+	DataParallelStartRank uint32 `json:"data_parallel_start_rank"`
+	DataParallelSize      uint32 `json:"data_parallel_size"`
+	// KVEventsEndpoints maps a global dp rank to the ZMQ endpoint publishing
+	// that rank's KV events.
+	KVEventsEndpoints   map[uint32]string `json:"kv_events_endpoints"`
+	ReplayEndpoint      string            `json:"replay_endpoint,omitempty"`
+	TotalKVBlocks       uint64            `json:"total_kv_blocks,omitempty"`
+	MaxNumBatchedTokens uint64            `json:"max_num_batched_tokens,omitempty"`
+
+	// CreateIndex is the Raft index that first inserted this worker id;
+	// ModifyIndex the one that last changed it. The oldest worker of a
+	// partition (lowest CreateIndex) sets the partition's block size.
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+
+	// Lifecycle and NotSchedulableReasons are derived from the catalog on
+	// every apply; they are never taken from a command.
+	Lifecycle             string   `json:"lifecycle"`
+	NotSchedulableReasons []string `json:"not_schedulable_reasons,omitempty"`
+}
+
+// Partition returns the worker's partition key.
+func (w *Worker) Partition() PartitionKey {
+	return PartitionKey{Model: w.ModelName, Tenant: w.TenantID}
+}
+
+// Schedulable reports whether the worker may be selected.
+func (w *Worker) Schedulable() bool { return w.Lifecycle == LifecycleSchedulable }
+
+// Ranks returns the worker's global dp ranks in order.
+func (w *Worker) Ranks() []uint32 {
+	out := make([]uint32, w.DataParallelSize)
+	for i := range out {
+		out[i] = w.DataParallelStartRank + uint32(i)
+	}
+	return out
+}
+
+// HasRank reports whether rank is one of the worker's dp ranks.
+func (w *Worker) HasRank(rank uint32) bool {
+	return rank >= w.DataParallelStartRank && rank-w.DataParallelStartRank < w.DataParallelSize
+}
+
+// clone returns a deep copy whose maps and slices are not shared.
+func (w *Worker) clone() *Worker {
+	c := *w
+	if w.KVEventsEndpoints != nil {
+		c.KVEventsEndpoints = make(map[uint32]string, len(w.KVEventsEndpoints))
+		for k, v := range w.KVEventsEndpoints {
+			c.KVEventsEndpoints[k] = v
+		}
+	}
+	if w.NotSchedulableReasons != nil {
+		c.NotSchedulableReasons = append([]string(nil), w.NotSchedulableReasons...)
+	}
+	return &c
+}
+
+// normalize fills defaults so that equal specs compare equal.
+func (w *Worker) normalize() {
+	if w.ModelName == "" {
+		w.ModelName = DefaultScope
+	}
+	if w.TenantID == "" {
+		w.TenantID = DefaultScope
+	}
+	if w.KVEventsEndpoints == nil {
+		w.KVEventsEndpoints = map[uint32]string{}
+	}
+}
+
+// ValidateSpec checks the ranges and formats of a worker as submitted by a
+// client. Completeness (a missing endpoint, block size 0, a rank without a
+// KV events endpoint) is not an error: such a worker is stored as
+// "incomplete". The returned error is a *FieldError.
+func ValidateSpec(w *Worker) error {
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	for field, s := range map[string]string{
+		"model_name": w.ModelName, "tenant_id": w.TenantID,
+		"endpoint": w.Endpoint, "replay_endpoint": w.ReplayEndpoint,
+	} {
+		if len(s) > MaxStringLen {
+			return bad(field, "longer than %d bytes", MaxStringLen)
+		}
+	}
+	if w.BlockSize > MaxBlockSize {
+		return bad("block_size", "must be at most %d", MaxBlockSize)
+	}
+	if w.DataParallelSize == 0 {
+		return bad("data_parallel_size", "must be at least 1")
+	}
+	if w.DataParallelSize > MaxDataParallelSize {
+		return bad("data_parallel_size", "must be at most %d", MaxDataParallelSize)
+	}
+	if uint64(w.DataParallelStartRank)+uint64(w.DataParallelSize) > MaxRank {
+		return bad("data_parallel_start_rank", "rank range must end at or below %d", MaxRank)
+	}
+	if len(w.KVEventsEndpoints) > MaxDataParallelSize {
+		return bad("kv_events_endpoints", "more than %d entries", MaxDataParallelSize)
+	}
+	for rank, ep := range w.KVEventsEndpoints {
+		if err := ValidateZMQEndpoint(ep); err != nil {
+			return bad(fmt.Sprintf("kv_events_endpoints[%q]", strconv.FormatUint(uint64(rank), 10)), "%v", err)
+		}
+	}
+	if w.ReplayEndpoint != "" {
+		if err := ValidateZMQEndpoint(w.ReplayEndpoint); err != nil {
+			return bad("replay_endpoint", "%v", err)
+		}
+	}
+	return nil
+}
+
+// ValidateZMQEndpoint accepts the endpoint forms a ZMQ socket can connect
+// to: tcp://host:port, ipc://path and inproc://name.
+func ValidateZMQEndpoint(ep string) error {
+	if len(ep) > MaxStringLen {
+		return fmt.Errorf("longer than %d bytes", MaxStringLen)
+	}
+	scheme, rest, ok := strings.Cut(ep, "://")
+	if !ok || rest == "" {
+		return fmt.Errorf("%q is not a ZMQ endpoint (want tcp://host:port, ipc://path or inproc://name)", ep)
+	}
+	switch scheme {
+	case "ipc", "inproc":
+		return nil
+	case "tcp":
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil || host == "" || host == "*" {
+			return fmt.Errorf("%q: want tcp://host:port", ep)
+		}
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return fmt.Errorf("%q: port must be 1-65535", ep)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%q: unsupported transport %q (want tcp, ipc or inproc)", ep, scheme)
+	}
+}
+
+// staticReasons lists what makes a worker incomplete on its own, without
+// looking at other workers of its partition. Sorted for determinism.
+func staticReasons(w *Worker) []string {
+	var reasons []string
+	if w.Endpoint == "" {
+		reasons = append(reasons, "endpoint is required")
+	}
+	if w.BlockSize == 0 {
+		reasons = append(reasons, "block_size must be greater than 0")
+	}
+	for _, rank := range w.Ranks() {
+		if w.KVEventsEndpoints[rank] == "" {
+			reasons = append(reasons, fmt.Sprintf("kv_events endpoint is required for dp_rank %d", rank))
+		}
+	}
+	var outside []uint32
+	for rank := range w.KVEventsEndpoints {
+		if !w.HasRank(rank) {
+			outside = append(outside, rank)
+		}
+	}
+	slices.Sort(outside)
+	for _, rank := range outside {
+		reasons = append(reasons, fmt.Sprintf(
+			"kv_events endpoint for dp_rank %d is outside the data parallel range [%d, %d)",
+			rank, w.DataParallelStartRank, w.DataParallelStartRank+w.DataParallelSize))
+	}
+	return reasons
+}
