@@ -1,0 +1,206 @@
+package indexer
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// The benchmark workload: documents of docBlocks blocks; document d starts
+// with the system prompt d%prompts (promptBlocks blocks shared by every
+// document with that prompt) and continues with blocks of its own. Each
+// document is cached by `replicas` ranks out of `ranks`, as engines that
+// served it. With the defaults that is ~1 M distinct blocks and ~2 M
+// (block, rank) memberships over 256 ranks.
+type workload struct {
+	ranks, docs, docBlocks, prompts, promptBlocks, replicas int
+}
+
+var defaultWorkload = workload{ranks: 256, docs: 2048, docBlocks: 512, prompts: 32, promptBlocks: 64, replicas: 2}
+
+func (w workload) doc(d int) []uint64 {
+	out := make([]uint64, w.docBlocks)
+	for i := range out {
+		if i < w.promptBlocks {
+			out[i] = uint64(d%w.prompts)<<32 | uint64(i) | 1<<62
+		} else {
+			out[i] = uint64(d)<<32 | uint64(i)
+		}
+	}
+	return out
+}
+
+func (w workload) holders(d int) []RankKey {
+	out := make([]RankKey, w.replicas)
+	for i := range out {
+		r := (d*(2*i+1) + 97*i) % w.ranks
+		out[i] = RankKey{Worker: uint64(r / 8), Rank: uint32(r % 8)}
+	}
+	return out
+}
+
+// events turns document d into stored events of 16 blocks for one rank,
+// with per-rank engine hashes, like an engine publishing its cache.
+func (w workload) events(d int, rk RankKey) []Event {
+	doc := w.doc(d)
+	salt := rk.Worker<<20 | uint64(rk.Rank)
+	var evs []Event
+	for i := 0; i < len(doc); i += 16 {
+		ev := Event{Kind: EventStored, Tier: TierDevice}
+		if i > 0 {
+			ev.HasParent, ev.Parent = true, engineOf(salt, doc, i-1)
+		}
+		for j := i; j < i+16 && j < len(doc); j++ {
+			ev.Blocks = append(ev.Blocks, StoredBlock{Hash: engineOf(salt, doc, j), Local: doc[j]})
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+func engineOf(salt uint64, doc []uint64, i int) uint64 {
+	return ChainHash(salt^doc[0], doc[i]) ^ uint64(i)
+}
+
+// build makes a single-partition Indexer loaded with the workload.
+func (w workload) build(tb testing.TB) (*Indexer, fsm.PartitionKey) {
+	tb.Helper()
+	x, key := w.indexer()
+	for d := range w.docs {
+		for _, rk := range w.holders(d) {
+			if _, err := x.Apply(rk, Batch{Events: w.events(d, rk)}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return x, key
+}
+
+func (w workload) indexer() (*Indexer, fsm.PartitionKey) {
+	x := New(slog.New(slog.DiscardHandler))
+	log := fsm.NewLog(x.ApplyCatalog)
+	for id := range w.ranks / 8 {
+		ws := fsm.Worker{WorkerID: uint64(id), ModelName: "bench", Endpoint: "http://w", BlockSize: 16,
+			DataParallelSize: 8, KVEventsEndpoints: map[uint32]string{}}
+		for r := range 8 {
+			ws.KVEventsEndpoints[uint32(r)] = fmt.Sprintf("tcp://127.0.0.1:%d", 5000+r)
+		}
+		if _, err := log.Upsert(ws); err != nil {
+			panic(err)
+		}
+	}
+	return x, fsm.PartitionKey{Model: "bench", Tenant: "default"}
+}
+
+// BenchmarkApplyStored measures block-store events applied per second
+// through Indexer.Apply (batches of one 16-block BlockStored event, many
+// ranks), building the 1 M-block workload from empty on each iteration.
+func BenchmarkApplyStored(b *testing.B) {
+	w := defaultWorkload
+	type job struct {
+		rk  RankKey
+		evs []Event
+	}
+	var jobs []job
+	blocks := 0
+	for d := range w.docs {
+		for _, rk := range w.holders(d) {
+			evs := w.events(d, rk)
+			jobs = append(jobs, job{rk, evs})
+			blocks += w.docBlocks
+		}
+	}
+	b.ResetTimer()
+	events := 0
+	for range b.N {
+		b.StopTimer()
+		x, _ := w.indexer()
+		runtime.GC()
+		b.StartTimer()
+		for _, j := range jobs {
+			for k := range j.evs {
+				if _, err := x.Apply(j.rk, Batch{Events: j.evs[k : k+1]}); err != nil {
+					b.Fatal(err)
+				}
+				events++
+			}
+		}
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(blocks*b.N)/sec, "blocks/s")
+	b.ReportMetric(float64(events)/sec, "events/s")
+}
+
+// BenchmarkMatch measures the latency of one 512-block query against the
+// 1 M-block index over 256 ranks, for the bisection matcher and for the
+// reference walk it replaces (the baseline), and reports p50/p99.
+func BenchmarkMatch(b *testing.B) {
+	w := defaultWorkload
+	x, key := w.build(b)
+	p := x.parts[key]
+	rng := rand.New(rand.NewPCG(1, 2))
+	queries := make([][]uint64, 256)
+	for i := range queries {
+		queries[i] = w.doc(rng.IntN(w.docs))
+		if i%2 == 1 { // half the queries diverge somewhere after the prompt
+			cut := w.promptBlocks + rng.IntN(w.docBlocks-w.promptBlocks)
+			for j := cut; j < len(queries[i]); j++ {
+				queries[i][j] ^= 0xdead
+			}
+		}
+	}
+	for _, impl := range []struct {
+		name string
+		fn   func([]uint64, []Overlap) []Overlap
+	}{
+		{"bisect", func(q []uint64, out []Overlap) []Overlap { return p.ix.match(q, out) }},
+		{"walk-baseline", func(q []uint64, out []Overlap) []Overlap { return p.ix.matchWalk(q, out) }},
+	} {
+		b.Run(impl.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			out := make([]Overlap, 0, 256)
+			b.ResetTimer()
+			for i := range b.N {
+				q := queries[i%len(queries)]
+				t0 := time.Now()
+				out = impl.fn(q, out[:0])
+				lat = append(lat, time.Since(t0))
+			}
+			reportPercentiles(b, lat)
+		})
+	}
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
+	b.ReportMetric(pct(0.50), "p50-ns")
+	b.ReportMetric(pct(0.99), "p99-ns")
+}
+
+// BenchmarkMemory reports heap bytes per (block, rank) membership and per
+// distinct block for the 1 M-block workload.
+func BenchmarkMemory(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		x, key := defaultWorkload.build(b)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		p := x.parts[key]
+		used := float64(after.HeapAlloc - before.HeapAlloc)
+		b.ReportMetric(used/float64(p.ix.memberships), "B/membership")
+		b.ReportMetric(used/float64(p.ix.live), "B/block")
+		b.ReportMetric(float64(p.ix.memberships), "memberships")
+		runtime.KeepAlive(x)
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,157 @@
+package indexer
+
+import (
+	"fmt"
+)
+
+// check recomputes every derived count of the index from scratch and
+// compares it with the incrementally maintained one. Tests call it after
+// each operation; it is O(index size).
+func (ix *partIndex) check() error {
+	free := map[nodeID]bool{}
+	for _, id := range ix.nodes.free {
+		if free[id] {
+			return fmt.Errorf("node %d freed twice", id)
+		}
+		free[id] = true
+	}
+	var live []nodeID
+	for id := nodeID(1); id < ix.nodes.next; id++ {
+		if !free[id] {
+			live = append(live, id)
+		}
+	}
+	if len(live) != ix.live {
+		return fmt.Errorf("live = %d, counted %d", ix.live, len(live))
+	}
+	if len(ix.byKey) != ix.live {
+		return fmt.Errorf("byKey has %d entries for %d live nodes", len(ix.byKey), ix.live)
+	}
+	levelOf := func(id nodeID, slot uint32) int {
+		if id == noNode {
+			return 0
+		}
+		n := ix.nodes.at(id)
+		if hi := holderIdx(n, slot); hi >= 0 {
+			return level(n.holders[hi].tiers())
+		}
+		return noLevel
+	}
+	kids := map[nodeID]uint32{}
+	covered := map[spillKey][noLevel]uint32{}
+	var holes = map[uint32]*[noLevel]int64{}
+	memberships := 0
+	var tierBlocks [numTiers]int
+	for _, id := range live {
+		n := ix.nodes.at(id)
+		if got := ix.byKey[n.key]; got != id {
+			return fmt.Errorf("byKey[%x] = %d, want %d", n.key, got, id)
+		}
+		if n.parent != noNode {
+			if free[n.parent] || n.parent >= ix.nodes.next {
+				return fmt.Errorf("node %d has dead parent %d", id, n.parent)
+			}
+			if want := ChainHash(ix.nodes.at(n.parent).key, n.local); want != n.key {
+				return fmt.Errorf("node %d key is not its path hash", id)
+			}
+			kids[n.parent]++
+		} else if n.key != n.local {
+			return fmt.Errorf("depth-1 node %d key != local", id)
+		}
+		seen := map[uint32]bool{}
+		for _, h := range n.holders {
+			if seen[h.slot] {
+				return fmt.Errorf("node %d has two holders for slot %d", id, h.slot)
+			}
+			seen[h.slot] = true
+			if int(h.slot) >= len(ix.ranks) || ix.ranks[h.slot] == nil {
+				return fmt.Errorf("node %d holder for dead slot %d", id, h.slot)
+			}
+			lv := level(h.tiers())
+			if lv == noLevel {
+				continue
+			}
+			memberships++
+			for t := range numTiers {
+				if h.tiers()&(1<<t) != 0 {
+					tierBlocks[t]++
+				}
+			}
+			if n.parent != noNode {
+				k := spillKey{n.parent, h.slot}
+				c := covered[k]
+				c[lv]++
+				covered[k] = c
+			}
+			hs := holes[h.slot]
+			if hs == nil {
+				hs = new([noLevel]int64)
+				holes[h.slot] = hs
+			}
+			pl := levelOf(n.parent, h.slot)
+			for l := lv; l < noLevel; l++ {
+				if pl > l {
+					hs[l]++
+				}
+			}
+		}
+	}
+	for _, id := range live {
+		n := ix.nodes.at(id)
+		if n.kids != kids[id] {
+			return fmt.Errorf("node %d kids = %d, counted %d", id, n.kids, kids[id])
+		}
+		if len(n.holders) == 0 && n.kids == 0 {
+			return fmt.Errorf("node %d is empty but alive", id)
+		}
+		for i := range n.holders {
+			h := &n.holders[i]
+			got := ix.kidCounts(id, h)
+			if want := covered[spillKey{id, h.slot}]; got != want {
+				return fmt.Errorf("node %d slot %d child counts %v, counted %v", id, h.slot, got, want)
+			}
+			if h.tiers() == 0 && got == ([noLevel]uint32{}) {
+				return fmt.Errorf("node %d slot %d holder is empty", id, h.slot)
+			}
+			delete(covered, spillKey{id, h.slot})
+		}
+	}
+	if len(covered) != 0 {
+		return fmt.Errorf("covered children without a parent holder: %v", covered)
+	}
+	if memberships != ix.memberships || tierBlocks != ix.tierBlocks {
+		return fmt.Errorf("memberships %d %v, counted %d %v", ix.memberships, ix.tierBlocks, memberships, tierBlocks)
+	}
+	for slot, r := range ix.ranks {
+		if r == nil {
+			continue
+		}
+		var want [noLevel]int64
+		if hs := holes[uint32(slot)]; hs != nil {
+			want = *hs
+		}
+		if r.holes != want {
+			return fmt.Errorf("rank %v holes %v, counted %v", r.key, r.holes, want)
+		}
+		var mask uint8
+		for l := range noLevel {
+			if want[l] == 0 {
+				mask |= 1 << l
+			}
+		}
+		if ix.clean[slot] != mask {
+			return fmt.Errorf("rank %v clean mask %b, want %b", r.key, ix.clean[slot], mask)
+		}
+		for h, id := range r.blocks {
+			if free[id] || id == noNode || id >= ix.nodes.next {
+				return fmt.Errorf("rank %v engine hash %x maps to dead node %d", r.key, h, id)
+			}
+		}
+	}
+	for k := range ix.spill {
+		if free[k.node] {
+			return fmt.Errorf("spill entry for dead node %d", k.node)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package indexer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// The dump is the Dynamo standalone indexer's recovery format (a list of
+// RouterEvents per partition, parents before children) plus per-rank
+// watermarks, so a recovering node can load it and replay the rest from
+// each worker's replay endpoint.
+
+// Dump is GET /dump: partitions keyed by "<model>:<tenant>".
+type Dump map[string]*PartitionDump
+
+// PartitionDump is one partition's snapshot, taken atomically with its
+// watermarks.
+type PartitionDump struct {
+	BlockSize  uint32        `json:"block_size"`
+	Events     []RouterEvent `json:"events"`
+	Watermarks []Watermark   `json:"watermarks"`
+}
+
+// RouterEvent is one stored event of one worker rank.
+type RouterEvent struct {
+	WorkerID    uint64       `json:"worker_id"`
+	StorageTier string       `json:"storage_tier"`
+	Event       KVCacheEvent `json:"event"`
+}
+
+// KVCacheEvent carries the event id, rank and data of a RouterEvent.
+type KVCacheEvent struct {
+	EventID uint64    `json:"event_id"`
+	DPRank  uint32    `json:"dp_rank"`
+	Data    EventData `json:"data"`
+}
+
+// EventData is the externally tagged event payload; dumps only hold
+// stored events.
+type EventData struct {
+	Stored *StoredData `json:"stored,omitempty"`
+}
+
+// StoredData is a chain of blocks under ParentHash (nil: at the root).
+type StoredData struct {
+	ParentHash *uint64     `json:"parent_hash"`
+	Blocks     []DumpBlock `json:"blocks"`
+}
+
+// DumpBlock pairs the engine's block hash with the local tokens hash.
+type DumpBlock struct {
+	BlockHash  uint64 `json:"block_hash"`
+	TokensHash uint64 `json:"tokens_hash"`
+}
+
+// Watermark is the last sequence number applied for a rank.
+type Watermark struct {
+	WorkerID uint64 `json:"worker_id"`
+	DPRank   uint32 `json:"dp_rank"`
+	Seq      uint64 `json:"seq"`
+}
+
+// Dump snapshots every partition.
+func (x *Indexer) Dump() Dump {
+	x.mu.RLock()
+	parts := make([]*partition, 0, len(x.parts))
+	for _, p := range x.parts {
+		parts = append(parts, p)
+	}
+	x.mu.RUnlock()
+	out := Dump{}
+	for _, p := range parts {
+		p.mu.RLock()
+		out[p.key.String()] = p.ix.dump(p.blockSize)
+		p.mu.RUnlock()
+	}
+	return out
+}
+
+// dump renders the partition as stored events. Per rank, blocks are
+// visited depth first from the root, so a parent always precedes its
+// children, and runs of blocks on one tier become one event. A block whose
+// parent the rank holds on no tier cannot be expressed (its parent hash is
+// gone) and matches nothing for that rank, so it is left out with its
+// subtree.
+func (ix *partIndex) dump(blockSize uint32) *PartitionDump {
+	d := &PartitionDump{BlockSize: blockSize, Events: []RouterEvent{}, Watermarks: []Watermark{}}
+	var nextID uint64
+	emit := func(r *rankState, t Tier, parent *uint64, b DumpBlock) {
+		if n := len(d.Events); n > 0 {
+			last := &d.Events[n-1]
+			blocks := last.Event.Data.Stored.Blocks
+			if last.WorkerID == r.key.Worker && last.Event.DPRank == r.key.Rank && last.StorageTier == t.String() &&
+				parent != nil && blocks[len(blocks)-1].BlockHash == *parent {
+				last.Event.Data.Stored.Blocks = append(blocks, b)
+				return
+			}
+		}
+		nextID++
+		d.Events = append(d.Events, RouterEvent{
+			WorkerID: r.key.Worker, StorageTier: t.String(),
+			Event: KVCacheEvent{EventID: nextID, DPRank: r.key.Rank,
+				Data: EventData{Stored: &StoredData{ParentHash: parent, Blocks: []DumpBlock{b}}}},
+		})
+	}
+	for _, k := range ix.rankKeysSorted() {
+		r := ix.byRank[k]
+		if r.hasSeq {
+			d.Watermarks = append(d.Watermarks, Watermark{WorkerID: k.Worker, DPRank: k.Rank, Seq: r.seq})
+		}
+		type member struct {
+			id   nodeID
+			hash uint64
+		}
+		children := map[nodeID][]member{}
+		engine := make(map[nodeID]uint64, len(r.blocks))
+		for h, id := range r.blocks {
+			n := ix.nodes.at(id)
+			hi := holderIdx(n, r.slot)
+			if hi < 0 || n.holders[hi].tiers() == 0 {
+				continue
+			}
+			if prev, dup := engine[id]; dup && prev < h {
+				continue // two engine hashes for one block: keep one
+			}
+			engine[id] = h
+		}
+		for id, h := range engine {
+			p := ix.nodes.at(id).parent
+			children[p] = append(children[p], member{id, h})
+		}
+		for _, c := range children {
+			slices.SortFunc(c, func(a, b member) int { return cmp.Compare(a.hash, b.hash) })
+		}
+		stack := slices.Clone(children[noNode])
+		slices.Reverse(stack)
+		for len(stack) > 0 {
+			m := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			n := ix.nodes.at(m.id)
+			var parent *uint64
+			if n.parent != noNode {
+				ph := engine[n.parent]
+				parent = &ph
+			}
+			tiers := n.holders[holderIdx(n, r.slot)].tiers()
+			for t := range numTiers {
+				if tiers&(1<<t) != 0 {
+					emit(r, t, parent, DumpBlock{BlockHash: m.hash, TokensHash: n.local})
+				}
+			}
+			kids := children[m.id]
+			for i := len(kids) - 1; i >= 0; i-- {
+				stack = append(stack, kids[i])
+			}
+		}
+	}
+	return d
+}
+
+// LoadStats reports what Load applied.
+type LoadStats struct {
+	Events, Skipped int
+	Blocks          int
+}
+
+// Load applies a partition dump (from a peer's GET /dump) to the local
+// index and sets each rank's watermark. Events of ranks this node does not
+// index are skipped. A block size that differs from the local partition's
+// is an error: the dump's block hashes would be meaningless here.
+func (x *Indexer) Load(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error) {
+	var st LoadStats
+	x.mu.RLock()
+	p := x.parts[key]
+	x.mu.RUnlock()
+	if p == nil {
+		return st, fmt.Errorf("%w: %s", ErrUnknownPartition, key)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d.BlockSize != p.blockSize {
+		return st, fmt.Errorf("%w: block size %d, partition %s has %d", ErrBadDump, d.BlockSize, key, p.blockSize)
+	}
+	for i := range d.Events {
+		re := &d.Events[i]
+		r, ok := p.ix.byRank[RankKey{re.WorkerID, re.Event.DPRank}]
+		tier, err := ParseTier(re.StorageTier)
+		if !ok || err != nil || re.Event.Data.Stored == nil {
+			st.Skipped++
+			continue
+		}
+		sd := re.Event.Data.Stored
+		ev := Event{Kind: EventStored, Tier: tier, HasParent: sd.ParentHash != nil}
+		if sd.ParentHash != nil {
+			ev.Parent = *sd.ParentHash
+		}
+		for _, b := range sd.Blocks {
+			ev.Blocks = append(ev.Blocks, StoredBlock{Hash: b.BlockHash, Local: b.TokensHash})
+		}
+		var as ApplyStats
+		if p.ix.applyEvent(r, &ev, &as) != OutcomeOK {
+			st.Skipped++
+			continue
+		}
+		st.Events++
+		st.Blocks += as.BlocksStored
+	}
+	for _, w := range d.Watermarks {
+		if r, ok := p.ix.byRank[RankKey{w.WorkerID, w.DPRank}]; ok {
+			r.seq, r.hasSeq = w.Seq, true
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,482 @@
+package indexer
+
+import (
+	"cmp"
+	"slices"
+)
+
+// This file holds the prefix index of one partition. See DESIGN.md for the
+// invariants; in short:
+//
+//   - A node is one block at one position: its key is the sequence hash of
+//     the local block hashes on its path (ChainHash), so the index is a tree
+//     stored in one flat map (byKey) and a query can jump to any depth.
+//   - A node lives while it has a holder or a child (kids > 0); freeing a
+//     node may free its now-empty ancestors.
+//   - A holder is one rank's entry at a node: the tiers it holds the block
+//     on, plus how many of the node's children that rank covers, by level.
+//     A holder with no tiers but covered children is a "phantom": it exists
+//     only to carry those counts.
+//   - level(r, N) is 0 if r holds N on device, 1 if on host (not device), 2
+//     if on disk only, 3 if not at all. "r covers N at level L" means
+//     level(r, N) <= L, so level L=0 is device, 1 device∪host, 2 any tier.
+//   - holes[L] of a rank counts nodes it covers at L whose parent it does
+//     not cover at L. A rank with no holes at L covers a prefix-closed set
+//     at L; matching exploits that (match.go).
+//
+// partIndex is not safe for concurrent use; Indexer guards it.
+
+type nodeID uint32
+
+const (
+	noNode    nodeID = 0 // the virtual root; never allocated
+	tierMask  uint8  = 1<<numTiers - 1
+	kidsSpill uint8  = 1 << 7 // holder's child counts live in partIndex.spill
+	noLevel          = 3
+	allClean  uint8  = 1<<noLevel - 1
+)
+
+type node struct {
+	key     uint64 // sequence hash of the path
+	local   uint64 // local block hash
+	parent  nodeID
+	kids    uint32 // structural children
+	holders []holder
+}
+
+// holder is 12 bytes. Child counts beyond uint16 move to partIndex.spill,
+// which keeps them exact for any fan-out.
+type holder struct {
+	slot  uint32
+	flags uint8 // tiers in the low bits, kidsSpill
+	_     uint8
+	kid   [noLevel]uint16 // covered children by their exact level
+}
+
+func (h *holder) tiers() uint8 { return h.flags & tierMask }
+
+// level maps a tier set to the lowest level that covers it.
+func level(tiers uint8) int {
+	switch {
+	case tiers&(1<<TierDevice) != 0:
+		return 0
+	case tiers&(1<<TierHost) != 0:
+		return 1
+	case tiers&(1<<TierDisk) != 0:
+		return 2
+	}
+	return noLevel
+}
+
+type spillKey struct {
+	node nodeID
+	slot uint32
+}
+
+// rankState is one (worker, rank) of the partition.
+type rankState struct {
+	key    RankKey
+	slot   uint32
+	blocks map[uint64]nodeID // engine hash → node
+	holes  [noLevel]int64
+	// seq is the sequence number of the last batch applied for this rank;
+	// valid when hasSeq. It is the rank's watermark in /dump.
+	seq    uint64
+	hasSeq bool
+}
+
+const (
+	chunkBits = 12
+	chunkSize = 1 << chunkBits
+)
+
+// arena allocates nodes in fixed chunks so that growth never copies nodes
+// and node pointers stay valid. Freed ids are reused first.
+type arena struct {
+	chunks [][]node
+	next   nodeID // next never-used id
+	free   []nodeID
+}
+
+func (a *arena) at(id nodeID) *node { return &a.chunks[id>>chunkBits][id&(chunkSize-1)] }
+
+func (a *arena) alloc() nodeID {
+	if n := len(a.free); n > 0 {
+		id := a.free[n-1]
+		a.free = a.free[:n-1]
+		return id
+	}
+	if a.next == 0 {
+		a.next = 1 // id 0 is the root
+	}
+	id := a.next
+	if int(id>>chunkBits) == len(a.chunks) {
+		a.chunks = append(a.chunks, make([]node, chunkSize))
+	}
+	a.next++
+	return id
+}
+
+func (a *arena) release(id nodeID) {
+	*a.at(id) = node{}
+	a.free = append(a.free, id)
+}
+
+// partIndex is the prefix index of one partition.
+type partIndex struct {
+	nodes     arena
+	live      int // allocated nodes
+	byKey     map[uint64]nodeID
+	spill     map[spillKey][noLevel]uint32
+	ranks     []*rankState // by slot; nil for free slots
+	freeSlots []uint32
+	byRank    map[RankKey]*rankState
+	// clean[slot] has bit l set when the rank has no holes at level l; it
+	// mirrors rankState.holes in a dense array for the match loop.
+	clean       []uint8
+	memberships int
+	tierBlocks  [numTiers]int // (node, rank) memberships per tier
+}
+
+func newPartIndex() *partIndex {
+	return &partIndex{
+		byKey:  map[uint64]nodeID{},
+		spill:  map[spillKey][noLevel]uint32{},
+		byRank: map[RankKey]*rankState{},
+	}
+}
+
+// addRank registers a rank; events for unregistered ranks are dropped.
+func (ix *partIndex) addRank(k RankKey) *rankState {
+	if r, ok := ix.byRank[k]; ok {
+		return r
+	}
+	r := &rankState{key: k, blocks: map[uint64]nodeID{}}
+	if n := len(ix.freeSlots); n > 0 {
+		r.slot = ix.freeSlots[n-1]
+		ix.freeSlots = ix.freeSlots[:n-1]
+		ix.ranks[r.slot] = r
+		ix.clean[r.slot] = allClean
+	} else {
+		r.slot = uint32(len(ix.ranks))
+		ix.ranks = append(ix.ranks, r)
+		ix.clean = append(ix.clean, allClean)
+	}
+	ix.byRank[k] = r
+	return r
+}
+
+// removeRank drops every block of the rank and frees its slot.
+func (ix *partIndex) removeRank(k RankKey) {
+	r, ok := ix.byRank[k]
+	if !ok {
+		return
+	}
+	ix.clearRank(r)
+	delete(ix.byRank, k)
+	ix.ranks[r.slot] = nil
+	ix.freeSlots = append(ix.freeSlots, r.slot)
+}
+
+// clearRank removes all of the rank's memberships (AllBlocksCleared).
+func (ix *partIndex) clearRank(r *rankState) int {
+	n := 0
+	for hash, id := range r.blocks {
+		if ix.dropMembership(r, id, tierMask) {
+			n++
+		}
+		delete(r.blocks, hash)
+	}
+	// A fresh map releases the old one's buckets, which never shrink.
+	r.blocks = map[uint64]nodeID{}
+	return n
+}
+
+// applyEvent applies one event for rank r.
+func (ix *partIndex) applyEvent(r *rankState, ev *Event, st *ApplyStats) Outcome {
+	switch ev.Kind {
+	case EventStored:
+		return ix.applyStored(r, ev, st)
+	case EventRemoved:
+		if ev.Tier >= numTiers {
+			return OutcomeInvalid
+		}
+		for _, h := range ev.Hashes {
+			id, ok := r.blocks[h]
+			if !ok {
+				st.BlocksNotFound++
+				continue
+			}
+			if ix.dropMembership(r, id, 1<<ev.Tier) {
+				st.BlocksRemoved++
+			} else {
+				st.BlocksNotFound++
+			}
+			// Forget the engine hash once the rank holds the block on no
+			// tier (the node may be gone already: its holders are nil).
+			if hi := holderIdx(ix.nodes.at(id), r.slot); hi < 0 || ix.nodes.at(id).holders[hi].tiers() == 0 {
+				delete(r.blocks, h)
+			}
+		}
+		return OutcomeOK
+	case EventCleared:
+		st.BlocksRemoved += ix.clearRank(r)
+		return OutcomeOK
+	}
+	return OutcomeInvalid
+}
+
+func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) Outcome {
+	if ev.Tier >= numTiers {
+		return OutcomeInvalid
+	}
+	parent := noNode
+	if ev.HasParent {
+		id, ok := r.blocks[ev.Parent]
+		if !ok {
+			return OutcomeParentNotFound
+		}
+		parent = id
+	}
+	for _, b := range ev.Blocks {
+		key := b.Local
+		if parent != noNode {
+			key = ChainHash(ix.nodes.at(parent).key, b.Local)
+		}
+		if old, ok := r.blocks[b.Hash]; ok && ix.byKey[key] != old {
+			// The engine reused a hash for other content. Forget the old
+			// block first, unless it is the parent we chain from, which
+			// would make the block its own ancestor.
+			if old == parent {
+				return OutcomeInvalid
+			}
+			ix.dropMembership(r, old, tierMask)
+			delete(r.blocks, b.Hash)
+		}
+		id, ok := ix.byKey[key]
+		if ok {
+			n := ix.nodes.at(id)
+			if n.local != b.Local || n.parent != parent {
+				return OutcomeHashCollision
+			}
+		} else {
+			id = ix.newNode(key, b.Local, parent)
+		}
+		r.blocks[b.Hash] = id
+		ix.addMembership(r, id, ev.Tier)
+		st.BlocksStored++
+		parent = id
+	}
+	return OutcomeOK
+}
+
+func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
+	id := ix.nodes.alloc()
+	*ix.nodes.at(id) = node{key: key, local: local, parent: parent}
+	ix.byKey[key] = id
+	ix.live++
+	if parent != noNode {
+		ix.nodes.at(parent).kids++
+	}
+	return id
+}
+
+func holderIdx(n *node, slot uint32) int {
+	for i := range n.holders {
+		if n.holders[i].slot == slot {
+			return i
+		}
+	}
+	return -1
+}
+
+func (ix *partIndex) addMembership(r *rankState, id nodeID, t Tier) {
+	n := ix.nodes.at(id)
+	hi := holderIdx(n, r.slot)
+	if hi < 0 {
+		n.holders = append(n.holders, holder{slot: r.slot})
+		hi = len(n.holders) - 1
+	}
+	ix.setTiers(r, id, hi, n.holders[hi].tiers()|1<<t)
+}
+
+// dropMembership clears the given tiers of r's holder at id. It reports
+// whether any of them was set.
+func (ix *partIndex) dropMembership(r *rankState, id nodeID, tiers uint8) bool {
+	n := ix.nodes.at(id)
+	hi := holderIdx(n, r.slot)
+	if hi < 0 || n.holders[hi].tiers()&tiers == 0 {
+		return false
+	}
+	ix.setTiers(r, id, hi, n.holders[hi].tiers()&^tiers)
+	return true
+}
+
+// setTiers changes the tiers of holder hi at node id and keeps every
+// derived count (memberships, holes, the parent's child counts) exact. The
+// holder, and then the node, are removed when nothing refers to them.
+func (ix *partIndex) setTiers(r *rankState, id nodeID, hi int, tiers uint8) {
+	n := ix.nodes.at(id)
+	h := &n.holders[hi]
+	before := h.tiers()
+	if before == tiers {
+		return
+	}
+	for t := range numTiers {
+		if bit := uint8(1) << t; before&bit != tiers&bit {
+			if tiers&bit != 0 {
+				ix.tierBlocks[t]++
+			} else {
+				ix.tierBlocks[t]--
+			}
+		}
+	}
+	switch {
+	case before == 0:
+		ix.memberships++
+	case tiers == 0:
+		ix.memberships--
+	}
+	h.flags = h.flags&^tierMask | tiers
+	if a, b := level(before), level(tiers); a != b {
+		ix.levelChanged(r, id, n, hi, a, b)
+	}
+	ix.maybeDropHolder(id, n, hi)
+}
+
+// levelChanged updates holes and the parent's child counts after r's level
+// at node id moved from a to b.
+func (ix *partIndex) levelChanged(r *rankState, id nodeID, n *node, hi int, a, b int) {
+	parentLevel := 0 // blocks at depth 1 have no parent to miss
+	var p *node
+	phi := -1
+	if n.parent != noNode {
+		p = ix.nodes.at(n.parent)
+		phi = holderIdx(p, r.slot)
+		parentLevel = noLevel
+		if phi >= 0 {
+			parentLevel = level(p.holders[phi].tiers())
+		}
+	}
+	kids := ix.kidCounts(id, &n.holders[hi])
+	var covered int64 // children covered at level <= l
+	mask := uint8(0)
+	for l := range noLevel {
+		covered += int64(kids[l])
+		r.holes[l] += int64(b2i(b <= l && parentLevel > l) - b2i(a <= l && parentLevel > l))
+		r.holes[l] += covered * int64(b2i(b > l)-b2i(a > l))
+		if r.holes[l] == 0 {
+			mask |= 1 << l
+		}
+	}
+	ix.clean[r.slot] = mask
+	if p == nil {
+		return
+	}
+	if phi < 0 {
+		p.holders = append(p.holders, holder{slot: r.slot})
+		phi = len(p.holders) - 1
+	}
+	if a < noLevel {
+		ix.addKid(n.parent, &p.holders[phi], a, -1)
+	}
+	if b < noLevel {
+		ix.addKid(n.parent, &p.holders[phi], b, +1)
+	}
+	// The parent keeps its child n, so this never frees the parent.
+	ix.maybeDropHolder(n.parent, p, phi)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (ix *partIndex) kidCounts(id nodeID, h *holder) [noLevel]uint32 {
+	if h.flags&kidsSpill != 0 {
+		return ix.spill[spillKey{id, h.slot}]
+	}
+	return [noLevel]uint32{uint32(h.kid[0]), uint32(h.kid[1]), uint32(h.kid[2])}
+}
+
+func (ix *partIndex) addKid(id nodeID, h *holder, l int, delta int) {
+	if h.flags&kidsSpill != 0 {
+		k := spillKey{id, h.slot}
+		c := ix.spill[k]
+		c[l] = uint32(int64(c[l]) + int64(delta))
+		ix.spill[k] = c
+		return
+	}
+	v := int(h.kid[l]) + delta
+	if v > 0xFFFF {
+		c := ix.kidCounts(id, h)
+		c[l] = uint32(v)
+		ix.spill[spillKey{id, h.slot}] = c
+		h.flags |= kidsSpill
+		h.kid = [noLevel]uint16{}
+		return
+	}
+	h.kid[l] = uint16(v)
+}
+
+func (ix *partIndex) maybeDropHolder(id nodeID, n *node, hi int) {
+	h := &n.holders[hi]
+	if h.tiers() != 0 {
+		return
+	}
+	if h.flags&kidsSpill != 0 {
+		k := spillKey{id, h.slot}
+		if ix.spill[k] != ([noLevel]uint32{}) {
+			return
+		}
+		delete(ix.spill, k)
+	} else if h.kid != ([noLevel]uint16{}) {
+		return
+	}
+	last := len(n.holders) - 1
+	n.holders[hi] = n.holders[last]
+	n.holders = n.holders[:last]
+	if last == 0 {
+		n.holders = nil
+		if n.kids == 0 {
+			ix.freeNode(id)
+		}
+	}
+}
+
+// freeNode releases id and every ancestor left with neither holder nor
+// child.
+func (ix *partIndex) freeNode(id nodeID) {
+	for {
+		n := ix.nodes.at(id)
+		parent := n.parent
+		delete(ix.byKey, n.key)
+		ix.nodes.release(id)
+		ix.live--
+		if parent == noNode {
+			return
+		}
+		p := ix.nodes.at(parent)
+		p.kids--
+		if p.kids != 0 || len(p.holders) != 0 {
+			return
+		}
+		id = parent
+	}
+}
+
+// rankKeysSorted returns the registered ranks in (worker, rank) order.
+func (ix *partIndex) rankKeysSorted() []RankKey {
+	keys := make([]RankKey, 0, len(ix.byRank))
+	for k := range ix.byRank {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareRankKeys)
+	return keys
+}
+
+func compareRankKeys(a, b RankKey) int {
+	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
+}

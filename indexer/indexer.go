@@ -1,0 +1,243 @@
+package indexer
+
+import (
+	"cmp"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// Indexer holds one prefix index per partition and applies KV cache events
+// to it. Which ranks exist follows the catalog (ApplyCatalog): only ranks of
+// schedulable workers are indexed, and events for any other rank are
+// dropped.
+//
+// Locking: mu guards the partition maps; each partition has its own
+// RWMutex, so applies to one partition never block matches on another.
+// Lock order is Indexer.mu, then partition.mu.
+type Indexer struct {
+	mu       sync.RWMutex
+	parts    map[fsm.PartitionKey]*partition
+	byWorker map[uint64]*partition
+	metrics  *metrics
+	log      *slog.Logger
+}
+
+type partition struct {
+	key       fsm.PartitionKey
+	mu        sync.RWMutex
+	blockSize uint32
+	ix        *partIndex
+	workers   map[uint64][]uint32 // indexed worker → its ranks
+}
+
+// New returns an empty indexer.
+func New(log *slog.Logger) *Indexer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Indexer{
+		parts:    map[fsm.PartitionKey]*partition{},
+		byWorker: map[uint64]*partition{},
+		metrics:  newMetrics(),
+		log:      log.With("component", "indexer"),
+	}
+}
+
+// Batch is one message's worth of events for one rank.
+type Batch struct {
+	// Seq is the rank's sequence number of this batch; with HasSeq it
+	// becomes the rank's watermark.
+	Seq    uint64
+	HasSeq bool
+	Events []Event
+}
+
+// Apply applies a batch of events for one rank. Each event is applied or
+// rejected on its own (a stored event with an unknown parent is rejected
+// whole); the outcome of each is counted.
+func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
+	var st ApplyStats
+	x.mu.RLock()
+	p := x.byWorker[rk.Worker]
+	x.mu.RUnlock()
+	if p == nil {
+		x.countUnknown(b.Events, &st)
+		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
+	}
+	p.mu.Lock()
+	r, ok := p.ix.byRank[rk]
+	if !ok {
+		p.mu.Unlock()
+		x.countUnknown(b.Events, &st)
+		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
+	}
+	var outcomes [8]Outcome // most batches hold a handful of events
+	out := outcomes[:0]
+	for i := range b.Events {
+		o := p.ix.applyEvent(r, &b.Events[i], &st)
+		st.Events[o]++
+		out = append(out, o)
+	}
+	if b.HasSeq {
+		r.seq, r.hasSeq = b.Seq, true
+	}
+	p.mu.Unlock()
+	for i, o := range out {
+		x.metrics.record(b.Events[i].Kind, o)
+	}
+	x.metrics.recordStats(&st)
+	return st, nil
+}
+
+func (x *Indexer) countUnknown(evs []Event, st *ApplyStats) {
+	for i := range evs {
+		st.Events[OutcomeUnknownRank]++
+		x.metrics.record(evs[i].Kind, OutcomeUnknownRank)
+	}
+}
+
+// Match scores every indexed rank of the partition against the query of
+// local block hashes and appends ranks with a non-zero overlap to out,
+// sorted by (worker, rank). It also returns the partition's block size.
+func (x *Indexer) Match(key fsm.PartitionKey, q []uint64, out []Overlap) ([]Overlap, uint32, error) {
+	x.mu.RLock()
+	p := x.parts[key]
+	x.mu.RUnlock()
+	if p == nil {
+		return out, 0, fmt.Errorf("%w: %s", ErrUnknownPartition, key)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.ix.match(q, out), p.blockSize, nil
+}
+
+// ApplyCatalog brings partitions and ranks in line with the catalog cur,
+// given the catalog prev it last saw. It is called from the catalog watcher
+// (outside the FSM), in index order.
+func (x *Indexer) ApplyCatalog(prev, cur *fsm.Catalog) {
+	touched := map[fsm.PartitionKey]bool{}
+	for _, c := range fsm.Diff(prev, cur) {
+		if c.Old != nil {
+			touched[c.Old.Partition()] = true
+		}
+		if c.New != nil {
+			touched[c.New.Partition()] = true
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for key := range touched {
+		x.reconcilePartition(key, cur)
+	}
+}
+
+func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
+	desired := map[uint64][]uint32{}
+	cp, ok := cur.Partition(key)
+	if ok {
+		for _, id := range cp.Workers {
+			if w, _ := cur.Worker(id); w.Schedulable() {
+				desired[id] = w.Ranks()
+			}
+		}
+	}
+	p := x.parts[key]
+	if len(desired) == 0 {
+		if p != nil {
+			for id := range p.workers {
+				delete(x.byWorker, id)
+			}
+			delete(x.parts, key)
+			x.log.Info("partition dropped", "partition", key.String())
+		}
+		return
+	}
+	if p == nil {
+		p = &partition{key: key, ix: newPartIndex(), workers: map[uint64][]uint32{}, blockSize: cp.BlockSize}
+		x.parts[key] = p
+		x.log.Info("partition created", "partition", key.String(), "block_size", cp.BlockSize)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.blockSize != cp.BlockSize {
+		// Block boundaries moved: every indexed block is meaningless now.
+		x.log.Warn("partition block size changed; index reset", "partition", key.String(),
+			"old", p.blockSize, "new", cp.BlockSize)
+		p.ix, p.blockSize, p.workers = newPartIndex(), cp.BlockSize, map[uint64][]uint32{}
+	}
+	for id, ranks := range p.workers {
+		want := desired[id]
+		for _, rank := range ranks {
+			if !slices.Contains(want, rank) {
+				p.ix.removeRank(RankKey{id, rank})
+			}
+		}
+		if want == nil {
+			delete(p.workers, id)
+			if x.byWorker[id] == p {
+				delete(x.byWorker, id)
+			}
+		}
+	}
+	for id, ranks := range desired {
+		for _, rank := range ranks {
+			p.ix.addRank(RankKey{id, rank})
+		}
+		p.workers[id] = ranks
+		x.byWorker[id] = p
+	}
+}
+
+// PartitionStats describes the size of one partition's index.
+type PartitionStats struct {
+	Partition       fsm.PartitionKey
+	BlockSize       uint32
+	Ranks           int
+	Blocks          int // distinct blocks (tree nodes)
+	Memberships     int // (block, rank) pairs held on at least one tier
+	TierMemberships [numTiers]int
+}
+
+// Stats returns the size of every partition, sorted by key.
+func (x *Indexer) Stats() []PartitionStats {
+	x.mu.RLock()
+	parts := make([]*partition, 0, len(x.parts))
+	for _, p := range x.parts {
+		parts = append(parts, p)
+	}
+	x.mu.RUnlock()
+	out := make([]PartitionStats, 0, len(parts))
+	for _, p := range parts {
+		p.mu.RLock()
+		out = append(out, PartitionStats{
+			Partition: p.key, BlockSize: p.blockSize, Ranks: len(p.ix.byRank),
+			Blocks: p.ix.live, Memberships: p.ix.memberships, TierMemberships: p.ix.tierBlocks,
+		})
+		p.mu.RUnlock()
+	}
+	slices.SortFunc(out, func(a, b PartitionStats) int {
+		return cmp.Or(cmp.Compare(a.Partition.Model, b.Partition.Model), cmp.Compare(a.Partition.Tenant, b.Partition.Tenant))
+	})
+	return out
+}
+
+// Watermark returns the sequence number of the last batch applied for a
+// rank, if any.
+func (x *Indexer) Watermark(rk RankKey) (uint64, bool) {
+	x.mu.RLock()
+	p := x.byWorker[rk.Worker]
+	x.mu.RUnlock()
+	if p == nil {
+		return 0, false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if r, ok := p.ix.byRank[rk]; ok {
+		return r.seq, r.hasSeq
+	}
+	return 0, false
+}

@@ -1,0 +1,193 @@
+package indexer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// catalogHarness feeds catalog commands to an FSM and the resulting diffs
+// to an Indexer, like the cluster watcher does.
+type catalogHarness struct {
+	t   *testing.T
+	log *fsm.Log
+	x   *Indexer
+}
+
+func newCatalogHarness(t *testing.T) *catalogHarness {
+	x := New(slog.New(slog.DiscardHandler))
+	return &catalogHarness{t: t, log: fsm.NewLog(x.ApplyCatalog), x: x}
+}
+
+func (h *catalogHarness) apply(ct fsm.CommandType, payload any) {
+	h.t.Helper()
+	res, err := h.log.Apply(ct, payload)
+	if err != nil || res.Err != nil {
+		h.t.Fatal(err, res.Err)
+	}
+}
+
+func testWorker(id uint64, model string, bs uint32, ranks int) fsm.Worker {
+	w := fsm.Worker{WorkerID: id, ModelName: model, Endpoint: "http://w", BlockSize: bs,
+		DataParallelSize: uint32(ranks), KVEventsEndpoints: map[uint32]string{}}
+	for r := range ranks {
+		w.KVEventsEndpoints[uint32(r)] = fmt.Sprintf("tcp://127.0.0.1:%d", 6000+r)
+	}
+	return w
+}
+
+var keyM = fsm.PartitionKey{Model: "m", Tenant: "default"}
+
+func Test_IndexerFollowsCatalog(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
+
+	for _, rk := range []RankKey{{1, 0}, {1, 1}, {2, 0}} {
+		if _, err := h.x.Apply(rk, Batch{Seq: 5, HasSeq: true, Events: []Event{*stored(TierDevice, 0, 1, 2, 3)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.x.Apply(RankKey{1, 7}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+		t.Fatalf("event for rank 7 of a 2-rank worker: %v", err)
+	}
+	got, bs, err := h.x.Match(keyM, []uint64{1, 2, 3}, nil)
+	if err != nil || bs != 16 || len(got) != 3 {
+		t.Fatalf("match = %+v bs=%d err=%v", got, bs, err)
+	}
+	if seq, ok := h.x.Watermark(RankKey{1, 1}); !ok || seq != 5 {
+		t.Fatalf("watermark = %d %v", seq, ok)
+	}
+
+	// Shrinking worker 1 to one rank drops rank 1's blocks.
+	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{
+		DataParallelSize: ptr[uint32](1), KVEventsEndpoint: ptr("tcp://127.0.0.1:6000")}})
+	got, _, _ = h.x.Match(keyM, []uint64{1, 2, 3}, nil)
+	if want := []RankKey{{1, 0}, {2, 0}}; !slices.Equal(rankKeys(got), want) {
+		t.Fatalf("after shrink: %v, want %v", rankKeys(got), want)
+	}
+	// A worker turned incomplete leaves the index; a deleted one too.
+	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 2, Patch: fsm.WorkerPatch{Endpoint: ptr("")}})
+	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1})
+	if _, _, err := h.x.Match(keyM, []uint64{1}, nil); !errors.Is(err, ErrUnknownPartition) {
+		t.Fatalf("partition with no schedulable worker: %v", err)
+	}
+	if st := h.x.Stats(); len(st) != 0 {
+		t.Fatalf("stats after all workers left: %+v", st)
+	}
+}
+
+func Test_IndexerBlockSizeChangeResets(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 32, 1)}) // incomplete: mismatch
+	h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}})
+	if _, err := h.x.Apply(RankKey{2, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+		t.Fatalf("incomplete worker's events must be dropped, got %v", err)
+	}
+	// Worker 1 leaves: worker 2 now sets the block size, and starts empty.
+	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1})
+	got, bs, err := h.x.Match(keyM, []uint64{1, 2}, nil)
+	if err != nil || bs != 32 || len(got) != 0 {
+		t.Fatalf("match = %+v bs=%d err=%v", got, bs, err)
+	}
+}
+
+func rankKeys(os []Overlap) []RankKey {
+	out := make([]RankKey, len(os))
+	for i, o := range os {
+		out[i] = RankKey{o.Worker, o.Rank}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func Test_DumpFormat(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.x.Apply(RankKey{1, 0}, Batch{Seq: 9, HasSeq: true, Events: []Event{
+		{Kind: EventStored, Tier: TierDevice, Blocks: []StoredBlock{{Hash: 100, Local: 1}, {Hash: 101, Local: 2}}},
+		{Kind: EventStored, Tier: TierHost, HasParent: true, Parent: 101, Blocks: []StoredBlock{{Hash: 102, Local: 3}}},
+	}})
+	raw, err := json.Marshal(h.x.Dump())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"m:default":{"block_size":16,"events":[` +
+		`{"worker_id":1,"storage_tier":"device","event":{"event_id":1,"dp_rank":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":100,"tokens_hash":1},{"block_hash":101,"tokens_hash":2}]}}}},` +
+		`{"worker_id":1,"storage_tier":"host_pinned","event":{"event_id":2,"dp_rank":0,"data":{"stored":{"parent_hash":101,"blocks":[{"block_hash":102,"tokens_hash":3}]}}}}],` +
+		`"watermarks":[{"worker_id":1,"dp_rank":0,"seq":9}]}}`
+	if string(raw) != want {
+		t.Fatalf("dump =\n%s\nwant\n%s", raw, want)
+	}
+}
+
+// Test_DumpRoundTrip loads a dump of a randomly built index into a fresh
+// indexer and checks that both answer every query identically and dump
+// identically.
+func Test_DumpRoundTrip(t *testing.T) {
+	for seed := range uint64(5) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			src, dst := newCatalogHarness(t), newCatalogHarness(t)
+			for _, h := range []*catalogHarness{src, dst} {
+				h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+				h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
+			}
+			ranks := []RankKey{{1, 0}, {1, 1}, {2, 0}, {2, 1}}
+			var paths [][]uint64
+			for range 8 {
+				p := make([]uint64, 1+rng.IntN(30))
+				for i := range p {
+					p[i] = 1 + rng.Uint64N(3)
+				}
+				paths = append(paths, p)
+			}
+			p := src.x.parts[keyM]
+			for i := range 300 {
+				rk := ranks[rng.IntN(len(ranks))]
+				ev := randomEvent(rng, p.ix.byRank[rk], paths[rng.IntN(len(paths))])
+				src.x.Apply(rk, Batch{Seq: uint64(i), HasSeq: true, Events: []Event{*ev}})
+			}
+			d := src.x.Dump()
+			raw, _ := json.Marshal(d)
+			var decoded Dump
+			if err := json.Unmarshal(raw, &decoded); err != nil {
+				t.Fatal(err)
+			}
+			st, err := dst.x.Load(keyM, decoded["m:default"])
+			if err != nil || st.Skipped != 0 {
+				t.Fatalf("load: %+v %v", st, err)
+			}
+			if err := dst.x.parts[keyM].ix.check(); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range paths {
+				a, _, _ := src.x.Match(keyM, q, nil)
+				b, _, _ := dst.x.Match(keyM, q, nil)
+				if !slices.Equal(a, b) {
+					t.Fatalf("query %v: source %+v, loaded %+v", q, a, b)
+				}
+			}
+			again, _ := json.Marshal(dst.x.Dump())
+			if string(again) != string(raw) {
+				t.Fatalf("dump of the loaded index differs:\n%s\n%s", raw, again)
+			}
+		})
+	}
+}
+
+func Test_LoadRejectsOtherBlockSize(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	if _, err := h.x.Load(keyM, &PartitionDump{BlockSize: 32}); !errors.Is(err, ErrBadDump) {
+		t.Fatalf("err = %v", err)
+	}
+}
