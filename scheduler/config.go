@@ -1,0 +1,65 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Config holds the scheduling settings of SPEC §6. The zero value is not
+// useful; start from DefaultConfig.
+type Config struct {
+	// OverlapScoreWeight scales the prefill term of the cost.
+	OverlapScoreWeight float64
+	// Temperature 0 picks the cheapest rank (ties at random); above 0
+	// samples with a softmax over normalised costs.
+	Temperature float64
+	// HostCacheHitWeight and DiskCacheHitWeight credit blocks found on the
+	// host and disk tiers relative to device blocks (weight 1).
+	HostCacheHitWeight float64
+	DiskCacheHitWeight float64
+	// TrackPrefillTokens books effective prefill tokens as load and puts
+	// them in the cost.
+	TrackPrefillTokens bool
+	// ActiveRequestExpiry frees reservations this long after admission.
+	ActiveRequestExpiry time.Duration
+	// Seed makes tie-breaking and temperature sampling reproducible; 0
+	// seeds from the clock.
+	Seed uint64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns Dynamo's defaults.
+func DefaultConfig() Config {
+	return Config{
+		OverlapScoreWeight:  1.0,
+		Temperature:         0,
+		HostCacheHitWeight:  0.75,
+		DiskCacheHitWeight:  0.25,
+		TrackPrefillTokens:  true,
+		ActiveRequestExpiry: 300 * time.Second,
+	}
+}
+
+// Validate rejects settings the cost function cannot use.
+func (c *Config) Validate() error {
+	for name, v := range map[string]float64{
+		"overlap score weight": c.OverlapScoreWeight, "temperature": c.Temperature,
+		"host cache hit weight": c.HostCacheHitWeight, "disk cache hit weight": c.DiskCacheHitWeight,
+	} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s must be a finite number >= 0, got %v", name, v)
+		}
+	}
+	if c.ActiveRequestExpiry <= 0 {
+		return fmt.Errorf("active request expiry must be positive, got %v", c.ActiveRequestExpiry)
+	}
+	return nil
+}
+
+// Override adjusts one request's scheduling (router_config_override).
+type Override struct {
+	OverlapScoreWeight *float64
+	Temperature        *float64
+}

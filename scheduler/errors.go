@@ -1,0 +1,19 @@
+package scheduler
+
+import "errors"
+
+var (
+	// ErrNotReady: the partition has no schedulable worker (unknown model
+	// or tenant included).
+	ErrNotReady = errors.New("no schedulable worker")
+	// ErrInvalid: a request is well-formed JSON but its values do not fit
+	// (the message names the field).
+	ErrInvalid = errors.New("invalid request")
+	// ErrWorkerNotFound: a reservation names a worker or rank that is not
+	// schedulable in the partition.
+	ErrWorkerNotFound = errors.New("worker rank not schedulable")
+	// ErrReservationNotFound: no live reservation with that id.
+	ErrReservationNotFound = errors.New("reservation not found")
+	// ErrDuplicateReservation: the id is already booked on this node.
+	ErrDuplicateReservation = errors.New("reservation already exists")
+)

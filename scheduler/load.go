@@ -1,0 +1,226 @@
+package scheduler
+
+import (
+	"container/list"
+	"math"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
+)
+
+// Active load accounting (SPEC §6.3). All of it lives in a partition and is
+// guarded by partition.mu.
+//
+// Prompt blocks are deduplicated per rank: active[seqHash] lists, for each
+// rank holding that block, how many live reservations reference it (refs)
+// and the XOR of their handles (owners). When refs == 1, owners is the one
+// reservation holding the block, which is what decay fractions need: a
+// request's blocks that no other request shares weigh its decay fraction.
+// Every operation is O(blocks of the request).
+//
+// Decode load is kept in micro-blocks (unit = one block) so that adding and
+// removing fractional weights returns exactly to zero.
+
+const unit = 1_000_000
+
+type rankLoad struct {
+	key indexer.RankKey
+	// worker is the catalog record the rank belongs to; schedulable says
+	// whether it may be selected now. A rank that stops being schedulable
+	// keeps its reservations until they end.
+	worker      *fsm.Worker
+	schedulable bool
+	slot        int // dense index for per-request scratch arrays
+
+	prefill      int64 // active prefill tokens
+	decode       int64 // active decode blocks, in micro-blocks
+	uniqueBlocks int
+	requests     int
+}
+
+func (r *rankLoad) decodeBlocks() float64 { return float64(r.decode) / unit }
+
+type activeBlock struct {
+	holders []activeHolder
+}
+
+type activeHolder struct {
+	rank   *rankLoad
+	refs   int32
+	owners uint64 // XOR of the handles of the reservations holding it
+	last   uint64 // handle of the last reservation that added a ref
+}
+
+func (b *activeBlock) find(r *rankLoad) int {
+	for i := range b.holders {
+		if b.holders[i].rank == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// reservation is one booked request.
+type reservation struct {
+	id     string
+	handle uint64
+	rank   *rankLoad
+	// blocks are the request's sequence hashes, without repeats.
+	blocks      []uint64
+	isl         int64
+	prefill     int64
+	prefillDone bool
+	// Output blocks added without a decay fraction weigh one block each
+	// (outFull); those covered by the latest fraction weigh frac each.
+	outFull, outFrac int64
+	fractional       bool
+	frac             int64
+	admitted         time.Time
+	fifo             *list.Element
+}
+
+// weight is the decode weight, in micro-blocks, of a block held by this
+// reservation alone.
+func (r *reservation) weight() int64 {
+	if r.fractional {
+		return r.frac
+	}
+	return unit
+}
+
+func (p *partition) ownerWeight(owners uint64) int64 {
+	if r := p.handles[owners]; r != nil {
+		return r.weight()
+	}
+	return unit
+}
+
+// book adds a reservation's load to its rank.
+func (p *partition) book(res *reservation, seq []uint64) {
+	rl := res.rank
+	res.blocks = make([]uint64, 0, len(seq))
+	for _, h := range seq {
+		ab := p.active[h]
+		if ab == nil {
+			ab = &activeBlock{}
+			p.active[h] = ab
+		}
+		i := ab.find(rl)
+		if i < 0 {
+			ab.holders = append(ab.holders, activeHolder{rank: rl})
+			i = len(ab.holders) - 1
+		}
+		hd := &ab.holders[i]
+		if hd.refs > 0 && hd.last == res.handle {
+			continue // the same hash twice in one request counts once
+		}
+		switch hd.refs {
+		case 0:
+			rl.decode += unit
+			rl.uniqueBlocks++
+		case 1: // the sole owner's block becomes shared: weight 1 from now
+			rl.decode += unit - p.ownerWeight(hd.owners)
+		}
+		hd.refs++
+		hd.owners ^= res.handle
+		hd.last = res.handle
+		res.blocks = append(res.blocks, h)
+	}
+	rl.prefill += res.prefill
+	rl.requests++
+	p.handles[res.handle] = res
+	p.reservations[res.id] = res
+	res.fifo = p.fifo.PushBack(res)
+}
+
+// unbook removes a reservation's load; it is the exact inverse of book plus
+// the reservation's later output blocks and prefill completion.
+func (p *partition) unbook(res *reservation) {
+	rl := res.rank
+	for _, h := range res.blocks {
+		ab := p.active[h]
+		i := ab.find(rl)
+		hd := &ab.holders[i]
+		hd.refs--
+		hd.owners ^= res.handle
+		switch hd.refs {
+		case 0:
+			rl.decode -= res.weight()
+			rl.uniqueBlocks--
+			last := len(ab.holders) - 1
+			ab.holders[i] = ab.holders[last]
+			ab.holders = ab.holders[:last]
+			if last == 0 {
+				delete(p.active, h)
+			}
+		case 1: // shared block left to one owner: its weight now applies
+			rl.decode -= unit - p.ownerWeight(hd.owners)
+		}
+	}
+	rl.decode -= res.outFull*unit + res.outFrac*res.frac
+	if !res.prefillDone {
+		rl.prefill -= res.prefill
+	}
+	rl.requests--
+	delete(p.handles, res.handle)
+	delete(p.reservations, res.id)
+	p.fifo.Remove(res.fifo)
+}
+
+// addOutputBlock adds one generated block to the request's decode load.
+// With a decay fraction f, the request's unshared blocks and all its output
+// blocks weigh f from now on (Dynamo's fractional blocks).
+func (p *partition) addOutputBlock(res *reservation, decay *float64) {
+	rl := res.rank
+	if decay == nil {
+		res.outFull++
+		rl.decode += unit
+		return
+	}
+	newW := int64(math.Round(*decay * unit))
+	oldW := res.weight()
+	var single int64
+	for _, h := range res.blocks {
+		ab := p.active[h]
+		if hd := &ab.holders[ab.find(rl)]; hd.refs == 1 {
+			single++
+		}
+	}
+	rl.decode += single * (newW - oldW)
+	rl.decode -= res.outFull*unit + res.outFrac*res.frac
+	res.outFrac += res.outFull + 1
+	res.outFull = 0
+	res.fractional, res.frac = true, newW
+	rl.decode += res.outFrac * newW
+}
+
+func (p *partition) completePrefill(res *reservation) {
+	if !res.prefillDone {
+		res.prefillDone = true
+		res.rank.prefill -= res.prefill
+	}
+}
+
+// activePrefixes sets prefix[slot] to the number of leading sequence
+// hashes already active on each rank. Active sets are prefix-closed (a
+// request books its whole chain), so the walk stops at the first depth where
+// no rank extends its prefix.
+func (p *partition) activePrefixes(seq []uint64, prefix []int32) {
+	for i, h := range seq {
+		ab := p.active[h]
+		if ab == nil {
+			return
+		}
+		progressed := false
+		for _, hd := range ab.holders {
+			if prefix[hd.rank.slot] == int32(i) {
+				prefix[hd.rank.slot] = int32(i + 1)
+				progressed = true
+			}
+		}
+		if !progressed {
+			return
+		}
+	}
+}

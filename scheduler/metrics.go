@@ -1,0 +1,85 @@
+package scheduler
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	selections *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	expired    prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		selections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvselect_selections_total",
+			Help: "Selections by route (select, select_and_reserve) and outcome.",
+		}, []string{"route", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kvselect_selection_duration_seconds",
+			Help:    "Time to choose a rank (index match, cost function, booking), excluding HTTP.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2.5, 14),
+		}, []string{"route"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvselect_reservations_expired_total",
+			Help: "Reservations freed by the expiry sweep.",
+		}),
+	}
+}
+
+func (m *metrics) observeSelect(reserve bool, err error, d time.Duration) {
+	route := "select"
+	if reserve {
+		route = "select_and_reserve"
+	}
+	outcome := "selected"
+	switch {
+	case errors.Is(err, ErrNotReady):
+		outcome = "not_ready"
+	case errors.Is(err, ErrDuplicateReservation):
+		outcome = "conflict"
+	case err != nil:
+		outcome = "invalid"
+	}
+	m.selections.WithLabelValues(route, outcome).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+var (
+	activeRequestsDesc = prometheus.NewDesc("kvselect_active_requests",
+		"Reservations booked on this node per worker rank.", []string{"model_name", "tenant_id", "worker_id", "dp_rank"}, nil)
+	activePrefillDesc = prometheus.NewDesc("kvselect_active_prefill_tokens",
+		"Active prefill tokens per worker rank.", []string{"model_name", "tenant_id", "worker_id", "dp_rank"}, nil)
+	activeDecodeDesc = prometheus.NewDesc("kvselect_active_decode_blocks",
+		"Active decode blocks per worker rank.", []string{"model_name", "tenant_id", "worker_id", "dp_rank"}, nil)
+)
+
+type loadCollector struct{ s *Scheduler }
+
+func (c loadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- activeRequestsDesc
+	ch <- activePrefillDesc
+	ch <- activeDecodeDesc
+}
+
+func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, pl := range c.s.Loads("", "") {
+		for _, l := range pl.Loads {
+			labels := []string{pl.Partition.Model, pl.Partition.Tenant,
+				strconv.FormatUint(l.WorkerID, 10), strconv.FormatUint(uint64(l.DPRank), 10)}
+			ch <- prometheus.MustNewConstMetric(activeRequestsDesc, prometheus.GaugeValue, float64(l.ActiveRequests), labels...)
+			ch <- prometheus.MustNewConstMetric(activePrefillDesc, prometheus.GaugeValue, float64(l.ActivePrefillTokens), labels...)
+			ch <- prometheus.MustNewConstMetric(activeDecodeDesc, prometheus.GaugeValue, l.ActiveDecodeBlocks, labels...)
+		}
+	}
+}
+
+// Collectors returns the scheduler's metrics for registration.
+func (s *Scheduler) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, loadCollector{s}}
+}

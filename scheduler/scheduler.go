@@ -1,0 +1,264 @@
+package scheduler
+
+import (
+	"cmp"
+	"container/list"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
+)
+
+// Scheduler chooses worker ranks for prompts and tracks the active load of
+// the requests booked on this node.
+//
+// Locking: mu guards the partition map; each partition's mu guards its
+// ranks, load and reservations; resMu guards the node-wide reservation id
+// index. Lock order: partition.mu, then resMu. Scheduler.mu is never held
+// while taking a partition lock.
+type Scheduler struct {
+	cfg     Config
+	idx     *indexer.Indexer
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *metrics
+
+	mu    sync.RWMutex
+	parts map[fsm.PartitionKey]*partition
+
+	resMu    sync.Mutex
+	resIndex map[string]*partition
+
+	handles atomic.Uint64
+}
+
+type partition struct {
+	key fsm.PartitionKey
+
+	mu        sync.Mutex
+	blockSize uint32
+	ranks     []*rankLoad // schedulable ranks by (worker, rank)
+	byKey     map[indexer.RankKey]*rankLoad
+	workers   map[uint64]*fsm.Worker // schedulable workers
+	freeSlots []int
+	slots     int
+
+	active       map[uint64]*activeBlock
+	reservations map[string]*reservation
+	handles      map[uint64]*reservation
+	fifo         *list.List // reservations in admission order
+
+	rng *mrand.Rand
+	// scratch for one request, reused under mu
+	prefix []int32
+	cands  []candidate
+}
+
+// New returns a scheduler reading overlaps from idx.
+func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	return &Scheduler{
+		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
+		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
+	}, nil
+}
+
+// Config returns the scheduler's settings.
+func (s *Scheduler) Config() Config { return s.cfg }
+
+func (s *Scheduler) partition(key fsm.PartitionKey) *partition {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.parts[key]
+}
+
+func (s *Scheduler) newPartition(key fsm.PartitionKey) *partition {
+	h := fnv.New64a()
+	h.Write([]byte(key.String()))
+	return &partition{
+		key: key, byKey: map[indexer.RankKey]*rankLoad{}, workers: map[uint64]*fsm.Worker{},
+		active: map[uint64]*activeBlock{}, reservations: map[string]*reservation{},
+		handles: map[uint64]*reservation{}, fifo: list.New(),
+		rng: mrand.New(mrand.NewPCG(s.cfg.Seed, h.Sum64())),
+	}
+}
+
+// ApplyCatalog brings ranks in line with the catalog: ranks of schedulable
+// workers become candidates; ranks of workers that left the catalog (or
+// the rank range) lose their reservations; ranks of workers that are only
+// incomplete stop being candidates but keep their load until it ends.
+func (s *Scheduler) ApplyCatalog(prev, cur *fsm.Catalog) {
+	touched := map[fsm.PartitionKey]bool{}
+	for _, c := range fsm.Diff(prev, cur) {
+		if c.Old != nil {
+			touched[c.Old.Partition()] = true
+		}
+		if c.New != nil {
+			touched[c.New.Partition()] = true
+		}
+	}
+	for key := range touched {
+		s.reconcilePartition(key, cur)
+	}
+}
+
+func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
+	cp, inCatalog := cur.Partition(key)
+	s.mu.Lock()
+	p := s.parts[key]
+	if p == nil {
+		if !inCatalog {
+			s.mu.Unlock()
+			return
+		}
+		p = s.newPartition(key)
+		s.parts[key] = p
+	}
+	s.mu.Unlock()
+
+	p.mu.Lock()
+	members := map[uint64]*fsm.Worker{}
+	if inCatalog {
+		p.blockSize = cp.BlockSize
+		for _, id := range cp.Workers {
+			members[id], _ = cur.Worker(id)
+		}
+	}
+	for rk, rl := range p.byKey {
+		w := members[rk.Worker]
+		if w == nil || !w.HasRank(rk.Rank) {
+			s.dropRank(p, rl)
+			continue
+		}
+		rl.worker, rl.schedulable = w, w.Schedulable()
+	}
+	p.ranks, p.workers = p.ranks[:0], map[uint64]*fsm.Worker{}
+	for _, w := range members {
+		if !w.Schedulable() {
+			continue
+		}
+		p.workers[w.WorkerID] = w
+		for _, rank := range w.Ranks() {
+			rk := indexer.RankKey{Worker: w.WorkerID, Rank: rank}
+			rl := p.byKey[rk]
+			if rl == nil {
+				rl = &rankLoad{key: rk, slot: p.allocSlot()}
+				p.byKey[rk] = rl
+			}
+			rl.worker, rl.schedulable = w, true
+			p.ranks = append(p.ranks, rl)
+		}
+	}
+	slices.SortFunc(p.ranks, func(a, b *rankLoad) int { return compareRankKeys(a.key, b.key) })
+	empty := len(p.byKey) == 0
+	p.mu.Unlock()
+
+	if empty && !inCatalog {
+		s.mu.Lock()
+		if s.parts[key] == p {
+			delete(s.parts, key)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// dropRank frees every reservation on the rank and forgets it.
+func (s *Scheduler) dropRank(p *partition, rl *rankLoad) {
+	var dropped []string
+	for e := p.fifo.Front(); e != nil; {
+		next := e.Next()
+		if res := e.Value.(*reservation); res.rank == rl {
+			p.unbook(res)
+			dropped = append(dropped, res.id)
+		}
+		e = next
+	}
+	s.forget(dropped...)
+	delete(p.byKey, rl.key)
+	p.freeSlots = append(p.freeSlots, rl.slot)
+	if len(dropped) > 0 {
+		s.log.Info("reservations dropped with their worker rank", "worker_id", rl.key.Worker,
+			"dp_rank", rl.key.Rank, "count", len(dropped))
+	}
+}
+
+func (p *partition) allocSlot() int {
+	if n := len(p.freeSlots); n > 0 {
+		slot := p.freeSlots[n-1]
+		p.freeSlots = p.freeSlots[:n-1]
+		return slot
+	}
+	p.slots++
+	return p.slots - 1
+}
+
+func (s *Scheduler) forget(ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	s.resMu.Lock()
+	for _, id := range ids {
+		delete(s.resIndex, id)
+	}
+	s.resMu.Unlock()
+}
+
+func compareRankKeys(a, b indexer.RankKey) int {
+	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
+}
+
+// Prompt is the request input shared by every selection route: either the
+// hash form (BlockHashes drive the index lookup, SequenceHashes the active
+// load) or token ids, hashed here with the partition's block size.
+type Prompt struct {
+	BlockHashes    []uint64
+	SequenceHashes []uint64
+	ISL            int64
+	Tokens         []uint32
+	HasTokens      bool
+	LoraName       string
+}
+
+// resolve fills the hash form from tokens.
+func (pr *Prompt) resolve(blockSize uint32) {
+	if !pr.HasTokens {
+		return
+	}
+	pr.BlockHashes = indexer.BlockHashes(pr.Tokens, int(blockSize), pr.LoraName)
+	pr.SequenceHashes = indexer.SequenceHashes(pr.BlockHashes)
+	pr.ISL = int64(len(pr.Tokens))
+	pr.HasTokens = false
+}
+
+// newReservationID returns a random (version 4) UUID.
+func newReservationID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

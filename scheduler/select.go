@@ -1,0 +1,232 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
+)
+
+// SelectRequest asks for a worker rank for a prompt.
+type SelectRequest struct {
+	Partition fsm.PartitionKey
+	Prompt    Prompt
+	Override  Override
+	// Reserve books the request's load on the chosen rank atomically with
+	// the choice, under ReservationID (a UUID is generated when empty).
+	Reserve       bool
+	ReservationID string
+}
+
+// Selection is the answer of /select and /select_and_reserve.
+type Selection struct {
+	Partition              fsm.PartitionKey
+	WorkerID               uint64
+	DPRank                 uint32
+	Endpoint               string
+	BlockSize              uint32
+	Overlap                OverlapSummary
+	EffectivePrefillTokens int64
+	ReservationID          string
+}
+
+// OverlapSummary is the chosen worker's match, in tokens: GPU is the best
+// device prefix over its ranks, CPU and Disk the best cumulative prefixes
+// including host and then disk blocks, DP every rank's device prefix.
+type OverlapSummary struct {
+	LongestMatched int64
+	GPU            int64
+	CPU            int64
+	Disk           int64
+	DP             map[uint32]int64
+}
+
+// candidate is one schedulable rank scored for a request.
+type candidate struct {
+	rank                    *rankLoad
+	dev, hostExt, diskExt   uint32
+	cached                  int64 // weighted cached tokens, capped at isl
+	potentialPrefill        int64
+	potentialDecode, active float64
+	cost                    float64
+}
+
+// Select chooses a rank for the prompt (SPEC §6.2) and, with Reserve,
+// books it.
+func (s *Scheduler) Select(req SelectRequest) (Selection, error) {
+	start := s.now()
+	sel, err := s.selectRank(req)
+	s.metrics.observeSelect(req.Reserve, err, time.Since(start))
+	return sel, err
+}
+
+func (s *Scheduler) selectRank(req SelectRequest) (Selection, error) {
+	p := s.partition(req.Partition)
+	if p == nil {
+		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
+	}
+	overlaps, err := s.match(p, &req.Prompt)
+	if err != nil {
+		return Selection{}, err
+	}
+	weight, temp := s.cfg.OverlapScoreWeight, s.cfg.Temperature
+	if o := req.Override.OverlapScoreWeight; o != nil {
+		weight = *o
+	}
+	if o := req.Override.Temperature; o != nil {
+		temp = *o
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ranks) == 0 {
+		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
+	}
+	if req.Reserve {
+		if req.ReservationID == "" {
+			req.ReservationID = newReservationID()
+		}
+		if err := s.claimID(req.ReservationID, p); err != nil {
+			return Selection{}, err
+		}
+	}
+	cands := s.score(p, &req.Prompt, overlaps, weight)
+	c := cands[p.choose(cands, temp)]
+	sel := Selection{
+		Partition: p.key, WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
+		Endpoint: c.rank.worker.Endpoint, BlockSize: p.blockSize,
+		Overlap:                summarize(c.rank.worker, overlaps, p.blockSize),
+		EffectivePrefillTokens: req.Prompt.ISL - c.cached,
+	}
+	if req.Reserve {
+		prefill := int64(0)
+		if s.cfg.TrackPrefillTokens {
+			prefill = sel.EffectivePrefillTokens
+		}
+		s.bookLocked(p, req.ReservationID, c.rank, &req.Prompt, prefill)
+		sel.ReservationID = req.ReservationID
+	}
+	return sel, nil
+}
+
+// match resolves the prompt against the partition's block size and looks
+// it up in the index. A partition the indexer does not know yet (the
+// catalog watcher has not reached it) simply has no overlaps.
+func (s *Scheduler) match(p *partition, pr *Prompt) ([]indexer.Overlap, error) {
+	p.mu.Lock()
+	bs := p.blockSize
+	p.mu.Unlock()
+	pr.resolve(bs)
+	if pr.ISL <= 0 {
+		return nil, fmt.Errorf("%w: isl_tokens must be greater than 0", ErrInvalid)
+	}
+	if len(pr.SequenceHashes) != len(pr.BlockHashes) && len(pr.BlockHashes) > 0 {
+		return nil, fmt.Errorf("%w: sequence_hashes has %d entries, block_hashes %d",
+			ErrInvalid, len(pr.SequenceHashes), len(pr.BlockHashes))
+	}
+	overlaps, _, err := s.idx.Match(p.key, pr.BlockHashes, nil)
+	if err != nil && !errors.Is(err, indexer.ErrUnknownPartition) {
+		return nil, err
+	}
+	return overlaps, nil
+}
+
+// score computes the cost of every schedulable rank. Called with p.mu held;
+// the returned slice is partition scratch.
+func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, weight float64) []candidate {
+	if len(p.prefix) < p.slots {
+		p.prefix = make([]int32, p.slots)
+	}
+	prefix := p.prefix[:p.slots]
+	clear(prefix)
+	p.activePrefixes(pr.SequenceHashes, prefix)
+
+	bs := float64(p.blockSize)
+	isl := pr.ISL
+	n := int64(len(pr.SequenceHashes))
+	p.cands = p.cands[:0]
+	oi := 0
+	for _, rl := range p.ranks {
+		c := candidate{rank: rl}
+		for oi < len(overlaps) && compareRankKeys(indexer.RankKey{Worker: overlaps[oi].Worker, Rank: overlaps[oi].Rank}, rl.key) < 0 {
+			oi++
+		}
+		if oi < len(overlaps) && overlaps[oi].Worker == rl.key.Worker && overlaps[oi].Rank == rl.key.Rank {
+			o := overlaps[oi]
+			c.dev, c.hostExt, c.diskExt = o.Device, o.HostExt, o.DiskExt
+		}
+		credit := float64(c.dev) + s.cfg.HostCacheHitWeight*float64(c.hostExt) + s.cfg.DiskCacheHitWeight*float64(c.diskExt)
+		c.cached = min(int64(math.Round(credit*bs)), isl)
+		newTokens := isl - c.cached
+		c.potentialPrefill = rl.prefill + newTokens
+		newBlocks := float64(n - int64(prefix[rl.slot]))
+		c.potentialDecode = rl.decodeBlocks() + newBlocks
+		prefillBlocks := 0.0
+		if s.cfg.TrackPrefillTokens {
+			prefillBlocks = float64(rl.prefill+newTokens) / bs
+		}
+		c.cost = weight*prefillBlocks + rl.decodeBlocks() + newBlocks
+		p.cands = append(p.cands, c)
+	}
+	return p.cands
+}
+
+// choose returns the index of the chosen candidate: the cheapest, ties
+// broken uniformly at random, or with temperature T > 0 a sample with
+// probability ∝ exp(−(cost − min)/((max − min)·T)).
+func (p *partition) choose(cands []candidate, temp float64) int {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range cands {
+		lo, hi = min(lo, c.cost), max(hi, c.cost)
+	}
+	if temp == 0 || hi == lo {
+		pick, ties := 0, 0
+		for i, c := range cands {
+			if temp == 0 && c.cost != lo {
+				continue
+			}
+			ties++
+			if p.rng.IntN(ties) == 0 { // reservoir sampling: uniform over ties
+				pick = i
+			}
+		}
+		return pick
+	}
+	total := 0.0
+	weights := make([]float64, len(cands))
+	for i, c := range cands {
+		weights[i] = math.Exp(-(c.cost - lo) / ((hi - lo) * temp))
+		total += weights[i]
+	}
+	x := p.rng.Float64() * total
+	for i, w := range weights {
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	return len(cands) - 1
+}
+
+// summarize reports a worker's overlap in tokens over all its ranks.
+func summarize(w *fsm.Worker, overlaps []indexer.Overlap, bs uint32) OverlapSummary {
+	sum := OverlapSummary{DP: make(map[uint32]int64, w.DataParallelSize)}
+	for _, rank := range w.Ranks() {
+		sum.DP[rank] = 0
+	}
+	tok := func(blocks uint32) int64 { return int64(blocks) * int64(bs) }
+	for _, o := range overlaps {
+		if o.Worker != w.WorkerID || !w.HasRank(o.Rank) {
+			continue
+		}
+		sum.DP[o.Rank] = tok(o.Device)
+		sum.GPU = max(sum.GPU, tok(o.Device))
+		sum.CPU = max(sum.CPU, tok(o.Device+o.HostExt))
+		sum.Disk = max(sum.Disk, tok(o.Total()))
+	}
+	sum.LongestMatched = sum.Disk
+	return sum
+}
