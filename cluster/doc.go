@@ -1,0 +1,24 @@
+// Package cluster runs kvselect's Raft node: hashicorp/raft with
+// raft-boltdb/v2 (log and stable store) and a file snapshot store in the
+// data dir, over a TCP transport.
+//
+// The package owns three things:
+//
+//   - Writes. Apply encodes a catalog command and replicates it through the
+//     leader. Errors distinguish a write that certainly did not happen
+//     (ErrNotLeader, ErrNoLeader) from one whose fate is unknown
+//     (ErrUnknownOutcome); the FSM's own verdicts (fsm.ErrWorkerNotFound)
+//     pass through. A successful Apply returns only after this node's side
+//     effects of the write are done, so the node that took a write serves
+//     reads that see it.
+//   - Reads. Catalog is the local FSM state; LinearizableCatalog runs the
+//     leader read-index protocol; WaitApplied gives read-your-writes to
+//     clients that carry a catalog index.
+//   - Side effects. A watcher goroutine diffs successive catalogs and calls
+//     the observers (indexer, scheduler) outside the FSM, level-triggered,
+//     so the FSM stays pure and raft is never blocked by them.
+//
+// Leadership and heartbeat health are followed with a non-blocking raft
+// observer. A data dir without raft state is bootstrapped as a one-voter
+// cluster; Join, Remove and StepDown change membership on the leader.
+package cluster

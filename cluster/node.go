@@ -1,0 +1,388 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// Node is one member of the kvselect Raft cluster: it owns the raft
+// instance, its stores and transport, the catalog FSM, and the watcher that
+// turns catalog changes into local side effects.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	raft    *raft.Raft
+	fsm     *fsm.FSM
+	store   *raftboltdb.BoltStore
+	trans   *raft.NetworkTransport
+	watcher *watcher
+	metrics *metrics
+
+	obsCh    chan raft.Observation
+	observer *raft.Observer
+	obsDone  chan struct{}
+
+	mu            sync.Mutex
+	leaderChanged chan struct{} // closed and replaced on every leader change
+	barrierTerm   uint64        // term whose entries are known applied on this leader
+	unreachable   map[raft.ServerID]bool
+	closed        bool
+}
+
+// Open starts a node in cfg.DataDir. A data dir without Raft state is
+// bootstrapped as a single-voter cluster of this node; a data dir with
+// state resumes it (the catalog is rebuilt from snapshot and log).
+// observers are told about every catalog change, in order, outside the FSM.
+func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
+		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{})}
+	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
+
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: cfg.BoltOpenTimeout},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open raft store (is another kvselect using %s?): %w", cfg.DataDir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, hl)
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("open snapshot store: %w", err)
+	}
+	var advertise net.Addr
+	if cfg.RaftAdvertise != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
+			n.store.Close()
+			return nil, fmt.Errorf("resolve raft advertise address: %w", err)
+		}
+	}
+	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, advertise, 3, 10*time.Second, hl)
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+	}
+	if err := CheckAdvertise(string(n.trans.LocalAddr())); err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raft address: %w (set --raft-advertise)", err)
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = hl
+	if err := raft.ValidateConfig(rc); err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raft config: %w", err)
+	}
+
+	existing, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("inspect raft state: %w", err)
+	}
+	n.metrics = newMetrics(n)
+	n.watcher = newWatcher(n.fsm, observers)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	go n.watcher.run()
+	n.observe()
+
+	if !existing {
+		conf := raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr(),
+		}}}
+		if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped new single-node cluster", "raft_addr", n.trans.LocalAddr())
+	} else {
+		n.log.Info("resuming existing raft state", "raft_addr", n.trans.LocalAddr())
+	}
+	return n, nil
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	n.store.Close()
+}
+
+// observe follows leadership and heartbeat health without ever blocking
+// raft: observations go through a buffered channel and are dropped when it
+// is full (raft's non-blocking observer mode).
+func (n *Node) observe() {
+	n.obsCh = make(chan raft.Observation, 64)
+	n.obsDone = make(chan struct{})
+	n.observer = raft.NewObserver(n.obsCh, false, nil)
+	n.raft.RegisterObserver(n.observer)
+	go func() {
+		defer close(n.obsDone)
+		for o := range n.obsCh {
+			switch d := o.Data.(type) {
+			case raft.LeaderObservation:
+				n.metrics.leaderChanges.Inc()
+				n.log.Info("leader changed", "leader_id", d.LeaderID, "leader_addr", d.LeaderAddr)
+				n.mu.Lock()
+				close(n.leaderChanged)
+				n.leaderChanged = make(chan struct{})
+				n.mu.Unlock()
+			case raft.FailedHeartbeatObservation:
+				n.setReachable(d.PeerID, false)
+			case raft.ResumedHeartbeatObservation:
+				n.setReachable(d.PeerID, true)
+			case raft.PeerObservation:
+				if d.Removed {
+					n.setReachable(d.Peer.ID, true)
+				}
+			}
+		}
+	}()
+}
+
+func (n *Node) setReachable(id raft.ServerID, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ok {
+		delete(n.unreachable, id)
+	} else {
+		n.unreachable[id] = true
+	}
+}
+
+// WaitForLeader blocks until a leader is known (this node or another).
+func (n *Node) WaitForLeader(ctx context.Context) error {
+	for {
+		n.mu.Lock()
+		ch := n.leaderChanged
+		n.mu.Unlock()
+		if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		}
+	}
+}
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// RaftAddr returns the address raft advertises.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// Catalog returns the local catalog (consistency=local).
+func (n *Node) Catalog() *fsm.Catalog { return n.fsm.Catalog() }
+
+// IsLeader reports whether this node leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Apply replicates one catalog command through the leader and returns the
+// FSM's result. The error wraps ErrNotLeader or ErrNoLeader when nothing was
+// written, ErrUnknownOutcome when the write may or may not have committed,
+// and the FSM's deterministic error (such as fsm.ErrWorkerNotFound)
+// otherwise. On success the local side effects of the write are done before
+// Apply returns, so this node serves reads that see it.
+func (n *Node) Apply(ctx context.Context, ct fsm.CommandType, payload any) (*fsm.Result, error) {
+	data, err := fsm.EncodeCommand(ct, payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.leaderOnly(ctx); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	errCh := make(chan error, 1)
+	go func() { errCh <- f.Error() }()
+	select {
+	case err = <-errCh:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, ctx.Err())
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return nil, n.notLeaderError()
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, fmt.Errorf("%w: raft apply queue full", ErrNoLeader)
+		default: // leadership lost, shutdown: the entry may still commit
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		}
+	}
+	n.metrics.applyLatency.WithLabelValues(ct.String()).Observe(time.Since(start).Seconds())
+	res, ok := f.Response().(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("%w: unexpected FSM response %T", ErrUnknownOutcome, f.Response())
+	}
+	if err := n.watcher.wait(ctx, res.Index); err != nil {
+		return res, fmt.Errorf("%w: committed at %d but local apply did not finish: %v", ErrUnknownOutcome, res.Index, err)
+	}
+	return res, res.Err
+}
+
+// leaderOnly succeeds on the leader. While no leader is known it waits up
+// to LeaderWait for an election to finish.
+func (n *Node) leaderOnly(ctx context.Context) error {
+	if n.raft.State() == raft.Shutdown {
+		return ErrClosed
+	}
+	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+		wctx, cancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
+		err := n.WaitForLeader(wctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if n.raft.State() != raft.Leader {
+		return n.notLeaderError()
+	}
+	return nil
+}
+
+func (n *Node) notLeaderError() error {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" {
+		return ErrNoLeader
+	}
+	return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
+}
+
+// WaitApplied waits until the local side effects of catalog index idx are
+// done (read-your-writes for min_catalog_index), up to the context's
+// deadline; then it fails with ErrCatalogBehind.
+func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
+	if err := n.watcher.wait(ctx, idx); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		return fmt.Errorf("%w: applied %d, want %d", ErrCatalogBehind, n.watcher.applied(), idx)
+	}
+	return nil
+}
+
+// LinearizableCatalog returns a catalog that reflects every write
+// acknowledged before the call, using the leader read-index protocol: note
+// the commit index, confirm leadership with a quorum (VerifyLeader) in the
+// same term, and wait for the FSM to apply up to the commit index. The
+// first read of a new term first waits on a barrier, because a fresh
+// leader's commit index may not yet cover entries of earlier terms.
+func (n *Node) LinearizableCatalog(ctx context.Context) (*fsm.Catalog, error) {
+	if err := n.leaderOnly(ctx); err != nil {
+		return nil, err
+	}
+	term := n.raft.CurrentTerm()
+	n.mu.Lock()
+	needBarrier := n.barrierTerm != term
+	n.mu.Unlock()
+	if needBarrier {
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+			return nil, n.readError(err)
+		}
+		n.mu.Lock()
+		n.barrierTerm = term
+		n.mu.Unlock()
+	}
+	commit := n.raft.CommitIndex()
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return nil, n.readError(err)
+	}
+	if n.raft.CurrentTerm() != term {
+		return nil, n.notLeaderError()
+	}
+	for backoff := 50 * time.Microsecond; n.raft.AppliedIndex() < commit; backoff = min(2*backoff, 5*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: applied %d, commit %d", ErrCatalogBehind, n.raft.AppliedIndex(), commit)
+		case <-time.After(backoff):
+		}
+	}
+	return n.fsm.Catalog(), nil
+}
+
+func (n *Node) readError(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return n.notLeaderError()
+	}
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: %v", ErrNoLeader, err)
+}
+
+// Close shuts the node down. A leader with other voters hands leadership
+// over first, so the cluster does not wait out an election timeout.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	if n.IsLeader() && n.otherVoters() > 0 {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("leadership transfer before shutdown failed", "err", err)
+		}
+	}
+	err := n.raft.Shutdown().Error()
+	n.raft.DeregisterObserver(n.observer)
+	close(n.obsCh)
+	<-n.obsDone
+	n.watcher.close()
+	if cerr := n.trans.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if cerr := n.store.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (n *Node) otherVoters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	count := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != raft.ServerID(n.cfg.NodeID) {
+			count++
+		}
+	}
+	return count
+}

@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+func worker(id uint64) fsm.Worker {
+	return fsm.Worker{WorkerID: id, ModelName: "m", Endpoint: "http://w", BlockSize: 16, DataParallelSize: 1,
+		KVEventsEndpoints: map[uint32]string{0: "tcp://127.0.0.1:5557"}}
+}
+
+func mustOpen(t *testing.T, cfg Config, observers ...fsm.Observer) *Node {
+	t.Helper()
+	n, err := Open(cfg, observers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	changes []fsm.Change
+}
+
+func (r *recorder) observe(prev, cur *fsm.Catalog) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changes = append(r.changes, fsm.Diff(prev, cur)...)
+}
+
+func Test_ApplyNotifiesObserversBeforeReturning(t *testing.T) {
+	var rec recorder
+	n := mustOpen(t, TestConfig("n1", t.TempDir()), rec.observe)
+	res, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Index == 0 || !res.Worker.Schedulable() {
+		t.Fatalf("result = %+v", res)
+	}
+	rec.mu.Lock()
+	got := len(rec.changes)
+	rec.mu.Unlock()
+	if got != 1 {
+		t.Fatalf("observer saw %d changes when Apply returned, want 1", got)
+	}
+	// The FSM's verdicts come back as errors, with the index still set.
+	res, err = n.Apply(ctx(t), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 99})
+	if !errors.Is(err, fsm.ErrWorkerNotFound) || res == nil || res.Index == 0 {
+		t.Fatalf("delete unknown = %+v, %v", res, err)
+	}
+	if err := n.WaitApplied(ctx(t), res.Index); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.WaitApplied(short, res.Index+100); !errors.Is(err, ErrCatalogBehind) {
+		t.Fatalf("wait for a future index: %v", err)
+	}
+}
+
+func Test_RestartKeepsCatalog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := TestConfig("n1", dir)
+	cfg.SnapshotThreshold = 4 // exercise snapshot + log replay on restart
+	cfg.TrailingLogs = 2
+	cfg.SnapshotInterval = 50 * time.Millisecond
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.WaitForLeader(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint64(10) {
+		if _, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Apply(ctx(t), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	want := n.Catalog()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var rec recorder
+	n2 := mustOpen(t, cfg, rec.observe)
+	if err := n2.WaitApplied(ctx(t), want.Index()); err != nil {
+		t.Fatal(err)
+	}
+	got := n2.Catalog()
+	if d := fsm.Diff(want, got); got.Len() != 9 || len(d) != 0 && !sameRecords(d) {
+		t.Fatalf("restarted catalog has %d workers, diff %+v", got.Len(), d)
+	}
+	if _, ok := got.Worker(3); ok {
+		t.Fatal("deleted worker came back")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.changes) < 9 {
+		t.Fatalf("observers saw %d changes on restart, want the 9 restored workers", len(rec.changes))
+	}
+}
+
+// sameRecords reports whether every change is between equal records
+// (restored records are new pointers with the same content).
+func sameRecords(d []fsm.Change) bool {
+	for _, c := range d {
+		if c.Old == nil || c.New == nil || c.Old.WorkerID != c.New.WorkerID || c.Old.ModifyIndex != c.New.ModifyIndex ||
+			c.Old.Lifecycle != c.New.Lifecycle {
+			return false
+		}
+	}
+	return true
+}
+
+func Test_LinearizableReadAndStatus(t *testing.T) {
+	cfg := TestConfig("n1", t.TempDir())
+	cfg.HTTPAdvertise = "127.0.0.1:18092"
+	n := mustOpen(t, cfg)
+	res, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := n.LinearizableCatalog(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Index() < res.Index {
+		t.Fatalf("linearizable read at %d misses write at %d", c.Index(), res.Index)
+	}
+	st := n.Status()
+	if st.State != "leader" || st.Leader.ID != "n1" || st.Leader.HTTPAddr != "127.0.0.1:18092" ||
+		st.AppliedIndex < res.Index || len(st.Members) != 1 || !st.Members[0].Reachable || st.Members[0].Suffrage != "Voter" {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func Test_MembershipOnSingleNode(t *testing.T) {
+	n := mustOpen(t, TestConfig("n1", t.TempDir()))
+	tests := []struct {
+		name string
+		op   func() error
+	}{
+		{"step down alone", func() error { return n.StepDown(ctx(t)) }},
+		{"remove last voter", func() error { return n.Remove(ctx(t), "n1") }},
+		{"join without address", func() error { return n.Join(ctx(t), "n2", "") }},
+		{"join unspecified address", func() error { return n.Join(ctx(t), "n2", "0.0.0.0:7000") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.op(); !errors.Is(err, ErrMembership) {
+				t.Fatalf("err = %v, want ErrMembership", err)
+			}
+		})
+	}
+	// Removing an id that is not a member is a harmless no-op.
+	if err := n.Remove(ctx(t), "ghost"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func Test_ConfigValidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no node id", func(c *Config) { c.NodeID = "" }, "node id"},
+		{"unspecified advertise", func(c *Config) { c.RaftAdvertise = "0.0.0.0:7000" }, "unspecified"},
+		{"bad bind", func(c *Config) { c.RaftBind = "nope" }, "raft bind"},
+		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Hour }, "lease"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := TestConfig("n1", t.TempDir())
+			tt.mutate(&cfg)
+			if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tt.want)
+			}
+		})
+	}
+	// Binding 0.0.0.0 without an advertise address cannot work for peers.
+	cfg := TestConfig("n1", t.TempDir())
+	cfg.RaftBind = "0.0.0.0:0"
+	if n, err := Open(cfg); err == nil {
+		n.Close()
+		t.Fatal("opened a node advertising 0.0.0.0")
+	}
+}
+
+func Test_DataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	mustOpen(t, TestConfig("n1", dir))
+	cfg := TestConfig("n1", dir)
+	cfg.BoltOpenTimeout = 100 * time.Millisecond
+	if n, err := Open(cfg); err == nil {
+		n.Close()
+		t.Fatal("a second node opened a data dir in use")
+	}
+}

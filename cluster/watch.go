@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// watcher delivers catalog changes to observers (indexer, scheduler) from
+// one goroutine, outside the FSM, so slow side effects never stall raft.
+// It is level-triggered: each wake-up diffs the last catalog it delivered
+// against the current one, so coalesced notifications lose nothing.
+type watcher struct {
+	f         *fsm.FSM
+	observers []fsm.Observer
+	stop      chan struct{}
+	done      chan struct{}
+
+	mu      sync.Mutex
+	last    *fsm.Catalog
+	index   uint64        // catalog index whose side effects are done
+	advance chan struct{} // closed and replaced when index moves
+}
+
+func newWatcher(f *fsm.FSM, observers []fsm.Observer) *watcher {
+	return &watcher{
+		f: f, observers: observers, last: fsm.EmptyCatalog(),
+		stop: make(chan struct{}), done: make(chan struct{}), advance: make(chan struct{}),
+	}
+}
+
+func (w *watcher) run() {
+	defer close(w.done)
+	w.deliver()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.f.Changed():
+			w.deliver()
+		}
+	}
+}
+
+func (w *watcher) deliver() {
+	cur := w.f.Catalog()
+	w.mu.Lock()
+	prev := w.last
+	w.mu.Unlock()
+	if cur == prev {
+		return
+	}
+	for _, o := range w.observers {
+		o(prev, cur)
+	}
+	w.mu.Lock()
+	w.last, w.index = cur, cur.Index()
+	close(w.advance)
+	w.advance = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// wait blocks until the side effects of catalog index idx are done.
+func (w *watcher) wait(ctx context.Context, idx uint64) error {
+	for {
+		w.mu.Lock()
+		reached, ch := w.index >= idx, w.advance
+		w.mu.Unlock()
+		if reached {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-w.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (w *watcher) applied() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.index
+}
+
+func (w *watcher) close() {
+	close(w.stop)
+	<-w.done
+}
