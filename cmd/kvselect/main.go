@@ -1,0 +1,159 @@
+// Command kvselect runs one node of the kvselect KV-cache-aware worker
+// selection service. With no flags it runs a single-node cluster on :8092
+// with its data in ./kvselect-data. Every flag can also be set through the
+// environment variable KVSELECT_<FLAG> (for example KVSELECT_RAFT_ADDR);
+// scheduling flags also fall back to Dynamo's DYN_* variables.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "kvselect:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseConfig(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	cfg.Logger.Info("signal received, shutting down", "signal", s.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Close(ctx)
+}
+
+// parseConfig turns the command line and environment into a node Config.
+func parseConfig(args []string) (server.Config, error) {
+	hostname, _ := os.Hostname()
+	if hostname == "" {
+		hostname = "kvselect"
+	}
+	fs := flag.NewFlagSet("kvselect", flag.ContinueOnError)
+	var (
+		port          = fs.Int("port", 8092, "HTTP port")
+		bind          = fs.String("bind", "0.0.0.0", "address the HTTP API binds")
+		nodeID        = fs.String("node-id", hostname, "stable Raft node id")
+		dataDir       = fs.String("data-dir", "./kvselect-data", "directory for Raft log, stable store and snapshots")
+		raftAddr      = fs.String("raft-addr", "127.0.0.1:7092", "address the Raft transport binds")
+		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
+		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
+		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump")
+		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health)")
+		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat     = fs.String("log-format", "text", "text or json")
+
+		heartbeat    = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
+		election     = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
+		lease        = fs.Duration("raft-leader-lease-timeout", cluster.DefaultConfig().LeaderLeaseTimeout, "Raft leader lease timeout")
+		snapshotAt   = fs.Uint64("raft-snapshot-threshold", cluster.DefaultConfig().SnapshotThreshold, "log entries between Raft snapshots")
+		defaults     = scheduler.DefaultConfig()
+		weight       = fs.Float64("overlap-score-weight", defaults.OverlapScoreWeight, "weight of the prefill term in the cost")
+		temperature  = fs.Float64("router-temperature", defaults.Temperature, "0 picks the cheapest worker; > 0 samples a softmax over costs")
+		hostWeight   = fs.Float64("host-cache-hit-weight", defaults.HostCacheHitWeight, "credit of a host-tier block relative to a device block")
+		diskWeight   = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
+		trackPrefill = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
+		expirySecs   = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
+	)
+	if err := fs.Parse(args); err != nil {
+		return server.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return server.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	err := applyEnv(fs, map[string][]string{
+		"overlap-score-weight":       {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
+		"router-temperature":         {"DYN_ROUTER_TEMPERATURE"},
+		"host-cache-hit-weight":      {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},
+		"disk-cache-hit-weight":      {"DYN_ROUTER_DISK_CACHE_HIT_WEIGHT"},
+		"track-prefill-tokens":       {"DYN_ROUTER_TRACK_PREFILL_TOKENS"},
+		"active-request-expiry-secs": {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS"},
+	})
+	if err != nil {
+		return server.Config{}, err
+	}
+
+	logger, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		return server.Config{}, err
+	}
+	cl := cluster.DefaultConfig()
+	cl.NodeID, cl.DataDir = *nodeID, *dataDir
+	cl.RaftBind, cl.RaftAdvertise, cl.HTTPAdvertise = *raftAddr, *raftAdvertise, *httpAdvertise
+	cl.HeartbeatTimeout, cl.ElectionTimeout, cl.LeaderLeaseTimeout = *heartbeat, *election, *lease
+	cl.SnapshotThreshold = *snapshotAt
+	if cl.RaftAdvertise == "" {
+		cl.RaftAdvertise = *raftAddr
+	}
+
+	sc := scheduler.DefaultConfig()
+	sc.OverlapScoreWeight, sc.Temperature = *weight, *temperature
+	sc.HostCacheHitWeight, sc.DiskCacheHitWeight = *hostWeight, *diskWeight
+	sc.TrackPrefillTokens = *trackPrefill
+	sc.ActiveRequestExpiry = time.Duration(*expirySecs * float64(time.Second))
+
+	cfg := server.Config{
+		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
+	}
+	switch *authScope {
+	case "admin":
+	case "all":
+		cfg.AuthAll = true
+	default:
+		return cfg, fmt.Errorf("--auth-scope must be admin or all, got %q", *authScope)
+	}
+	if *authTokenFile != "" {
+		raw, err := os.ReadFile(*authTokenFile)
+		if err != nil {
+			return cfg, fmt.Errorf("read --auth-token-file: %w", err)
+		}
+		if cfg.AuthToken = strings.TrimSpace(string(raw)); cfg.AuthToken == "" {
+			return cfg, fmt.Errorf("--auth-token-file %s is empty", *authTokenFile)
+		}
+	}
+	return cfg, nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}

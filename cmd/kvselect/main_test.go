@@ -1,0 +1,66 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func Test_ParseConfigPrecedence(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		cfg, err := parseConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HTTPAddr != "0.0.0.0:8092" || cfg.Cluster.RaftBind != "127.0.0.1:7092" ||
+			cfg.Cluster.RaftAdvertise != "127.0.0.1:7092" || cfg.Cluster.DataDir != "./kvselect-data" ||
+			cfg.Scheduler.OverlapScoreWeight != 1 || cfg.Scheduler.ActiveRequestExpiry != 300*time.Second {
+			t.Fatalf("defaults = %+v", cfg)
+		}
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("KVSELECT_PORT", "9000")
+		t.Setenv("KVSELECT_RAFT_ADDR", "127.0.0.1:9100")
+		t.Setenv("DYN_KV_OVERLAP_SCORE_WEIGHT", "2.5")
+		t.Setenv("DYN_ROUTER_TEMPERATURE", "0.5")
+		t.Setenv("KVSELECT_ROUTER_TEMPERATURE", "0.25") // KVSELECT_ wins over DYN_
+		cfg, err := parseConfig([]string{"--port", "9001"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.HTTPAddr != "0.0.0.0:9001" { // the command line wins
+			t.Fatalf("http addr = %s", cfg.HTTPAddr)
+		}
+		if cfg.Cluster.RaftBind != "127.0.0.1:9100" || cfg.Scheduler.OverlapScoreWeight != 2.5 || cfg.Scheduler.Temperature != 0.25 {
+			t.Fatalf("env not applied: %+v %+v", cfg.Cluster, cfg.Scheduler)
+		}
+	})
+	t.Run("token file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(path, []byte("abc\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := parseConfig([]string{"--auth-token-file", path, "--auth-scope", "all"})
+		if err != nil || cfg.AuthToken != "abc" || !cfg.AuthAll {
+			t.Fatalf("token config = %q %v %v", cfg.AuthToken, cfg.AuthAll, err)
+		}
+	})
+	for _, bad := range [][]string{
+		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"},
+		{"--auth-token-file", "/nonexistent"}, {"stray"},
+	} {
+		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
+			if _, err := parseConfig(bad); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	t.Run("bad environment", func(t *testing.T) {
+		t.Setenv("KVSELECT_PORT", "eighty")
+		if _, err := parseConfig(nil); err == nil || !strings.Contains(err.Error(), "KVSELECT_PORT") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}

@@ -1,0 +1,131 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/kvselect/kvselect/cluster"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+type readyJSON struct {
+	Ready              bool          `json:"ready"`
+	SchedulableWorkers int           `json:"schedulable_workers"`
+	Workers            []*fsm.Worker `json:"workers"`
+	Cluster            readyCluster  `json:"cluster"`
+}
+
+type readyCluster struct {
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// ready is 200 only when this node can select: at least one schedulable
+// worker in its local catalog. It does not need a leader: selection works
+// without quorum.
+func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
+	workers := s.cfg.Node.Catalog().Workers("", "")
+	n := 0
+	for _, wk := range workers {
+		if wk.Schedulable() {
+			n++
+		}
+	}
+	st := s.cfg.Node.Status()
+	body := readyJSON{Ready: n > 0, SchedulableWorkers: n, Workers: workers,
+		Cluster: readyCluster{NodeID: st.NodeID, State: st.State, Leader: st.Leader.ID, AppliedIndex: st.AppliedIndex}}
+	status := http.StatusOK
+	if n == 0 {
+		status = http.StatusServiceUnavailable
+	}
+	return writeJSON(w, status, body)
+}
+
+type loadJSON struct {
+	WorkerID            uint64  `json:"worker_id"`
+	DPRank              uint32  `json:"dp_rank"`
+	ActivePrefillTokens int64   `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  float64 `json:"active_decode_blocks"`
+	ActiveRequests      int     `json:"active_requests"`
+}
+
+type partitionLoadsJSON struct {
+	ModelName string     `json:"model_name"`
+	TenantID  string     `json:"tenant_id"`
+	Loads     []loadJSON `json:"loads"`
+}
+
+func (s *Service) loads(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	parts := s.cfg.Scheduler.Loads(q.Get("model_name"), q.Get("tenant_id"))
+	out := make([]partitionLoadsJSON, len(parts))
+	for i, p := range parts {
+		out[i] = partitionLoadsJSON{ModelName: p.Partition.Model, TenantID: p.Partition.Tenant, Loads: make([]loadJSON, len(p.Loads))}
+		for j, l := range p.Loads {
+			out[i].Loads[j] = loadJSON(l)
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) dump(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.cfg.Indexer.Dump())
+}
+
+func (s *Service) clusterStatus(w http.ResponseWriter, _ *http.Request) error {
+	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+}
+
+type joinInput struct {
+	ID       *string `json:"id"`
+	RaftAddr *string `json:"raft_addr"`
+	HTTPAddr *string `json:"http_addr"`
+}
+
+func (s *Service) clusterJoin(w http.ResponseWriter, r *http.Request) error {
+	var in joinInput
+	if err := decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.ID == nil || *in.ID == "" {
+		return badRequest("id", "required")
+	}
+	if in.RaftAddr == nil || *in.RaftAddr == "" {
+		return badRequest("raft_addr", "required")
+	}
+	if err := cluster.CheckAdvertise(*in.RaftAddr); err != nil {
+		return badRequest("raft_addr", "%v", err)
+	}
+	if err := s.cfg.Node.Join(r.Context(), *in.ID, *in.RaftAddr); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+}
+
+func (s *Service) clusterRemove(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		ID *string `json:"id"`
+	}
+	if err := decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.ID == nil || *in.ID == "" {
+		return badRequest("id", "required")
+	}
+	if err := s.cfg.Node.Remove(r.Context(), *in.ID); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+}
+
+func (s *Service) clusterStepDown(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	if err := s.cfg.Node.StepDown(r.Context()); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+}

@@ -1,0 +1,187 @@
+package http
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gorilla/mux"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// workerInput is the body of POST /workers and PATCH /workers/{id}.
+// Pointers tell "absent" from zero values; unknown fields are ignored.
+type workerInput struct {
+	WorkerID              *uint64            `json:"worker_id"`
+	ModelName             *string            `json:"model_name"`
+	TenantID              *string            `json:"tenant_id"`
+	Endpoint              *string            `json:"endpoint"`
+	BlockSize             *uint32            `json:"block_size"`
+	DataParallelStartRank *uint32            `json:"data_parallel_start_rank"`
+	DataParallelSize      *uint32            `json:"data_parallel_size"`
+	KVEventsEndpoints     *map[string]string `json:"kv_events_endpoints"`
+	KVEventsEndpoint      *string            `json:"kv_events_endpoint"`
+	ReplayEndpoint        *string            `json:"replay_endpoint"`
+	TotalKVBlocks         *uint64            `json:"total_kv_blocks"`
+	MaxNumBatchedTokens   *uint64            `json:"max_num_batched_tokens"`
+}
+
+// endpoints parses the rank-keyed endpoint map.
+func (in *workerInput) endpoints() (*map[uint32]string, error) {
+	if in.KVEventsEndpoints == nil {
+		return nil, nil
+	}
+	if in.KVEventsEndpoint != nil {
+		return nil, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
+	}
+	out := make(map[uint32]string, len(*in.KVEventsEndpoints))
+	for k, v := range *in.KVEventsEndpoints {
+		rank, err := strconv.ParseUint(k, 10, 32)
+		if err != nil {
+			return nil, badRequest("kv_events_endpoints", "key %q is not a dp rank (a non-negative integer)", k)
+		}
+		out[uint32(rank)] = v
+	}
+	return &out, nil
+}
+
+// patch turns the input into a catalog patch.
+func (in *workerInput) patch() (fsm.WorkerPatch, error) {
+	eps, err := in.endpoints()
+	if err != nil {
+		return fsm.WorkerPatch{}, err
+	}
+	return fsm.WorkerPatch{
+		ModelName: in.ModelName, TenantID: in.TenantID, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
+		DataParallelStartRank: in.DataParallelStartRank, DataParallelSize: in.DataParallelSize,
+		KVEventsEndpoints: eps, KVEventsEndpoint: in.KVEventsEndpoint, ReplayEndpoint: in.ReplayEndpoint,
+		TotalKVBlocks: in.TotalKVBlocks, MaxNumBatchedTokens: in.MaxNumBatchedTokens,
+	}, nil
+}
+
+// workerWritten is the answer to a catalog write: the record plus the Raft
+// index it was applied at.
+type workerWritten struct {
+	*fsm.Worker
+	CatalogIndex uint64 `json:"catalog_index"`
+}
+
+func (s *Service) upsertWorker(w http.ResponseWriter, r *http.Request) error {
+	var in workerInput
+	if err := decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.WorkerID == nil {
+		return badRequest("worker_id", "required")
+	}
+	p, err := in.patch()
+	if err != nil {
+		return err
+	}
+	// A new record is the patch applied to defaults: dp size 1, rank 0.
+	worker := p.Apply(&fsm.Worker{WorkerID: *in.WorkerID, DataParallelSize: 1})
+	if err := fsm.ValidateSpec(worker); err != nil {
+		return err
+	}
+	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: *worker})
+	if err != nil {
+		return err
+	}
+	return s.written(w, http.StatusCreated, res)
+}
+
+func (s *Service) patchWorker(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathWorkerID(r)
+	if err != nil {
+		return err
+	}
+	var in workerInput
+	if err := decodeBody(w, r, &in, false); err != nil {
+		return err
+	}
+	if in.WorkerID != nil && *in.WorkerID != id {
+		return badRequest("worker_id", "%d does not match the path's %d", *in.WorkerID, id)
+	}
+	p, err := in.patch()
+	if err != nil {
+		return err
+	}
+	// Check the result against the local record first so that bad input
+	// never reaches the log; the FSM checks again against the latest one.
+	if cur, ok := s.cfg.Node.Catalog().Worker(id); ok {
+		if err := fsm.ValidateSpec(p.Apply(cur)); err != nil {
+			return err
+		}
+	}
+	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: id, Patch: p})
+	if err != nil {
+		return err
+	}
+	return s.written(w, http.StatusOK, res)
+}
+
+func (s *Service) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathWorkerID(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: id})
+	if err != nil {
+		return err
+	}
+	return s.written(w, http.StatusOK, res)
+}
+
+func (s *Service) written(w http.ResponseWriter, status int, res *fsm.Result) error {
+	w.Header().Set(headerIndex, strconv.FormatUint(res.Index, 10))
+	return writeJSON(w, status, workerWritten{Worker: res.Worker, CatalogIndex: res.Index})
+}
+
+// catalog reads the catalog at the requested consistency.
+func (s *Service) catalog(r *http.Request) (*fsm.Catalog, error) {
+	switch c := r.URL.Query().Get("consistency"); c {
+	case "", "local":
+		return s.cfg.Node.Catalog(), nil
+	case "linearizable":
+		return s.cfg.Node.LinearizableCatalog(r.Context())
+	default:
+		return nil, badRequest("consistency", "must be local or linearizable, got %q", c)
+	}
+}
+
+func (s *Service) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.catalog(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
+	return writeJSON(w, http.StatusOK, c.Workers(q.Get("model_name"), q.Get("tenant_id")))
+}
+
+func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathWorkerID(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.catalog(r)
+	if err != nil {
+		return err
+	}
+	rec, ok := c.Worker(id)
+	if !ok {
+		return fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
+	}
+	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
+	return writeJSON(w, http.StatusOK, rec)
+}
+
+func pathWorkerID(r *http.Request) (uint64, error) {
+	raw := mux.Vars(r)["id"]
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return 0, badRequest("worker_id", "%q in the path is not an unsigned 64-bit integer", raw)
+	}
+	return id, nil
+}

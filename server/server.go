@@ -1,0 +1,151 @@
+// Package server assembles one kvselect node from its parts: the Raft
+// node and catalog (cluster, fsm), the prefix index (indexer), selection
+// and load accounting (scheduler) and the HTTP API (http). It owns the
+// construction order, the goroutines that run beside the parts, and a
+// graceful shutdown. cmd/kvselect only turns flags into a Config; tests
+// build whole nodes in-process with the same code.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvselect/kvselect/cluster"
+	httpd "github.com/kvselect/kvselect/http"
+	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/scheduler"
+)
+
+// Config is everything one node needs.
+type Config struct {
+	// HTTPAddr is the address the API listens on (bind:port); port 0 picks
+	// a free port.
+	HTTPAddr string
+	// Cluster configures the Raft node. Its HTTPAdvertise defaults to the
+	// listening address, with 127.0.0.1 for an unspecified bind address.
+	Cluster cluster.Config
+	// Scheduler holds the selection settings.
+	Scheduler scheduler.Config
+	// AuthToken protects admin routes (and all routes with AuthAll).
+	AuthToken string
+	AuthAll   bool
+	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
+	CatalogWait time.Duration
+	Logger      *slog.Logger
+}
+
+// Server is a running node.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	Node      *cluster.Node
+	Indexer   *indexer.Indexer
+	Scheduler *scheduler.Scheduler
+	Registry  *prometheus.Registry
+
+	ln   net.Listener
+	http *http.Server
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Start builds and starts a node: it listens on HTTPAddr, opens (or
+// bootstraps) the Raft node and serves the API until Close.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{})}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.ln = ln
+	if cfg.Cluster.HTTPAdvertise == "" {
+		cfg.Cluster.HTTPAdvertise = advertisable(ln.Addr().String())
+	}
+	cfg.Cluster.Logger = cfg.Logger
+
+	s.Indexer = indexer.New(cfg.Logger)
+	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("scheduler: %w", err)
+	}
+	if s.Node, err = cluster.Open(cfg.Cluster, s.Indexer.ApplyCatalog, s.Scheduler.ApplyCatalog); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors()} {
+		s.Registry.MustRegister(cs...)
+	}
+	api := httpd.New(httpd.Config{
+		Node: s.Node, Indexer: s.Indexer, Scheduler: s.Scheduler,
+		Gatherer: s.Registry, Registerer: s.Registry,
+		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait, Logger: cfg.Logger,
+	})
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.Scheduler.RunSweeper(s.stop)
+	}()
+	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
+		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
+		"authenticated", cfg.AuthToken != "")
+	if cfg.AuthToken == "" {
+		s.log.Warn("running without authentication: catalog and cluster writes are open to anyone who can reach the port (set --auth-token-file)")
+	}
+	return s, nil
+}
+
+// advertisable replaces an unspecified host by loopback.
+func advertisable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Addr is the address the API listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the API's base URL.
+func (s *Server) URL() string { return "http://" + advertisable(s.Addr()) }
+
+// Close stops the node: the HTTP server drains requests until ctx ends,
+// then Raft hands over leadership (when there are other voters) and shuts
+// down.
+func (s *Server) Close(ctx context.Context) error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		if herr := s.http.Shutdown(ctx); herr != nil {
+			s.http.Close()
+		}
+		err = s.Node.Close()
+		s.wg.Wait()
+		s.log.Info("kvselect node stopped", "node_id", s.cfg.Cluster.NodeID)
+	})
+	return err
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/scheduler"
+)
+
+// TestConfig returns a node configuration for in-process tests: loopback
+// listeners on OS-chosen ports, data in dataDir, fast Raft timeouts, a
+// seeded scheduler and a silent logger.
+func TestConfig(nodeID, dataDir string) Config {
+	sc := scheduler.DefaultConfig()
+	sc.Seed = 1
+	return Config{
+		HTTPAddr:  "127.0.0.1:0",
+		Cluster:   cluster.TestConfig(nodeID, dataDir),
+		Scheduler: sc,
+		Logger:    slog.New(slog.DiscardHandler),
+	}
+}
+
+// MustStart starts a node for a test, waits until it leads its cluster and
+// stops it when the test ends.
+func MustStart(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("close node: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Node.WaitForLeader(ctx); err != nil {
+		t.Fatalf("no leader: %v", err)
+	}
+	return s
+}
