@@ -32,8 +32,8 @@ func (ix *partIndex) check() error {
 			return 0
 		}
 		n := ix.nodes.at(id)
-		if hi := holderIdx(n, slot); hi >= 0 {
-			return level(n.holders[hi].tiers())
+		if hi := ix.holderIdx(n, slot); hi >= 0 {
+			return level(ix.holders(n)[hi].tiers())
 		}
 		return noLevel
 	}
@@ -58,8 +58,11 @@ func (ix *partIndex) check() error {
 		} else if n.key != n.local {
 			return fmt.Errorf("depth-1 node %d key != local", id)
 		}
+		if n.hlen > 0 && (n.hclass == noRun || int(n.hlen) > 1<<n.hclass) {
+			return fmt.Errorf("node %d has %d holders in class %d", id, n.hlen, n.hclass)
+		}
 		seen := map[uint32]bool{}
-		for _, h := range n.holders {
+		for _, h := range ix.holders(n) {
 			if seen[h.slot] {
 				return fmt.Errorf("node %d has two holders for slot %d", id, h.slot)
 			}
@@ -101,11 +104,11 @@ func (ix *partIndex) check() error {
 		if n.kids != kids[id] {
 			return fmt.Errorf("node %d kids = %d, counted %d", id, n.kids, kids[id])
 		}
-		if len(n.holders) == 0 && n.kids == 0 {
+		if n.hlen == 0 && n.kids == 0 {
 			return fmt.Errorf("node %d is empty but alive", id)
 		}
-		for i := range n.holders {
-			h := &n.holders[i]
+		for i := range ix.holders(n) {
+			h := &ix.holders(n)[i]
 			got := ix.kidCounts(id, h)
 			if want := covered[spillKey{id, h.slot}]; got != want {
 				return fmt.Errorf("node %d slot %d child counts %v, counted %v", id, h.slot, got, want)

@@ -118,9 +118,7 @@ func (ix *partIndex) dump(blockSize uint32) *PartitionDump {
 		children := map[nodeID][]member{}
 		engine := make(map[nodeID]uint64, len(r.blocks))
 		for h, id := range r.blocks {
-			n := ix.nodes.at(id)
-			hi := holderIdx(n, r.slot)
-			if hi < 0 || n.holders[hi].tiers() == 0 {
+			if !ix.holdsAny(ix.nodes.at(id), r.slot) {
 				continue
 			}
 			if prev, dup := engine[id]; dup && prev < h {
@@ -146,7 +144,7 @@ func (ix *partIndex) dump(blockSize uint32) *PartitionDump {
 				ph := engine[n.parent]
 				parent = &ph
 			}
-			tiers := n.holders[holderIdx(n, r.slot)].tiers()
+			tiers := ix.holders(n)[ix.holderIdx(n, r.slot)].tiers()
 			for t := range numTiers {
 				if tiers&(1<<t) != 0 {
 					emit(r, t, parent, DumpBlock{BlockHash: m.hash, TokensHash: n.local})

@@ -36,12 +36,16 @@ const (
 	allClean  uint8  = 1<<noLevel - 1
 )
 
+// node is 32 bytes and holds no pointers; its holders live in the pool.
 type node struct {
-	key     uint64 // sequence hash of the path
-	local   uint64 // local block hash
-	parent  nodeID
-	kids    uint32 // structural children
-	holders []holder
+	key    uint64 // sequence hash of the path
+	local  uint64 // local block hash
+	parent nodeID
+	kids   uint32 // structural children
+	hrun   uint32 // holder run in the pool
+	hlen   uint16 // holders in use
+	hclass uint8  // pool class of the run; noRun without holders
+	_      uint8
 }
 
 // holder is 12 bytes. Child counts beyond uint16 move to partIndex.spill,
@@ -118,19 +122,23 @@ func (a *arena) alloc() nodeID {
 }
 
 func (a *arena) release(id nodeID) {
-	*a.at(id) = node{}
+	*a.at(id) = node{hclass: noRun}
 	a.free = append(a.free, id)
 }
 
 // partIndex is the prefix index of one partition.
 type partIndex struct {
 	nodes     arena
+	pool      holderPool
 	live      int // allocated nodes
 	byKey     map[uint64]nodeID
 	spill     map[spillKey][noLevel]uint32
 	ranks     []*rankState // by slot; nil for free slots
 	freeSlots []uint32
 	byRank    map[RankKey]*rankState
+	// order lists the live slots by (worker, rank), so that match can emit
+	// results sorted without sorting them.
+	order []uint32
 	// clean[slot] has bit l set when the rank has no holes at level l; it
 	// mirrors rankState.holes in a dense array for the match loop.
 	clean       []uint8
@@ -163,6 +171,10 @@ func (ix *partIndex) addRank(k RankKey) *rankState {
 		ix.clean = append(ix.clean, allClean)
 	}
 	ix.byRank[k] = r
+	i, _ := slices.BinarySearchFunc(ix.order, k, func(slot uint32, k RankKey) int {
+		return compareRankKeys(ix.ranks[slot].key, k)
+	})
+	ix.order = slices.Insert(ix.order, i, r.slot)
 	return r
 }
 
@@ -174,6 +186,7 @@ func (ix *partIndex) removeRank(k RankKey) {
 	}
 	ix.clearRank(r)
 	delete(ix.byRank, k)
+	ix.order = slices.DeleteFunc(ix.order, func(slot uint32) bool { return slot == r.slot })
 	ix.ranks[r.slot] = nil
 	ix.freeSlots = append(ix.freeSlots, r.slot)
 }
@@ -213,8 +226,8 @@ func (ix *partIndex) applyEvent(r *rankState, ev *Event, st *ApplyStats) Outcome
 				st.BlocksNotFound++
 			}
 			// Forget the engine hash once the rank holds the block on no
-			// tier (the node may be gone already: its holders are nil).
-			if hi := holderIdx(ix.nodes.at(id), r.slot); hi < 0 || ix.nodes.at(id).holders[hi].tiers() == 0 {
+			// tier (the node may be gone already: it has no holders).
+			if n := ix.nodes.at(id); !ix.holdsAny(n, r.slot) {
 				delete(r.blocks, h)
 			}
 		}
@@ -272,7 +285,7 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) Outcom
 
 func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
 	id := ix.nodes.alloc()
-	*ix.nodes.at(id) = node{key: key, local: local, parent: parent}
+	*ix.nodes.at(id) = node{key: key, local: local, parent: parent, hclass: noRun}
 	ix.byKey[key] = id
 	ix.live++
 	if parent != noNode {
@@ -281,34 +294,30 @@ func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
 	return id
 }
 
-func holderIdx(n *node, slot uint32) int {
-	for i := range n.holders {
-		if n.holders[i].slot == slot {
-			return i
-		}
-	}
-	return -1
+// holdsAny reports whether slot holds the node on some tier.
+func (ix *partIndex) holdsAny(n *node, slot uint32) bool {
+	hi := ix.holderIdx(n, slot)
+	return hi >= 0 && ix.holders(n)[hi].tiers() != 0
 }
 
 func (ix *partIndex) addMembership(r *rankState, id nodeID, t Tier) {
 	n := ix.nodes.at(id)
-	hi := holderIdx(n, r.slot)
+	hi := ix.holderIdx(n, r.slot)
 	if hi < 0 {
-		n.holders = append(n.holders, holder{slot: r.slot})
-		hi = len(n.holders) - 1
+		hi = ix.addHolder(n, r.slot)
 	}
-	ix.setTiers(r, id, hi, n.holders[hi].tiers()|1<<t)
+	ix.setTiers(r, id, hi, ix.holders(n)[hi].tiers()|1<<t)
 }
 
 // dropMembership clears the given tiers of r's holder at id. It reports
 // whether any of them was set.
 func (ix *partIndex) dropMembership(r *rankState, id nodeID, tiers uint8) bool {
 	n := ix.nodes.at(id)
-	hi := holderIdx(n, r.slot)
-	if hi < 0 || n.holders[hi].tiers()&tiers == 0 {
+	hi := ix.holderIdx(n, r.slot)
+	if hi < 0 || ix.holders(n)[hi].tiers()&tiers == 0 {
 		return false
 	}
-	ix.setTiers(r, id, hi, n.holders[hi].tiers()&^tiers)
+	ix.setTiers(r, id, hi, ix.holders(n)[hi].tiers()&^tiers)
 	return true
 }
 
@@ -317,7 +326,7 @@ func (ix *partIndex) dropMembership(r *rankState, id nodeID, tiers uint8) bool {
 // holder, and then the node, are removed when nothing refers to them.
 func (ix *partIndex) setTiers(r *rankState, id nodeID, hi int, tiers uint8) {
 	n := ix.nodes.at(id)
-	h := &n.holders[hi]
+	h := &ix.holders(n)[hi]
 	before := h.tiers()
 	if before == tiers {
 		return
@@ -352,13 +361,13 @@ func (ix *partIndex) levelChanged(r *rankState, id nodeID, n *node, hi int, a, b
 	phi := -1
 	if n.parent != noNode {
 		p = ix.nodes.at(n.parent)
-		phi = holderIdx(p, r.slot)
+		phi = ix.holderIdx(p, r.slot)
 		parentLevel = noLevel
 		if phi >= 0 {
-			parentLevel = level(p.holders[phi].tiers())
+			parentLevel = level(ix.holders(p)[phi].tiers())
 		}
 	}
-	kids := ix.kidCounts(id, &n.holders[hi])
+	kids := ix.kidCounts(id, &ix.holders(n)[hi])
 	var covered int64 // children covered at level <= l
 	mask := uint8(0)
 	for l := range noLevel {
@@ -374,14 +383,13 @@ func (ix *partIndex) levelChanged(r *rankState, id nodeID, n *node, hi int, a, b
 		return
 	}
 	if phi < 0 {
-		p.holders = append(p.holders, holder{slot: r.slot})
-		phi = len(p.holders) - 1
+		phi = ix.addHolder(p, r.slot)
 	}
 	if a < noLevel {
-		ix.addKid(n.parent, &p.holders[phi], a, -1)
+		ix.addKid(n.parent, &ix.holders(p)[phi], a, -1)
 	}
 	if b < noLevel {
-		ix.addKid(n.parent, &p.holders[phi], b, +1)
+		ix.addKid(n.parent, &ix.holders(p)[phi], b, +1)
 	}
 	// The parent keeps its child n, so this never frees the parent.
 	ix.maybeDropHolder(n.parent, p, phi)
@@ -422,7 +430,7 @@ func (ix *partIndex) addKid(id nodeID, h *holder, l int, delta int) {
 }
 
 func (ix *partIndex) maybeDropHolder(id nodeID, n *node, hi int) {
-	h := &n.holders[hi]
+	h := &ix.holders(n)[hi]
 	if h.tiers() != 0 {
 		return
 	}
@@ -435,14 +443,9 @@ func (ix *partIndex) maybeDropHolder(id nodeID, n *node, hi int) {
 	} else if h.kid != ([noLevel]uint16{}) {
 		return
 	}
-	last := len(n.holders) - 1
-	n.holders[hi] = n.holders[last]
-	n.holders = n.holders[:last]
-	if last == 0 {
-		n.holders = nil
-		if n.kids == 0 {
-			ix.freeNode(id)
-		}
+	ix.removeHolder(n, hi)
+	if n.hlen == 0 && n.kids == 0 {
+		ix.freeNode(id)
 	}
 }
 
@@ -460,7 +463,7 @@ func (ix *partIndex) freeNode(id nodeID) {
 		}
 		p := ix.nodes.at(parent)
 		p.kids--
-		if p.kids != 0 || len(p.holders) != 0 {
+		if p.kids != 0 || p.hlen != 0 {
 			return
 		}
 		id = parent

@@ -21,16 +21,22 @@ type Overlap struct {
 // Total is the rank's longest prefix on any tier.
 func (o Overlap) Total() uint32 { return o.Device + o.HostExt + o.DiskExt }
 
-const unprobed = ^nodeID(0)
+type memoEntry struct {
+	gen uint32
+	id  nodeID
+}
 
 // matcher is the per-query scratch space, pooled to keep match allocation
 // free apart from its result.
 type matcher struct {
-	ix      *partIndex
-	q       []uint64
-	keys    []uint64 // keys[d-1] is the path key at depth d, computed lazily
-	nodes   []nodeID // nodes[d-1] is the node at depth d, or unprobed
-	probes  []int32  // depths probed with a node present
+	ix     *partIndex
+	q      []uint64
+	keys   []uint64 // keys[d-1] is the path key at depth d, for d <= hashed
+	hashed int
+	// memo[d-1] is the node at depth d when its gen is the current query's;
+	// stamping entries avoids clearing the memo between queries.
+	memo    []memoEntry
+	gen     uint32
 	score   [noLevel][]uint32
 	touched []uint32
 	walk    []walker
@@ -44,13 +50,16 @@ type walker struct {
 var matcherPool = sync.Pool{New: func() any { return new(matcher) }}
 
 func (m *matcher) reset(ix *partIndex, q []uint64) {
-	m.ix, m.q = ix, q
-	m.keys = m.keys[:0]
-	m.nodes = slices.Grow(m.nodes[:0], len(q))[:len(q)]
-	for i := range m.nodes {
-		m.nodes[i] = unprobed
+	m.ix, m.q, m.hashed = ix, q, 0
+	m.keys = slices.Grow(m.keys[:0], len(q))[:len(q)]
+	if len(m.memo) < len(q) {
+		m.memo = make([]memoEntry, len(q))
+		m.gen = 0
 	}
-	m.probes = m.probes[:0]
+	if m.gen++; m.gen == 0 { // wrapped: stale stamps could match again
+		clear(m.memo)
+		m.gen = 1
+	}
 	for l := range m.score {
 		if len(m.score[l]) < len(ix.ranks) {
 			m.score[l] = make([]uint32, len(ix.ranks))
@@ -62,26 +71,32 @@ func (m *matcher) reset(ix *partIndex, q []uint64) {
 
 // probe returns the node at depth d (1-based) on the query path, or noNode.
 func (m *matcher) probe(d int) nodeID {
-	if id := m.nodes[d-1]; id != unprobed {
-		return id
+	if e := m.memo[d-1]; e.gen == m.gen {
+		return e.id
 	}
-	for len(m.keys) < d {
-		i := len(m.keys)
-		if i == 0 {
-			m.keys = append(m.keys, m.q[0])
-		} else {
-			m.keys = append(m.keys, ChainHash(m.keys[i-1], m.q[i]))
-		}
+	if m.hashed < d {
+		m.hashKeys(d)
 	}
 	id := m.ix.byKey[m.keys[d-1]]
 	if id != noNode && m.ix.nodes.at(id).local != m.q[d-1] {
 		id = noNode // a key collision; the block is not on this path
 	}
-	m.nodes[d-1] = id
-	if id != noNode {
-		m.probes = append(m.probes, int32(d))
-	}
+	m.memo[d-1] = memoEntry{gen: m.gen, id: id}
 	return id
+}
+
+// hashKeys extends the path keys up to depth d in one tight loop.
+func (m *matcher) hashKeys(d int) {
+	keys, q := m.keys[:d], m.q[:d]
+	i := m.hashed
+	if i == 0 {
+		keys[0] = q[0]
+		i = 1
+	}
+	for ; i < d; i++ {
+		keys[i] = ChainHash(keys[i-1], q[i])
+	}
+	m.hashed = d
 }
 
 // signature counts, per level, the holders of the node at depth d that
@@ -90,18 +105,24 @@ func (m *matcher) probe(d int) nodeID {
 // drops out in between.
 type signature [noLevel]int32
 
+// The same pass gives each hole-free holder the depth as a score candidate:
+// a rank's score at a level is the deepest probed depth it covers there,
+// because bisection probes both sides of every depth where it drops out.
 func (m *matcher) signature(d int) signature {
 	var s signature
 	id := m.probe(d)
 	if id == noNode {
 		return s
 	}
-	for i := range m.ix.nodes.at(id).holders {
-		h := &m.ix.nodes.at(id).holders[i]
+	for _, h := range m.ix.holders(m.ix.nodes.at(id)) {
 		clean := m.ix.clean[h.slot]
 		for l := level(h.tiers()); l < noLevel; l++ {
 			if clean&(1<<l) != 0 {
 				s[l]++
+				if uint32(d) > m.score[l][h.slot] {
+					m.touch(h.slot)
+					m.score[l][h.slot] = uint32(d)
+				}
 			}
 		}
 	}
@@ -125,10 +146,12 @@ func (m *matcher) split(a, b int, sa, sb signature) {
 //
 // Ranks without holes at a level hold a prefix-closed set there, so along
 // the query path the set of such ranks covering depth d shrinks as d grows.
-// Galloping (depths 1, 2, 4, ...) finds the end of the path and bisection
-// finds every depth where that set shrinks, in O(k log n) probes for k
-// distinct scores, instead of visiting all n depths. Ranks with holes at a
-// level are walked depth by depth, exactly like matchWalk.
+// Bisection finds every depth where that set shrinks, in O(k log n) probes
+// for k distinct scores, instead of visiting all n depths. When the last
+// query block is in the tree the whole range is bisected at once;
+// otherwise galloping (depths 1, 2, 4, ...) first finds where the path
+// ends, which keeps short matches of long queries cheap. Ranks with holes
+// at a level are walked depth by depth, exactly like matchWalk.
 func (ix *partIndex) match(q []uint64, out []Overlap) []Overlap {
 	if len(q) == 0 || len(ix.byRank) == 0 {
 		return out
@@ -142,6 +165,14 @@ func (ix *partIndex) match(q []uint64, out []Overlap) []Overlap {
 		return out
 	}
 	prev, sPrev := 1, m.signature(1)
+	if n := len(q); n > 1 {
+		if sn := m.signature(n); m.probe(n) != noNode {
+			// The whole query is in the tree: bisect it directly.
+			m.split(1, n, sPrev, sn)
+			m.walkHoley()
+			return m.results(out)
+		}
+	}
 	for d := 2; ; d *= 2 {
 		if d > len(q) {
 			d = len(q)
@@ -151,31 +182,13 @@ func (ix *partIndex) match(q []uint64, out []Overlap) []Overlap {
 		}
 		sd := m.signature(d)
 		m.split(prev, d, sPrev, sd)
-		if m.nodes[d-1] == noNode || d == len(q) {
+		if m.probe(d) == noNode || d == len(q) {
 			break
 		}
 		prev, sPrev = d, sd
 	}
-	m.collectClean()
 	m.walkHoley()
 	return m.results(out)
-}
-
-// collectClean gives each hole-free rank the deepest probed depth it covers.
-func (m *matcher) collectClean() {
-	for _, d := range m.probes {
-		n := m.ix.nodes.at(m.nodes[d-1])
-		for i := range n.holders {
-			h := &n.holders[i]
-			clean := m.ix.clean[h.slot]
-			for l := level(h.tiers()); l < noLevel; l++ {
-				if clean&(1<<l) != 0 && uint32(d) > m.score[l][h.slot] {
-					m.touch(h.slot)
-					m.score[l][h.slot] = uint32(d)
-				}
-			}
-		}
-	}
 }
 
 func (m *matcher) touch(slot uint32) {
@@ -187,9 +200,7 @@ func (m *matcher) touch(slot uint32) {
 // walkHoley scores ranks that have holes at some level by walking the path
 // from the first block while they still cover it.
 func (m *matcher) walkHoley() {
-	first := m.ix.nodes.at(m.nodes[0])
-	for i := range first.holders {
-		h := &first.holders[i]
+	for _, h := range m.ix.holders(m.ix.nodes.at(m.probe(1))) {
 		clean := m.ix.clean[h.slot]
 		for l := level(h.tiers()); l < noLevel; l++ {
 			if clean&(1<<l) == 0 {
@@ -207,7 +218,7 @@ func (m *matcher) walkHoley() {
 		n := m.ix.nodes.at(id)
 		alive := m.walk[:0]
 		for _, w := range m.walk {
-			if hi := holderIdx(n, w.slot); hi >= 0 && level(n.holders[hi].tiers()) <= w.level {
+			if hi := m.ix.holderIdx(n, w.slot); hi >= 0 && level(m.ix.holders(n)[hi].tiers()) <= w.level {
 				m.score[w.level][w.slot] = uint32(d)
 				alive = append(alive, w)
 			}
@@ -217,22 +228,31 @@ func (m *matcher) walkHoley() {
 }
 
 func (m *matcher) results(out []Overlap) []Overlap {
-	start := len(out)
-	for _, slot := range m.touched {
+	emit := func(slot uint32) {
 		s0, s1, s2 := m.score[0][slot], m.score[1][slot], m.score[2][slot]
 		m.score[0][slot], m.score[1][slot], m.score[2][slot] = 0, 0, 0
-		r := m.ix.ranks[slot]
-		if r == nil || s2 == 0 {
-			continue
-		}
 		// Coverage at a level implies coverage at every higher level, so
 		// s0 <= s1 <= s2 holds; max() only guards the subtraction.
 		s1, s2 = max(s1, s0), max(s2, s1, s0)
+		r := m.ix.ranks[slot]
 		out = append(out, Overlap{Worker: r.key.Worker, Rank: r.key.Rank, Device: s0, HostExt: s1 - s0, DiskExt: s2 - s1})
 	}
-	slices.SortFunc(out[start:], func(a, b Overlap) int {
-		return compareRankKeys(RankKey{a.Worker, a.Rank}, RankKey{b.Worker, b.Rank})
-	})
+	if len(m.touched) > 16 {
+		// Many matches: a pass over the sorted slots beats sorting them.
+		for _, slot := range m.ix.order {
+			if m.score[2][slot] != 0 {
+				emit(slot)
+			}
+		}
+		for _, slot := range m.touched { // every touched slot has s2 > 0; stay safe
+			m.score[0][slot], m.score[1][slot] = 0, 0
+		}
+		return out
+	}
+	slices.SortFunc(m.touched, func(a, b uint32) int { return compareRankKeys(m.ix.ranks[a].key, m.ix.ranks[b].key) })
+	for _, slot := range m.touched {
+		emit(slot)
+	}
 	return out
 }
 
@@ -256,7 +276,7 @@ func (ix *partIndex) matchWalk(q []uint64, out []Overlap) []Overlap {
 			break
 		}
 		progressed := false
-		for _, h := range ix.nodes.at(id).holders {
+		for _, h := range ix.holders(ix.nodes.at(id)) {
 			lv := level(h.tiers())
 			sc := scores[h.slot]
 			if sc == nil {

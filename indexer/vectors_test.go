@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -92,5 +93,18 @@ func Test_BlockHashesPartialBlock(t *testing.T) {
 	}
 	if got := BlockHashes(tokens, 0, ""); got != nil {
 		t.Fatal("block size 0 must give no blocks")
+	}
+}
+
+func Test_ChainHashMatchesXXH3(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cases := [][2]uint64{{0, 0}, {^uint64(0), ^uint64(0)}, {1, 2}, {7652252100776996844, 11299675938630946301}}
+	for range 10000 {
+		cases = append(cases, [2]uint64{rng.Uint64(), rng.Uint64()})
+	}
+	for _, c := range cases {
+		if got, want := ChainHash(c[0], c[1]), chainHashGeneric(c[0], c[1]); got != want {
+			t.Fatalf("ChainHash(%d, %d) = %d, XXH3 says %d", c[0], c[1], got, want)
+		}
 	}
 }
