@@ -193,8 +193,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore catalog snapshot: unsupported version %d", snap.Version)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
-	for _, w := range snap.Workers {
+	for i, w := range snap.Workers {
+		if w == nil {
+			return fmt.Errorf("restore catalog snapshot: worker %d is null", i)
+		}
+		if _, dup := e.next.workers[w.WorkerID]; dup {
+			return fmt.Errorf("restore catalog snapshot: worker %d appears twice", w.WorkerID)
+		}
 		w.normalize()
+		// A snapshot is only as trustworthy as the disk it came from:
+		// records must pass the same checks as commands.
+		if err := ValidateSpec(w); err != nil {
+			return fmt.Errorf("restore catalog snapshot: worker %d: %w", w.WorkerID, err)
+		}
 		w.Lifecycle, w.NotSchedulableReasons = "", nil
 		e.put(w)
 	}
