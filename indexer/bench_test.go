@@ -5,11 +5,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/benchutil"
 )
 
 // The benchmark workload: documents of docBlocks blocks; document d starts
@@ -172,16 +172,9 @@ func BenchmarkMatch(b *testing.B) {
 				out = impl.fn(q, out[:0])
 				lat = append(lat, time.Since(t0))
 			}
-			reportPercentiles(b, lat)
+			benchutil.ReportPercentiles(b, lat)
 		})
 	}
-}
-
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
-	b.ReportMetric(pct(0.50), "p50-ns")
-	b.ReportMetric(pct(0.99), "p99-ns")
 }
 
 // BenchmarkMemory reports heap bytes per (block, rank) membership and per

@@ -3,6 +3,8 @@ package indexer
 import (
 	"slices"
 	"sync"
+
+	"github.com/kvselect/kvselect/internal/bisect"
 )
 
 // Overlap is one rank's match against a query, in blocks. Device is the
@@ -129,28 +131,13 @@ func (m *matcher) signature(d int) signature {
 	return s
 }
 
-// split probes (a, b] until every depth where the signature changes is
-// bracketed by two adjacent probed depths.
-func (m *matcher) split(a, b int, sa, sb signature) {
-	if sa == sb || b-a <= 1 {
-		return
-	}
-	mid := a + (b-a)/2
-	sm := m.signature(mid)
-	m.split(a, mid, sa, sm)
-	m.split(mid, b, sm, sb)
-}
-
 // match scores every rank against the query of local block hashes and
 // appends the ranks with a non-zero overlap to out, sorted by (worker, rank).
 //
 // Ranks without holes at a level hold a prefix-closed set there, so along
-// the query path the set of such ranks covering depth d shrinks as d grows.
-// Bisection finds every depth where that set shrinks, in O(k log n) probes
-// for k distinct scores, instead of visiting all n depths. When the last
-// query block is in the tree the whole range is bisected at once;
-// otherwise galloping (depths 1, 2, 4, ...) first finds where the path
-// ends, which keeps short matches of long queries cheap. Ranks with holes
+// the query path the set of such ranks covering depth d shrinks as d grows,
+// and bisect.Search finds every depth where it shrinks in O(k log n) probes
+// for k distinct scores instead of visiting all n depths. Ranks with holes
 // at a level are walked depth by depth, exactly like matchWalk.
 func (ix *partIndex) match(q []uint64, out []Overlap) []Overlap {
 	if len(q) == 0 || len(ix.byRank) == 0 {
@@ -164,29 +151,7 @@ func (ix *partIndex) match(q []uint64, out []Overlap) []Overlap {
 	if m.probe(1) == noNode {
 		return out
 	}
-	prev, sPrev := 1, m.signature(1)
-	if n := len(q); n > 1 {
-		if sn := m.signature(n); m.probe(n) != noNode {
-			// The whole query is in the tree: bisect it directly.
-			m.split(1, n, sPrev, sn)
-			m.walkHoley()
-			return m.results(out)
-		}
-	}
-	for d := 2; ; d *= 2 {
-		if d > len(q) {
-			d = len(q)
-		}
-		if d == prev {
-			break
-		}
-		sd := m.signature(d)
-		m.split(prev, d, sPrev, sd)
-		if m.probe(d) == noNode || d == len(q) {
-			break
-		}
-		prev, sPrev = d, sd
-	}
+	bisect.Search(len(q), m.signature)
 	m.walkHoley()
 	return m.results(out)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/bisect"
 )
 
 // Active load accounting (SPEC §6.3). All of it lives in a partition and is
@@ -43,10 +44,17 @@ func (r *rankLoad) decodeBlocks() float64 { return float64(r.decode) / unit }
 
 type activeBlock struct {
 	holders []activeHolder
+	// pred is the sequence hash booked before this one (first booking
+	// wins); root marks a block booked at position 0. With chained
+	// sequence hashes every booking agrees; a disagreement marks the
+	// partition unchained (see activePrefixes).
+	pred uint64
+	root bool
 }
 
 type activeHolder struct {
 	rank   *rankLoad
+	slot   int32 // rank.slot, kept here to spare a pointer chase
 	refs   int32
 	owners uint64 // XOR of the handles of the reservations holding it
 	last   uint64 // handle of the last reservation that added a ref
@@ -100,15 +108,21 @@ func (p *partition) ownerWeight(owners uint64) int64 {
 func (p *partition) book(res *reservation, seq []uint64) {
 	rl := res.rank
 	res.blocks = make([]uint64, 0, len(seq))
-	for _, h := range seq {
+	for pos, h := range seq {
+		var pred uint64
+		if pos > 0 {
+			pred = seq[pos-1]
+		}
 		ab := p.active[h]
 		if ab == nil {
-			ab = &activeBlock{}
+			ab = &activeBlock{pred: pred, root: pos == 0}
 			p.active[h] = ab
+		} else if ab.root != (pos == 0) || ab.pred != pred {
+			p.unchained = true
 		}
 		i := ab.find(rl)
 		if i < 0 {
-			ab.holders = append(ab.holders, activeHolder{rank: rl})
+			ab.holders = append(ab.holders, activeHolder{rank: rl, slot: int32(rl.slot)})
 			i = len(ab.holders) - 1
 		}
 		hd := &ab.holders[i]
@@ -153,6 +167,9 @@ func (p *partition) unbook(res *reservation) {
 			ab.holders = ab.holders[:last]
 			if last == 0 {
 				delete(p.active, h)
+				if len(p.active) == 0 {
+					p.unchained = false // nothing left that could disagree
+				}
 			}
 		case 1: // shared block left to one owner: its weight now applies
 			rl.decode -= unit - p.ownerWeight(hd.owners)
@@ -203,10 +220,58 @@ func (p *partition) completePrefill(res *reservation) {
 }
 
 // activePrefixes sets prefix[slot] to the number of leading sequence
-// hashes already active on each rank. Active sets are prefix-closed (a
-// request books its whole chain), so the walk stops at the first depth where
-// no rank extends its prefix.
-func (p *partition) activePrefixes(seq []uint64, prefix []int32) {
+// hashes of the prompt already active on each rank.
+//
+// When sequence hashes chain (each determines all before it), a rank with
+// hash i of the prompt active has hashes 0..i-1 active too: along the
+// prompt, the set of ranks holding the next hash only shrinks, and
+// bisect.Search finds every rank's prefix in O(k log n) map lookups. That
+// needs both sides to chain: the prompt's hashes are checked against its
+// block hashes (SPEC 6.1, one XXH3 per block), book notices bookings that
+// disagree about a hash's predecessor, and every probe checks the
+// predecessor it finds. Anything else falls back to the exact walk.
+func (p *partition) activePrefixes(pr *Prompt, prefix []int32) {
+	seq := pr.SequenceHashes
+	if p.unchained || !chained(seq, pr.BlockHashes) {
+		p.walkActivePrefixes(seq, prefix)
+		return
+	}
+	consistent := true
+	bisect.Search(len(seq), func(d int) int {
+		ab := p.active[seq[d-1]]
+		if ab == nil {
+			return 0
+		}
+		if d == 1 && !ab.root || d > 1 && (ab.root || ab.pred != seq[d-2]) {
+			consistent = false
+		}
+		for _, hd := range ab.holders {
+			prefix[hd.slot] = max(prefix[hd.slot], int32(d))
+		}
+		return len(ab.holders)
+	})
+	if !consistent {
+		clear(prefix)
+		p.walkActivePrefixes(seq, prefix)
+	}
+}
+
+// chained reports whether seq are the sequence hashes of blocks.
+func chained(seq, blocks []uint64) bool {
+	if len(seq) != len(blocks) || len(seq) == 0 || seq[0] != blocks[0] {
+		return len(seq) == 0
+	}
+	for i := 1; i < len(seq); i++ {
+		if seq[i] != indexer.ChainHash(seq[i-1], blocks[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// walkActivePrefixes is the reference: it extends each rank's prefix hash
+// by hash while it stays contiguous.
+func (p *partition) walkActivePrefixes(seq []uint64, prefix []int32) {
 	for i, h := range seq {
 		ab := p.active[h]
 		if ab == nil {
@@ -214,8 +279,8 @@ func (p *partition) activePrefixes(seq []uint64, prefix []int32) {
 		}
 		progressed := false
 		for _, hd := range ab.holders {
-			if prefix[hd.rank.slot] == int32(i) {
-				prefix[hd.rank.slot] = int32(i + 1)
+			if prefix[hd.slot] == int32(i) {
+				prefix[hd.slot] = int32(i + 1)
 				progressed = true
 			}
 		}

@@ -53,6 +53,7 @@ type partition struct {
 	slots     int
 
 	active       map[uint64]*activeBlock
+	unchained    bool // some booked sequence hashes do not chain
 	reservations map[string]*reservation
 	handles      map[uint64]*reservation
 	fifo         *list.List // reservations in admission order

@@ -142,7 +142,7 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 	}
 	prefix := p.prefix[:p.slots]
 	clear(prefix)
-	p.activePrefixes(pr.SequenceHashes, prefix)
+	p.activePrefixes(pr, prefix)
 
 	bs := float64(p.blockSize)
 	isl := pr.ISL
