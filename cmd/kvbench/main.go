@@ -1,0 +1,208 @@
+// Command kvbench drives and reports kvselect's benchmarks.
+//
+//	kvbench report -in go-bench.txt -out results.json
+//
+// report reads `go test -bench` output, prints one line per figure of SPEC
+// §12 with its target and the baseline measured in the same run, and writes
+// every metric as JSON. Later subcommands will generate load against
+// running nodes.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	switch os.Args[1] {
+	case "report":
+		if err := report(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "kvbench report:", err)
+			os.Exit(1)
+		}
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>")
+	os.Exit(2)
+}
+
+// Result is one benchmark line: its name (without the GOMAXPROCS suffix)
+// and every metric it reported, by unit.
+type Result struct {
+	Name    string             `json:"name"`
+	Metrics map[string]float64 `json:"metrics"`
+}
+
+// Figure is one line of the summary.
+type Figure struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+	Target   string  `json:"target"`
+	Met      bool    `json:"met"`
+	Baseline string  `json:"baseline,omitempty"`
+	Compared string  `json:"compared,omitempty"`
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+// parse reads go test -bench output.
+func parse(r io.Reader) (map[string]Result, error) {
+	out := map[string]Result{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		res := Result{Name: m[1], Metrics: map[string]float64{}}
+		fields := strings.Fields(m[3])
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: metric %q: %w", m[1], fields[i], err)
+			}
+			res.Metrics[fields[i+1]] = v
+		}
+		out[res.Name] = res
+	}
+	return out, sc.Err()
+}
+
+// figures derives the SPEC §12 figures from the results that are present.
+func figures(rs map[string]Result) []Figure {
+	var out []Figure
+	get := func(name, unit string) (float64, bool) {
+		r, ok := rs[name]
+		if !ok {
+			return 0, false
+		}
+		v, ok := r.Metrics[unit]
+		return v, ok
+	}
+	if v, ok := get("BenchmarkApplyStored/index", "blocks/s"); ok {
+		f := Figure{Name: "index apply (16-block BlockStored, 256 ranks, 1 M blocks)", Value: v, Unit: "blocks/s",
+			Target: ">= 5000000", Met: v >= 5e6}
+		if b, ok := get("BenchmarkApplyStored/map-floor-baseline", "blocks/s"); ok {
+			f.Baseline = fmt.Sprintf("two plain map inserts per block: %.0f blocks/s", b)
+			f.Compared = fmt.Sprintf("%.0f%% of the map floor", 100*v/b)
+		}
+		out = append(out, f)
+	}
+	for _, pct := range []string{"p50", "p99"} {
+		v, ok := get("BenchmarkMatch/bisect", pct+"-ns")
+		if !ok {
+			continue
+		}
+		f := Figure{Name: "match " + pct + " (512-block query, 1 M blocks, 256 ranks)", Value: v / 1000, Unit: "us",
+			Target: "p99 <= 10", Met: pct == "p50" || v <= 10_000}
+		if pct == "p50" {
+			f.Target = "(p99 is the target)"
+		}
+		if b, ok := get("BenchmarkMatch/walk-baseline", pct+"-ns"); ok {
+			f.Baseline = fmt.Sprintf("depth-by-depth walk: %.1f us", b/1000)
+			f.Compared = fmt.Sprintf("%.1fx faster", b/v)
+		}
+		out = append(out, f)
+	}
+	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
+		blocks, _ := get("BenchmarkMemory", "blocks")
+		members, _ := get("BenchmarkMemory", "memberships")
+		out = append(out, Figure{Name: "memory per (block, rank) membership", Value: v, Unit: "B",
+			Target: "<= 64", Met: v <= 64,
+			Compared: fmt.Sprintf("%.0f memberships over %.0f blocks", members, blocks)})
+	}
+	for _, res := range []string{"0", "1000"} {
+		v, ok := get("BenchmarkSelect/select-256-ranks/reservations="+res, "selects/s")
+		if !ok {
+			continue
+		}
+		p99, _ := get("BenchmarkSelect/select-256-ranks/reservations="+res, "p99-ns")
+		f := Figure{Name: "select in process (cost over 256 ranks, " + res + " reservations)", Value: v, Unit: "selects/s",
+			Target: "(HTTP target >= 20000 req/s per node, later issue)", Met: true,
+			Compared: fmt.Sprintf("p99 %.1f us", p99/1000)}
+		if b, ok := get("BenchmarkSelect/match-only-baseline", "matches/s"); ok {
+			f.Baseline = fmt.Sprintf("index match alone: %.0f/s", b)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func report(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	in := fs.String("in", "-", "go test -bench output ('-' for stdin)")
+	outPath := fs.String("out", "", "JSON file to write (optional)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var r io.Reader = os.Stdin
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	results, err := parse(r)
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no benchmark lines in %s", *in)
+	}
+	figs := figures(results)
+	for _, f := range figs {
+		status := "meets"
+		if !f.Met {
+			status = "MISSES"
+		}
+		line := fmt.Sprintf("%-62s %14s %-9s %s target %s", f.Name, format(f.Value), f.Unit, status, f.Target)
+		if f.Baseline != "" {
+			line += "; baseline " + f.Baseline
+		}
+		if f.Compared != "" {
+			line += " (" + f.Compared + ")"
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if *outPath == "" {
+		return nil
+	}
+	doc := struct {
+		Generated string            `json:"generated"`
+		GoVersion string            `json:"go_version"`
+		CPUs      int               `json:"cpus"`
+		Figures   []Figure          `json:"figures"`
+		Results   map[string]Result `json:"results"`
+	}{time.Now().UTC().Format(time.RFC3339), runtime.Version(), runtime.NumCPU(), figs, results}
+	raw, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*outPath, append(raw, '\n'), 0o644)
+}
+
+func format(v float64) string {
+	if v >= 1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}

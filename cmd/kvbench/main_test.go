@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+BenchmarkApplyStored/index-2         	       2	1246318034 ns/op	   1682679 blocks/s	    105167 events/s
+BenchmarkApplyStored/map-floor-baseline-2         	       2	 948389092 ns/op	   2211281 blocks/s
+BenchmarkMatch/bisect-2         	   60000	     10298 ns/op	      9379 p50-ns	     22737 p99-ns
+BenchmarkMatch/walk-baseline-2  	   60000	    163419 ns/op	    165862 p50-ns	    307506 p99-ns
+BenchmarkMemory-2        	       1	1378865035 ns/op	       158.3 B/block	        77.91 B/membership	    919552 blocks	   1867776 memberships
+BenchmarkSelect/select-256-ranks/reservations=0-2 	   20000	     19990 ns/op	     15472 p50-ns	     39107 p99-ns	     50256 selects/s
+BenchmarkSelect/match-only-baseline-2                     	   20000	      5537 ns/op	    180611 matches/s
+PASS
+`
+
+func Test_Report(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bench.txt")
+	out := filepath.Join(dir, "out.json")
+	if err := os.WriteFile(in, []byte(sample), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if err := report([]string{"-in", in, "-out", out}, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	text := stdout.String()
+	for _, want := range []string{
+		"index apply", "MISSES target >= 5000000", "76% of the map floor",
+		"match p99", "22.7", "13.5x faster",
+		"memory per (block, rank) membership", "77.9", "MISSES target <= 64",
+		"select in process", "index match alone: 180611/s",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text)
+		}
+	}
+	if lines := strings.Count(text, "\n"); lines != 5 {
+		t.Errorf("%d summary lines, want 5:\n%s", lines, text)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Figures []Figure          `json:"figures"`
+		Results map[string]Result `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Figures) != 5 || doc.Results["BenchmarkMemory"].Metrics["memberships"] != 1867776 {
+		t.Fatalf("json = %s", raw)
+	}
+	if err := report([]string{"-in", filepath.Join(dir, "missing")}, &stdout); err == nil {
+		t.Fatal("missing input accepted")
+	}
+}
