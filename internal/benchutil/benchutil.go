@@ -1,4 +1,3 @@
-// Package benchutil holds helpers shared by kvselect's benchmarks.
 package benchutil
 
 import (

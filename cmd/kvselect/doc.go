@@ -1,0 +1,6 @@
+// Command kvselect runs one node of the kvselect KV-cache-aware worker
+// selection service. With no flags it runs a single-node cluster on :8092
+// with its data in ./kvselect-data. Every flag can also be set through the
+// environment variable KVSELECT_<FLAG> (for example KVSELECT_RAFT_ADDR);
+// scheduling flags also fall back to Dynamo's DYN_* variables.
+package main

@@ -1,0 +1,2 @@
+// Package benchutil holds helpers shared by kvselect's benchmarks.
+package benchutil
