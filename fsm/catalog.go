@@ -108,6 +108,22 @@ func Diff(prev, cur *Catalog) []Change {
 	return out
 }
 
+// ChangedPartitions lists, sorted, the partitions that hold a worker whose
+// record differs between prev and cur, before or after the change.
+func ChangedPartitions(prev, cur *Catalog) []PartitionKey {
+	seen := map[PartitionKey]bool{}
+	for _, c := range Diff(prev, cur) {
+		for _, w := range []*Worker{c.Old, c.New} {
+			if w != nil {
+				seen[w.Partition()] = true
+			}
+		}
+	}
+	out := slices.Collect(maps.Keys(seen))
+	slices.SortFunc(out, comparePartitionKeys)
+	return out
+}
+
 func (c Change) id() uint64 {
 	if c.New != nil {
 		return c.New.WorkerID

@@ -66,7 +66,7 @@ func Test_BadInput(t *testing.T) {
 		{"tokens empty", "POST", "/select", `{"token_ids":[]}`, 400, "bad_request", "token_ids"},
 		{"lora without tokens", "POST", "/select", `{` + okSel + `,"lora_name":"x"}`, 400, "bad_request", "lora_name"},
 		{"override negative", "POST", "/select", `{` + okSel + `,"router_config_override":{"overlap_score_weight":-1}}`, 400, "bad_request", "router_config_override.overlap_score_weight"},
-		{"override wrong type", "POST", "/select", `{` + okSel + `,"router_config_override":{"router_temperature":"hot"}}`, 400, "bad_request", "router_temperature"},
+		{"override wrong type", "POST", "/select", `{` + okSel + `,"router_config_override":{"router_temperature":"hot"}}`, 400, "bad_request", "router_config_override.router_temperature"},
 		{"model wrong type", "POST", "/select", `{` + okSel + `,"model_name":7}`, 400, "bad_request", "model_name"},
 		{"unknown model", "POST", "/select", `{` + okSel + `,"model_name":"nope"}`, 503, "not_ready", "nope"},
 		{"unknown tenant", "POST", "/select", `{` + okSel + `,"tenant_id":"nope"}`, 503, "not_ready", "nope"},
@@ -122,6 +122,10 @@ func Test_BadInput(t *testing.T) {
 			msg, _ := body["error"].(string)
 			if !strings.Contains(msg, tt.mention) {
 				t.Fatalf("error %q does not mention %q", msg, tt.mention)
+			}
+			// A 400 about a field starts with that field's JSON name.
+			if tt.status == 400 && !strings.Contains(tt.mention, " ") && !strings.HasPrefix(msg, tt.mention) {
+				t.Fatalf("error %q does not start with the field %q", msg, tt.mention)
 			}
 			if ct := r.header.Get("Content-Type"); ct != "application/json" {
 				t.Fatalf("Content-Type = %q", ct)

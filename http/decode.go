@@ -66,15 +66,35 @@ func jsonError(err error) error {
 	case errors.As(err, &syn):
 		return badRequest("", "malformed JSON at offset %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
+		field := jsonPath(typ.Field)
+		switch {
+		case field == "":
 			return badRequest("", "expected a JSON object, got %s", typ.Value)
+		case strings.HasSuffix(field, "kv_events_endpoints") && strings.HasPrefix(typ.Type.String(), "uint"):
+			// The map's keys are dp ranks; encoding/json reports a bad key
+			// as a number of the key type.
+			return badRequest(field, "keys must be dp ranks (non-negative integers), got %q",
+				strings.TrimPrefix(typ.Value, "number "))
 		}
 		return badRequest(field, "expected %s, got %s", typeName(typ.Type.String()), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "malformed JSON: unexpected end of input")
 	}
 	return badRequest("", "malformed JSON: %v", err)
+}
+
+// jsonPath drops the Go names of embedded structs from a decoding error's
+// field path, leaving the JSON field names users sent. Every JSON name of
+// this API is lowercase snake_case; Go type names have capitals.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && strings.ToLower(p) == p {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // typeName words a Go type for API users.

@@ -10,54 +10,20 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 )
 
-// workerInput is the body of POST /workers and PATCH /workers/{id}.
-// Pointers tell "absent" from zero values; unknown fields are ignored.
+// workerInput is the body of POST /workers and PATCH /workers/{id}: the
+// catalog patch plus the id. Pointers tell "absent" from zero values;
+// unknown fields are ignored.
 type workerInput struct {
-	WorkerID              *uint64            `json:"worker_id"`
-	ModelName             *string            `json:"model_name"`
-	TenantID              *string            `json:"tenant_id"`
-	Endpoint              *string            `json:"endpoint"`
-	BlockSize             *uint32            `json:"block_size"`
-	DataParallelStartRank *uint32            `json:"data_parallel_start_rank"`
-	DataParallelSize      *uint32            `json:"data_parallel_size"`
-	KVEventsEndpoints     *map[string]string `json:"kv_events_endpoints"`
-	KVEventsEndpoint      *string            `json:"kv_events_endpoint"`
-	ReplayEndpoint        *string            `json:"replay_endpoint"`
-	TotalKVBlocks         *uint64            `json:"total_kv_blocks"`
-	MaxNumBatchedTokens   *uint64            `json:"max_num_batched_tokens"`
+	WorkerID *uint64 `json:"worker_id"`
+	fsm.WorkerPatch
 }
 
-// endpoints parses the rank-keyed endpoint map.
-func (in *workerInput) endpoints() (*map[uint32]string, error) {
-	if in.KVEventsEndpoints == nil {
-		return nil, nil
-	}
-	if in.KVEventsEndpoint != nil {
-		return nil, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
-	}
-	out := make(map[uint32]string, len(*in.KVEventsEndpoints))
-	for k, v := range *in.KVEventsEndpoints {
-		rank, err := strconv.ParseUint(k, 10, 32)
-		if err != nil {
-			return nil, badRequest("kv_events_endpoints", "key %q is not a dp rank (a non-negative integer)", k)
-		}
-		out[uint32(rank)] = v
-	}
-	return &out, nil
-}
-
-// patch turns the input into a catalog patch.
+// patch returns the catalog patch after the checks JSON cannot express.
 func (in *workerInput) patch() (fsm.WorkerPatch, error) {
-	eps, err := in.endpoints()
-	if err != nil {
-		return fsm.WorkerPatch{}, err
+	if in.KVEventsEndpoints != nil && in.KVEventsEndpoint != nil {
+		return fsm.WorkerPatch{}, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
 	}
-	return fsm.WorkerPatch{
-		ModelName: in.ModelName, TenantID: in.TenantID, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
-		DataParallelStartRank: in.DataParallelStartRank, DataParallelSize: in.DataParallelSize,
-		KVEventsEndpoints: eps, KVEventsEndpoint: in.KVEventsEndpoint, ReplayEndpoint: in.ReplayEndpoint,
-		TotalKVBlocks: in.TotalKVBlocks, MaxNumBatchedTokens: in.MaxNumBatchedTokens,
-	}, nil
+	return in.WorkerPatch, nil
 }
 
 // workerWritten is the answer to a catalog write: the record plus the Raft

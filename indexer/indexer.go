@@ -119,18 +119,9 @@ func (x *Indexer) Match(key fsm.PartitionKey, q []uint64, out []Overlap) ([]Over
 // given the catalog prev it last saw. It is called from the catalog watcher
 // (outside the FSM), in index order.
 func (x *Indexer) ApplyCatalog(prev, cur *fsm.Catalog) {
-	touched := map[fsm.PartitionKey]bool{}
-	for _, c := range fsm.Diff(prev, cur) {
-		if c.Old != nil {
-			touched[c.Old.Partition()] = true
-		}
-		if c.New != nil {
-			touched[c.New.Partition()] = true
-		}
-	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for key := range touched {
+	for _, key := range fsm.ChangedPartitions(prev, cur) {
 		x.reconcilePartition(key, cur)
 	}
 }

@@ -110,16 +110,7 @@ func (s *Scheduler) newPartition(key fsm.PartitionKey) *partition {
 // the rank range) lose their reservations; ranks of workers that are only
 // incomplete stop being candidates but keep their load until it ends.
 func (s *Scheduler) ApplyCatalog(prev, cur *fsm.Catalog) {
-	touched := map[fsm.PartitionKey]bool{}
-	for _, c := range fsm.Diff(prev, cur) {
-		if c.Old != nil {
-			touched[c.Old.Partition()] = true
-		}
-		if c.New != nil {
-			touched[c.New.Partition()] = true
-		}
-	}
-	for key := range touched {
+	for _, key := range fsm.ChangedPartitions(prev, cur) {
 		s.reconcilePartition(key, cur)
 	}
 }
