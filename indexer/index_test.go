@@ -200,6 +200,10 @@ func Test_SpilledChildCounts(t *testing.T) {
 	if err := ix.check(); err != nil {
 		t.Fatal(err)
 	}
+	ix.compact() // spilled counts follow their node's new id
+	if err := ix.check(); err != nil {
+		t.Fatal(err)
+	}
 	ix.applyEvent(a, removed(TierDevice, 1), &st) // every child becomes a hole
 	if a.holes[0] != n {
 		t.Fatalf("holes = %v, want %d", a.holes, n)
@@ -244,6 +248,9 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 				ev := randomEvent(rng, r, p)
 				var st ApplyStats
 				ix.applyEvent(r, ev, &st)
+				if step%50 == 49 {
+					ix.compact() // renumbers every node; nothing else may change
+				}
 				if err := ix.check(); err != nil {
 					t.Fatalf("step %d (%v): %v", step, ev.Kind, err)
 				}
@@ -308,5 +315,63 @@ func randomEvent(rng *rand.Rand, r *rankState, p []uint64) *Event {
 			ev.Blocks = append(ev.Blocks, StoredBlock{Hash: pathEngineHash(p, d), Local: p[d]})
 		}
 		return ev
+	}
+}
+
+// Test_CompactReleasesMemory grows a partition past the compaction
+// threshold, removes most of it, and checks that storage shrinks to the
+// live size while every invariant and every answer stays the same.
+func Test_CompactReleasesMemory(t *testing.T) {
+	ix := newPartIndex()
+	a := ix.addRank(RankKey{1, 0})
+	b := ix.addRank(RankKey{2, 0})
+	const chains, length = 200, 128 // 25 600 blocks, past compactMinNodes
+	chain := func(c int) []uint64 {
+		out := make([]uint64, length)
+		for i := range out {
+			out[i] = uint64(c)<<32 | uint64(i) | 1<<62
+		}
+		return out
+	}
+	var st ApplyStats
+	for c := range chains {
+		ix.applyEvent(a, stored(TierDevice, 0, chain(c)...), &st)
+		if c%10 == 0 {
+			ix.applyEvent(b, stored(TierHost, 0, chain(c)[:length/2]...), &st)
+		}
+	}
+	peakChunks := len(ix.nodes.chunks)
+	// Keep chains 0-9 on rank a; remove everything else of a.
+	for c := 10; c < chains; c++ {
+		ix.applyEvent(a, removed(TierDevice, chain(c)...), &st)
+	}
+	want := map[int][]Overlap{}
+	for c := range chains {
+		want[c] = ix.matchWalk(chain(c), nil)
+	}
+	liveBefore, membersBefore := ix.live, ix.memberships
+	if !ix.maybeCompact() {
+		t.Fatalf("no compaction with %d live of %d ids", ix.live, ix.nodes.next)
+	}
+	if err := ix.check(); err != nil {
+		t.Fatal(err)
+	}
+	if ix.live != liveBefore || ix.memberships != membersBefore || int(ix.nodes.next) != ix.live+1 {
+		t.Fatalf("after compaction live=%d (was %d) memberships=%d (was %d) next=%d",
+			ix.live, liveBefore, ix.memberships, membersBefore, ix.nodes.next)
+	}
+	if len(ix.nodes.chunks) >= peakChunks/2 {
+		t.Fatalf("arena chunks %d, peak %d: memory not released", len(ix.nodes.chunks), peakChunks)
+	}
+	for c := range chains {
+		if got := ix.match(chain(c), nil); !slices.Equal(got, want[c]) {
+			t.Fatalf("chain %d after compaction: %+v, want %+v", c, got, want[c])
+		}
+	}
+	// The compacted index keeps working: removals and re-stores.
+	mustApply(t, ix, a, removed(TierDevice, chain(0)[100:]...))
+	mustApply(t, ix, b, stored(TierDevice, 0, chain(0)...))
+	if ix.maybeCompact() {
+		t.Fatal("compacted again right away")
 	}
 }

@@ -85,6 +85,9 @@ func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 	if b.HasSeq {
 		r.seq, r.hasSeq = b.Seq, true
 	}
+	if st.BlocksRemoved > 0 {
+		p.ix.maybeCompact()
+	}
 	p.mu.Unlock()
 	for i, o := range out {
 		x.metrics.record(b.Events[i].Kind, o)
@@ -181,6 +184,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		p.workers[id] = ranks
 		x.byWorker[id] = p
 	}
+	p.ix.maybeCompact()
 }
 
 // PartitionStats describes the size of one partition's index.
