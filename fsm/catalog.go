@@ -192,26 +192,42 @@ func (e *editor) finish() *Catalog {
 func (e *editor) derivePartition(k PartitionKey, ws []*Worker) *Partition {
 	slices.SortFunc(ws, func(a, b *Worker) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
 	p := &Partition{Key: k, Workers: make([]uint64, len(ws))}
-	var oldest *Worker
 	for i, w := range ws {
 		p.Workers[i] = w.WorkerID
-		if w.BlockSize == 0 {
-			continue
-		}
-		if oldest == nil || w.CreateIndex < oldest.CreateIndex ||
-			(w.CreateIndex == oldest.CreateIndex && w.WorkerID < oldest.WorkerID) {
-			oldest = w
+	}
+	// Seniority: who has held their block size longest, then who came
+	// first, then the lower id. The most senior worker with a block size
+	// sets the partition's; the rank limit admits workers in this order.
+	bySeniority := slices.Clone(ws)
+	slices.SortFunc(bySeniority, func(a, b *Worker) int {
+		return cmp.Or(cmp.Compare(a.BlockSizeIndex, b.BlockSizeIndex),
+			cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.WorkerID, b.WorkerID))
+	})
+	for _, w := range bySeniority {
+		if w.BlockSize != 0 {
+			p.BlockSize = w.BlockSize
+			break
 		}
 	}
-	if oldest != nil {
-		p.BlockSize = oldest.BlockSize
-	}
-	for _, w := range ws {
-		reasons := staticReasons(w)
+	reasons := make(map[uint64][]string, len(ws))
+	ranks := 0
+	for _, w := range bySeniority {
+		r := staticReasons(w)
 		if w.BlockSize != 0 && p.BlockSize != 0 && w.BlockSize != p.BlockSize {
-			reasons = append(reasons, fmt.Sprintf(
+			r = append(r, fmt.Sprintf(
 				"block_size mismatch for model/tenant: existing=%d requested=%d", p.BlockSize, w.BlockSize))
 		}
+		if len(r) == 0 {
+			if ranks+int(w.DataParallelSize) > MaxRanksPerPartition {
+				r = append(r, fmt.Sprintf("partition rank limit reached: at most %d ranks per model/tenant", MaxRanksPerPartition))
+			} else {
+				ranks += int(w.DataParallelSize)
+			}
+		}
+		reasons[w.WorkerID] = r
+	}
+	for _, w := range ws {
+		reasons := reasons[w.WorkerID]
 		lifecycle := LifecycleSchedulable
 		if len(reasons) > 0 {
 			lifecycle = LifecycleIncomplete

@@ -113,9 +113,11 @@ func applyUpsert(e *editor, payload []byte) (uint64, *Worker, error) {
 		return 0, nil, err
 	}
 	w.CreateIndex, w.ModifyIndex = e.next.index, e.next.index
-	if old, ok := e.next.workers[w.WorkerID]; ok {
+	old, ok := e.next.workers[w.WorkerID]
+	if ok {
 		w.CreateIndex = old.CreateIndex
 	}
+	w.BlockSizeIndex = blockSizeIndex(old, w, e.next.index)
 	w.Lifecycle, w.NotSchedulableReasons = "", nil
 	e.put(w)
 	return w.WorkerID, nil, nil
@@ -133,9 +135,19 @@ func applyPatch(e *editor, payload []byte) (uint64, *Worker, error) {
 		return 0, nil, err
 	}
 	w.ModifyIndex = e.next.index
+	w.BlockSizeIndex = blockSizeIndex(old, w, e.next.index)
 	w.Lifecycle, w.NotSchedulableReasons = "", nil
 	e.put(w)
 	return w.WorkerID, nil, nil
+}
+
+// blockSizeIndex keeps a worker's block-size seniority while its block
+// size stays the same and restarts it when the block size changes.
+func blockSizeIndex(old, w *Worker, index uint64) uint64 {
+	if old != nil && old.BlockSize == w.BlockSize {
+		return old.BlockSizeIndex
+	}
+	return index
 }
 
 func applyDelete(e *editor, payload []byte) (uint64, *Worker, error) {

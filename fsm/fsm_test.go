@@ -326,3 +326,60 @@ func Test_Deterministic(t *testing.T) {
 		t.Fatalf("snapshots differ:\n%s\n%s", outs[0], outs[1])
 	}
 }
+
+// Test_BlockSizeChangeLosesSeniority: the oldest worker changing its block
+// size does not drag its partition along; it becomes the odd one out.
+func Test_BlockSizeChangeLosesSeniority(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(1, 16))
+	h.upsert(completeWorker(2, 16))
+	res := h.upsert(completeWorker(1, 32)) // re-register the oldest with another size
+	want := []string{"block_size mismatch for model/tenant: existing=16 requested=32"}
+	if !reflect.DeepEqual(res.Worker.NotSchedulableReasons, want) {
+		t.Fatalf("worker 1 reasons = %q, want %q", res.Worker.NotSchedulableReasons, want)
+	}
+	if w, _ := h.f.Catalog().Worker(2); !w.Schedulable() {
+		t.Fatalf("worker 2 = %q, want schedulable", w.NotSchedulableReasons)
+	}
+	// A patch that leaves the block size alone keeps seniority.
+	h.apply(CmdPatchWorker, PatchWorker{WorkerID: 2, Patch: WorkerPatch{Endpoint: ptr("http://y")}})
+	if p, _ := h.f.Catalog().Partition(PartitionKey{"m", "default"}); p.BlockSize != 16 {
+		t.Fatalf("partition block size = %d, want 16", p.BlockSize)
+	}
+	// Once worker 2 leaves, worker 1 is alone and sets the size again.
+	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 2})
+	if w, _ := h.f.Catalog().Worker(1); !w.Schedulable() {
+		t.Fatalf("worker 1 alone = %q", w.NotSchedulableReasons)
+	}
+}
+
+func Test_PartitionRankLimit(t *testing.T) {
+	h := newHarness(t)
+	big := func(id uint64) Worker {
+		w := completeWorker(id, 16)
+		w.DataParallelStartRank = uint32(id) * MaxDataParallelSize
+		w.DataParallelSize = MaxDataParallelSize
+		w.KVEventsEndpoints = map[uint32]string{}
+		for r := range uint32(MaxDataParallelSize) {
+			w.KVEventsEndpoints[w.DataParallelStartRank+r] = "tcp://h:1"
+		}
+		return w
+	}
+	// 15 workers of 4096 ranks fit in 65535; the 16th does not.
+	for id := range uint64(15) {
+		if res := h.upsert(big(id)); !res.Worker.Schedulable() {
+			t.Fatalf("worker %d: %q", id, res.Worker.NotSchedulableReasons)
+		}
+	}
+	res := h.upsert(big(15))
+	if res.Worker.Schedulable() || !strings.Contains(strings.Join(res.Worker.NotSchedulableReasons, ";"), "rank limit") {
+		t.Fatalf("16th worker = %s %q", res.Worker.Lifecycle, res.Worker.NotSchedulableReasons)
+	}
+	// A small worker still fits in what is left (65535 − 15·4096 = 4095).
+	small := completeWorker(100, 16)
+	small.DataParallelStartRank = 200000
+	small.KVEventsEndpoints = map[uint32]string{200000: "tcp://h:1"}
+	if res := h.upsert(small); !res.Worker.Schedulable() {
+		t.Fatalf("small worker: %q", res.Worker.NotSchedulableReasons)
+	}
+}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -24,6 +25,10 @@ const (
 	MaxDataParallelSize = 4096
 	MaxRank             = 1 << 20
 	MaxStringLen        = 1024
+	// MaxRanksPerPartition bounds the ranks of the schedulable workers of
+	// one (model, tenant): the index keeps at most this many holders per
+	// block. Workers past it are incomplete.
+	MaxRanksPerPartition = 1<<16 - 1
 )
 
 // PartitionKey scopes all selection, index and load state.
@@ -55,10 +60,14 @@ type Worker struct {
 	MaxNumBatchedTokens uint64            `json:"max_num_batched_tokens,omitempty"`
 
 	// CreateIndex is the Raft index that first inserted this worker id;
-	// ModifyIndex the one that last changed it. The oldest worker of a
-	// partition (lowest CreateIndex) sets the partition's block size.
+	// ModifyIndex the one that last changed it.
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
+	// BlockSizeIndex is the Raft index at which the worker's current
+	// block_size was set. The partition's block size comes from the worker
+	// that has held its block size longest, so a worker that changes its
+	// block size becomes the odd one out rather than its partition.
+	BlockSizeIndex uint64 `json:"block_size_index"`
 
 	// Lifecycle and NotSchedulableReasons are derived from the catalog on
 	// every apply; they are never taken from a command.
@@ -124,12 +133,12 @@ func ValidateSpec(w *Worker) error {
 	bad := func(field, format string, args ...any) error {
 		return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	for field, s := range map[string]string{
-		"model_name": w.ModelName, "tenant_id": w.TenantID,
-		"endpoint": w.Endpoint, "replay_endpoint": w.ReplayEndpoint,
+	for _, f := range []struct{ field, value string }{
+		{"model_name", w.ModelName}, {"tenant_id", w.TenantID},
+		{"endpoint", w.Endpoint}, {"replay_endpoint", w.ReplayEndpoint},
 	} {
-		if len(s) > MaxStringLen {
-			return bad(field, "longer than %d bytes", MaxStringLen)
+		if len(f.value) > MaxStringLen {
+			return bad(f.field, "longer than %d bytes", MaxStringLen)
 		}
 	}
 	if w.BlockSize > MaxBlockSize {
@@ -147,8 +156,9 @@ func ValidateSpec(w *Worker) error {
 	if len(w.KVEventsEndpoints) > MaxDataParallelSize {
 		return bad("kv_events_endpoints", "more than %d entries", MaxDataParallelSize)
 	}
-	for rank, ep := range w.KVEventsEndpoints {
-		if err := ValidateZMQEndpoint(ep); err != nil {
+	// Sorted, so that with several bad entries every node reports the same.
+	for _, rank := range slices.Sorted(maps.Keys(w.KVEventsEndpoints)) {
+		if err := ValidateZMQEndpoint(w.KVEventsEndpoints[rank]); err != nil {
 			return bad(fmt.Sprintf("kv_events_endpoints[%q]", strconv.FormatUint(uint64(rank), 10)), "%v", err)
 		}
 	}
