@@ -145,15 +145,66 @@ func (ix *partIndex) check() error {
 		if ix.clean[slot] != mask {
 			return fmt.Errorf("rank %v clean mask %b, want %b", r.key, ix.clean[slot], mask)
 		}
-		for h, id := range r.blocks {
-			if free[id] || id == noNode || id >= ix.nodes.next {
-				return fmt.Errorf("rank %v engine hash %x maps to dead node %d", r.key, h, id)
-			}
-		}
 	}
 	for k := range ix.spill {
 		if free[k.node] {
 			return fmt.Errorf("spill entry for dead node %d", k.node)
+		}
+	}
+	return ix.checkEngineHashes(free)
+}
+
+// checkEngineHashes: every engine hash names a membership that holds a
+// tier under it; every membership is named by exactly its hashes (one, or
+// one plus its alias extras); alias sets match their holders.
+func (ix *partIndex) checkEngineHashes(free map[nodeID]bool) error {
+	for slot, r := range ix.ranks {
+		if r == nil {
+			continue
+		}
+		names := map[nodeID]int{}
+		for h, id := range r.blocks {
+			if free[id] || id == noNode || id >= ix.nodes.next {
+				return fmt.Errorf("rank %v engine hash %x names dead node %d", r.key, h, id)
+			}
+			if ix.hashTiers(r, id, h) == 0 {
+				return fmt.Errorf("rank %v engine hash %x names node %d but holds no tier under it", r.key, h, id)
+			}
+			names[id]++
+		}
+		for id := nodeID(1); id < ix.nodes.next; id++ {
+			if free[id] {
+				continue
+			}
+			n := ix.nodes.at(id)
+			hi := ix.holderIdx(n, uint32(slot))
+			want := 0
+			if hi >= 0 {
+				h := ix.holders(n)[hi]
+				k := spillKey{id, uint32(slot)}
+				a, hasSet := ix.aliases[k]
+				switch {
+				case h.tiers() == 0 && (h.flags&aliased != 0 || hasSet):
+					return fmt.Errorf("node %d slot %d: phantom holder with aliases", id, slot)
+				case h.flags&aliased != 0 != hasSet:
+					return fmt.Errorf("node %d slot %d: aliased flag %v, alias set %v", id, slot, h.flags&aliased != 0, hasSet)
+				case hasSet:
+					if len(a.extras) == 0 || a.primary == 0 || a.union() != h.tiers() {
+						return fmt.Errorf("node %d slot %d: alias set %+v for tiers %b", id, slot, *a, h.tiers())
+					}
+					want = 1 + len(a.extras)
+				case h.tiers() != 0:
+					want = 1
+				}
+			}
+			if names[id] != want {
+				return fmt.Errorf("rank %v: node %d named by %d engine hashes, want %d", r.key, id, names[id], want)
+			}
+		}
+	}
+	for k := range ix.aliases {
+		if free[k.node] {
+			return fmt.Errorf("alias set for dead node %d", k.node)
 		}
 	}
 	return nil

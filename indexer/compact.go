@@ -21,7 +21,7 @@ func (ix *partIndex) maybeCompact() bool {
 }
 
 // compact rebuilds the index in fresh storage, keeping every node, holder,
-// child count and engine hash; only node ids change.
+// child count, engine hash and alias set; only node ids change.
 func (ix *partIndex) compact() {
 	old := ix.nodes
 	free := make([]bool, old.next)
@@ -38,6 +38,7 @@ func (ix *partIndex) compact() {
 	var pool holderPool
 	byKey := make(map[uint64]nodeID, ix.live)
 	spill := make(map[spillKey][noLevel]uint32, len(ix.spill))
+	aliases := make(map[spillKey]*aliasSet, len(ix.aliases))
 	for id := nodeID(1); id < old.next; id++ {
 		nid := remap[id]
 		if nid == noNode {
@@ -55,6 +56,9 @@ func (ix *partIndex) compact() {
 				if h.flags&kidsSpill != 0 {
 					spill[spillKey{nid, h.slot}] = ix.spill[spillKey{id, h.slot}]
 				}
+				if h.flags&aliased != 0 {
+					aliases[spillKey{nid, h.slot}] = ix.aliases[spillKey{id, h.slot}]
+				}
 			}
 		}
 		byKey[n.key] = nid
@@ -69,5 +73,5 @@ func (ix *partIndex) compact() {
 		}
 		r.blocks = blocks
 	}
-	ix.nodes, ix.pool, ix.byKey, ix.spill = nodes, pool, byKey, spill
+	ix.nodes, ix.pool, ix.byKey, ix.spill, ix.aliases = nodes, pool, byKey, spill, aliases
 }

@@ -111,27 +111,25 @@ func (ix *partIndex) dump(blockSize uint32) *PartitionDump {
 		if r.hasSeq {
 			d.Watermarks = append(d.Watermarks, Watermark{WorkerID: k.Worker, DPRank: k.Rank, Seq: r.seq})
 		}
+		// Each covered node once, under its smallest engine hash, which
+		// children use as their parent; its other hashes (aliases) follow
+		// it as events of their own.
 		type member struct {
-			id   nodeID
-			hash uint64
+			id     nodeID
+			hashes []uint64
+		}
+		byNode := map[nodeID][]uint64{}
+		for h, id := range r.blocks {
+			byNode[id] = append(byNode[id], h)
 		}
 		children := map[nodeID][]member{}
-		engine := make(map[nodeID]uint64, len(r.blocks))
-		for h, id := range r.blocks {
-			if !ix.holdsAny(ix.nodes.at(id), r.slot) {
-				continue
-			}
-			if prev, dup := engine[id]; dup && prev < h {
-				continue // two engine hashes for one block: keep one
-			}
-			engine[id] = h
-		}
-		for id, h := range engine {
+		for id, hs := range byNode {
+			slices.Sort(hs)
 			p := ix.nodes.at(id).parent
-			children[p] = append(children[p], member{id, h})
+			children[p] = append(children[p], member{id, hs})
 		}
 		for _, c := range children {
-			slices.SortFunc(c, func(a, b member) int { return cmp.Compare(a.hash, b.hash) })
+			slices.SortFunc(c, func(a, b member) int { return cmp.Compare(a.hashes[0], b.hashes[0]) })
 		}
 		stack := slices.Clone(children[noNode])
 		slices.Reverse(stack)
@@ -141,13 +139,15 @@ func (ix *partIndex) dump(blockSize uint32) *PartitionDump {
 			n := ix.nodes.at(m.id)
 			var parent *uint64
 			if n.parent != noNode {
-				ph := engine[n.parent]
+				ph := byNode[n.parent][0]
 				parent = &ph
 			}
-			tiers := ix.holders(n)[ix.holderIdx(n, r.slot)].tiers()
-			for t := range numTiers {
-				if tiers&(1<<t) != 0 {
-					emit(r, t, parent, DumpBlock{BlockHash: m.hash, TokensHash: n.local})
+			for _, h := range m.hashes {
+				tiers := ix.hashTiers(r, m.id, h)
+				for t := range numTiers {
+					if tiers&(1<<t) != 0 {
+						emit(r, t, parent, DumpBlock{BlockHash: h, TokensHash: n.local})
+					}
 				}
 			}
 			kids := children[m.id]

@@ -3,6 +3,8 @@ package indexer
 import (
 	"cmp"
 	"slices"
+
+	"github.com/kvselect/kvselect/fsm"
 )
 
 // This file holds the prefix index of one partition. See DESIGN.md for the
@@ -31,7 +33,7 @@ type nodeID uint32
 const (
 	noNode    nodeID = 0 // the virtual root; never allocated
 	tierMask  uint8  = 1<<numTiers - 1
-	kidsSpill uint8  = 1 << 7 // holder's child counts live in partIndex.spill
+	kidsSpill uint8  = 1 << 7 // holder's child counts live in partIndex.spill (bit 6: aliased)
 	noLevel          = 3
 	allClean  uint8  = 1<<noLevel - 1
 )
@@ -133,7 +135,8 @@ type partIndex struct {
 	live      int // allocated nodes
 	byKey     map[uint64]nodeID
 	spill     map[spillKey][noLevel]uint32
-	ranks     []*rankState // by slot; nil for free slots
+	aliases   map[spillKey]*aliasSet // memberships named by several engine hashes
+	ranks     []*rankState           // by slot; nil for free slots
 	freeSlots []uint32
 	byRank    map[RankKey]*rankState
 	// order lists the live slots by (worker, rank), so that match can emit
@@ -148,16 +151,22 @@ type partIndex struct {
 
 func newPartIndex() *partIndex {
 	return &partIndex{
-		byKey:  map[uint64]nodeID{},
-		spill:  map[spillKey][noLevel]uint32{},
-		byRank: map[RankKey]*rankState{},
+		byKey:   map[uint64]nodeID{},
+		spill:   map[spillKey][noLevel]uint32{},
+		aliases: map[spillKey]*aliasSet{},
+		byRank:  map[RankKey]*rankState{},
 	}
 }
 
-// addRank registers a rank; events for unregistered ranks are dropped.
+// addRank registers a rank; events for unregistered ranks are dropped. It
+// returns nil past fsm.MaxRanksPerPartition ranks, which keeps every
+// node's holder count within its uint16.
 func (ix *partIndex) addRank(k RankKey) *rankState {
 	if r, ok := ix.byRank[k]; ok {
 		return r
+	}
+	if len(ix.byRank) >= fsm.MaxRanksPerPartition {
+		return nil
 	}
 	r := &rankState{key: k, blocks: map[uint64]nodeID{}}
 	if n := len(ix.freeSlots); n > 0 {
@@ -194,41 +203,35 @@ func (ix *partIndex) removeRank(k RankKey) {
 // clearRank removes all of the rank's memberships (AllBlocksCleared).
 func (ix *partIndex) clearRank(r *rankState) int {
 	n := 0
-	for hash, id := range r.blocks {
-		if ix.dropMembership(r, id, tierMask) {
+	for hash := range r.blocks {
+		if ix.removeHash(r, hash, tierMask) {
 			n++
 		}
-		delete(r.blocks, hash)
 	}
 	// A fresh map releases the old one's buckets, which never shrink.
 	r.blocks = map[uint64]nodeID{}
 	return n
 }
 
-// applyEvent applies one event for rank r.
+// applyEvent applies one event for rank r. An event is applied whole or
+// not at all.
 func (ix *partIndex) applyEvent(r *rankState, ev *Event, st *ApplyStats) Outcome {
+	if ev.Tier >= numTiers {
+		return OutcomeInvalid
+	}
 	switch ev.Kind {
 	case EventStored:
-		return ix.applyStored(r, ev, st)
-	case EventRemoved:
-		if ev.Tier >= numTiers {
-			return OutcomeInvalid
+		if o := ix.checkStored(r, ev); o != OutcomeOK {
+			return o
 		}
+		ix.applyStored(r, ev, st)
+		return OutcomeOK
+	case EventRemoved:
 		for _, h := range ev.Hashes {
-			id, ok := r.blocks[h]
-			if !ok {
-				st.BlocksNotFound++
-				continue
-			}
-			if ix.dropMembership(r, id, 1<<ev.Tier) {
+			if ix.removeHash(r, h, 1<<ev.Tier) {
 				st.BlocksRemoved++
 			} else {
 				st.BlocksNotFound++
-			}
-			// Forget the engine hash once the rank holds the block on no
-			// tier (the node may be gone already: it has no holders).
-			if n := ix.nodes.at(id); !ix.holdsAny(n, r.slot) {
-				delete(r.blocks, h)
 			}
 		}
 		return OutcomeOK
@@ -239,10 +242,12 @@ func (ix *partIndex) applyEvent(r *rankState, ev *Event, st *ApplyStats) Outcome
 	return OutcomeInvalid
 }
 
-func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) Outcome {
-	if ev.Tier >= numTiers {
-		return OutcomeInvalid
-	}
+// checkStored decides a stored event's fate before anything changes: its
+// parent must be known to the rank; its chain must fit the tree (once a
+// block is new, so are the ones after it, and an existing node must have
+// the block's tokens and parent); an engine hash may appear once; and no
+// block may be named by the engine hash of its own parent.
+func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 	parent := noNode
 	if ev.HasParent {
 		id, ok := r.blocks[ev.Parent]
@@ -251,36 +256,66 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) Outcom
 		}
 		parent = id
 	}
+	var key uint64
+	if parent != noNode {
+		key = ix.nodes.at(parent).key
+	}
+	fresh := false // the chain has left the existing tree
+	for i, b := range ev.Blocks {
+		for _, prev := range ev.Blocks[:i] {
+			if prev.Hash == b.Hash {
+				return OutcomeInvalid
+			}
+		}
+		if i == 0 && parent == noNode {
+			key = b.Local
+		} else {
+			key = ChainHash(key, b.Local)
+		}
+		id, exists := ix.byKey[key]
+		switch {
+		case exists && fresh:
+			return OutcomeHashCollision
+		case exists:
+			if n := ix.nodes.at(id); n.local != b.Local || n.parent != parent {
+				return OutcomeHashCollision
+			}
+		default:
+			fresh, id = true, noNode
+		}
+		if old, named := r.blocks[b.Hash]; named && old != id && old == parent && parent != noNode {
+			return OutcomeInvalid // the block would be its own parent
+		}
+		parent = id
+	}
+	return OutcomeOK
+}
+
+// applyStored applies a stored event that checkStored accepted.
+func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
+	parent := noNode
+	if ev.HasParent {
+		parent = r.blocks[ev.Parent]
+	}
 	for _, b := range ev.Blocks {
 		key := b.Local
 		if parent != noNode {
 			key = ChainHash(ix.nodes.at(parent).key, b.Local)
 		}
-		if old, ok := r.blocks[b.Hash]; ok && ix.byKey[key] != old {
-			// The engine reused a hash for other content. Forget the old
-			// block first, unless it is the parent we chain from, which
-			// would make the block its own ancestor.
-			if old == parent {
-				return OutcomeInvalid
-			}
-			ix.dropMembership(r, old, tierMask)
-			delete(r.blocks, b.Hash)
+		if old, named := r.blocks[b.Hash]; named && ix.byKey[key] != old {
+			// The engine reused a hash for other content: that block is
+			// gone under this hash. It cannot be the parent (checked), so
+			// nothing this event still needs is freed.
+			ix.removeHash(r, b.Hash, tierMask)
 		}
 		id, ok := ix.byKey[key]
-		if ok {
-			n := ix.nodes.at(id)
-			if n.local != b.Local || n.parent != parent {
-				return OutcomeHashCollision
-			}
-		} else {
+		if !ok {
 			id = ix.newNode(key, b.Local, parent)
 		}
-		r.blocks[b.Hash] = id
-		ix.addMembership(r, id, ev.Tier)
+		ix.addHash(r, b.Hash, id, ev.Tier)
 		st.BlocksStored++
 		parent = id
 	}
-	return OutcomeOK
 }
 
 func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
@@ -298,27 +333,6 @@ func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
 func (ix *partIndex) holdsAny(n *node, slot uint32) bool {
 	hi := ix.holderIdx(n, slot)
 	return hi >= 0 && ix.holders(n)[hi].tiers() != 0
-}
-
-func (ix *partIndex) addMembership(r *rankState, id nodeID, t Tier) {
-	n := ix.nodes.at(id)
-	hi := ix.holderIdx(n, r.slot)
-	if hi < 0 {
-		hi = ix.addHolder(n, r.slot)
-	}
-	ix.setTiers(r, id, hi, ix.holders(n)[hi].tiers()|1<<t)
-}
-
-// dropMembership clears the given tiers of r's holder at id. It reports
-// whether any of them was set.
-func (ix *partIndex) dropMembership(r *rankState, id nodeID, tiers uint8) bool {
-	n := ix.nodes.at(id)
-	hi := ix.holderIdx(n, r.slot)
-	if hi < 0 || ix.holders(n)[hi].tiers()&tiers == 0 {
-		return false
-	}
-	ix.setTiers(r, id, hi, ix.holders(n)[hi].tiers()&^tiers)
-	return true
 }
 
 // setTiers changes the tiers of holder hi at node id and keeps every

@@ -142,9 +142,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	p := x.parts[key]
 	if len(desired) == 0 {
 		if p != nil {
-			for id := range p.workers {
-				delete(x.byWorker, id)
-			}
+			x.forgetWorkers(p)
 			delete(x.parts, key)
 			x.log.Info("partition dropped", "partition", key.String())
 		}
@@ -161,6 +159,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		// Block boundaries moved: every indexed block is meaningless now.
 		x.log.Warn("partition block size changed; index reset", "partition", key.String(),
 			"old", p.blockSize, "new", cp.BlockSize)
+		x.forgetWorkers(p)
 		p.ix, p.blockSize, p.workers = newPartIndex(), cp.BlockSize, map[uint64][]uint32{}
 	}
 	for id, ranks := range p.workers {
@@ -179,12 +178,27 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	}
 	for id, ranks := range desired {
 		for _, rank := range ranks {
-			p.ix.addRank(RankKey{id, rank})
+			if p.ix.addRank(RankKey{id, rank}) == nil {
+				// The catalog keeps partitions under the limit; this guards
+				// the index's holder counts should that ever fail.
+				x.log.Error("partition rank limit reached; rank not indexed", "partition", key.String(),
+					"worker_id", id, "dp_rank", rank, "limit", fsm.MaxRanksPerPartition)
+			}
 		}
 		p.workers[id] = ranks
 		x.byWorker[id] = p
 	}
 	p.ix.maybeCompact()
+}
+
+// forgetWorkers removes the routing entries of p's workers that still
+// point at p (a worker that moved already points at its new partition).
+func (x *Indexer) forgetWorkers(p *partition) {
+	for id := range p.workers {
+		if x.byWorker[id] == p {
+			delete(x.byWorker, id)
+		}
+	}
 }
 
 // PartitionStats describes the size of one partition's index.

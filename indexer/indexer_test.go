@@ -191,3 +191,52 @@ func Test_LoadRejectsOtherBlockSize(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Test_WorkerMovesPartition: the only worker of model "b" moves to model
+// "a". Partition "b" is dropped and "a" gains the worker, in whichever
+// order they are reconciled, and the worker's events keep flowing.
+func Test_WorkerMovesPartition(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "b", 16, 1)})
+	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{ModelName: ptr("a")}})
+	if _, err := h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}}); err != nil {
+		t.Fatalf("events after the move: %v", err)
+	}
+	got, _, err := h.x.Match(fsm.PartitionKey{Model: "a", Tenant: "default"}, []uint64{1, 2}, nil)
+	if err != nil || len(got) != 1 || got[0].Device != 2 {
+		t.Fatalf("match in the new partition = %+v, %v", got, err)
+	}
+	if _, _, err := h.x.Match(fsm.PartitionKey{Model: "b", Tenant: "default"}, []uint64{1}, nil); !errors.Is(err, ErrUnknownPartition) {
+		t.Fatalf("old partition still there: %v", err)
+	}
+}
+
+// Test_BlockSizeResetForgetsDroppedWorkers: when a partition's block size
+// changes, workers that are no longer indexed stop routing to it.
+func Test_BlockSizeResetForgetsDroppedWorkers(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(3, "m", 32, 1)}) // incomplete
+	// Workers 1 and 2 switch to 32 (losing seniority to worker 3 in that
+	// order): the partition becomes 32, worker 1 and 2 are schedulable
+	// again at 32, but in between worker 2 was the odd one out.
+	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{BlockSize: ptr[uint32](32)}})
+	if _, err := h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+		t.Fatalf("worker 1 is incomplete (32 vs 16) but its events were accepted: %v", err)
+	}
+	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 2})
+	// Now 1 (32) and 3 (32) remain; the partition is 32 and both index.
+	for _, w := range []uint64{1, 3} {
+		if _, err := h.x.Apply(RankKey{w, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); err != nil {
+			t.Fatalf("worker %d after the reset: %v", w, err)
+		}
+	}
+	h.x.mu.RLock()
+	defer h.x.mu.RUnlock()
+	for id, p := range h.x.byWorker {
+		if _, ok := p.workers[id]; !ok || h.x.parts[p.key] != p {
+			t.Fatalf("worker %d routes to a partition that does not index it", id)
+		}
+	}
+}

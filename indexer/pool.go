@@ -15,14 +15,11 @@ type holderPool struct {
 
 const (
 	// maxHolderClass bounds a node's holders at 2^16, one per rank of a
-	// partition (MaxRanksPerPartition).
+	// partition (at most fsm.MaxRanksPerPartition).
 	maxHolderClass = 16
 	poolChunk      = 4096 // holders per chunk, for classes up to 12
 	noRun          = 0xFF // node.hclass of a node without holders
 )
-
-// MaxRanksPerPartition bounds the ranks one partition can index.
-const MaxRanksPerPartition = 1 << maxHolderClass
 
 type holderClass struct {
 	chunks [][]holder
