@@ -44,12 +44,15 @@ func DefaultConfig() Config {
 
 // Validate rejects settings the cost function cannot use.
 func (c *Config) Validate() error {
-	for name, v := range map[string]float64{
-		"overlap score weight": c.OverlapScoreWeight, "temperature": c.Temperature,
-		"host cache hit weight": c.HostCacheHitWeight, "disk cache hit weight": c.DiskCacheHitWeight,
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"overlap score weight", c.OverlapScoreWeight}, {"temperature", c.Temperature},
+		{"host cache hit weight", c.HostCacheHitWeight}, {"disk cache hit weight", c.DiskCacheHitWeight},
 	} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%s must be a finite number >= 0, got %v", name, v)
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s must be a finite number >= 0, got %v", f.name, f.v)
 		}
 	}
 	if c.ActiveRequestExpiry <= 0 {

@@ -44,20 +44,17 @@ func (r *rankLoad) decodeBlocks() float64 { return float64(r.decode) / unit }
 
 type activeBlock struct {
 	holders []activeHolder
-	// pred is the sequence hash booked before this one (first booking
-	// wins); root marks a block booked at position 0. With chained
-	// sequence hashes every booking agrees; a disagreement marks the
-	// partition unchained (see activePrefixes).
-	pred uint64
-	root bool
 }
 
 type activeHolder struct {
-	rank   *rankLoad
-	slot   int32 // rank.slot, kept here to spare a pointer chase
-	refs   int32
-	owners uint64 // XOR of the handles of the reservations holding it
-	last   uint64 // handle of the last reservation that added a ref
+	rank *rankLoad
+	slot int32 // rank.slot, kept here to spare a pointer chase
+	refs int32
+	// unverified counts the refs from reservations whose sequence hashes
+	// could not be checked to chain (booked without block hashes).
+	unverified int32
+	owners     uint64 // XOR of the handles of the reservations holding it
+	last       uint64 // handle of the last reservation that added a ref
 }
 
 func (b *activeBlock) find(r *rankLoad) int {
@@ -75,7 +72,10 @@ type reservation struct {
 	handle uint64
 	rank   *rankLoad
 	// blocks are the request's sequence hashes, without repeats.
-	blocks      []uint64
+	blocks []uint64
+	// verified: the sequence hashes were checked to chain the request's
+	// block hashes (see activePrefixes).
+	verified    bool
 	isl         int64
 	prefill     int64
 	prefillDone bool
@@ -108,17 +108,11 @@ func (p *partition) ownerWeight(owners uint64) int64 {
 func (p *partition) book(res *reservation, seq []uint64) {
 	rl := res.rank
 	res.blocks = make([]uint64, 0, len(seq))
-	for pos, h := range seq {
-		var pred uint64
-		if pos > 0 {
-			pred = seq[pos-1]
-		}
+	for _, h := range seq {
 		ab := p.active[h]
 		if ab == nil {
-			ab = &activeBlock{pred: pred, root: pos == 0}
+			ab = &activeBlock{}
 			p.active[h] = ab
-		} else if ab.root != (pos == 0) || ab.pred != pred {
-			p.unchained = true
 		}
 		i := ab.find(rl)
 		if i < 0 {
@@ -137,6 +131,9 @@ func (p *partition) book(res *reservation, seq []uint64) {
 			rl.decode += unit - p.ownerWeight(hd.owners)
 		}
 		hd.refs++
+		if !res.verified {
+			hd.unverified++
+		}
 		hd.owners ^= res.handle
 		hd.last = res.handle
 		res.blocks = append(res.blocks, h)
@@ -157,6 +154,9 @@ func (p *partition) unbook(res *reservation) {
 		i := ab.find(rl)
 		hd := &ab.holders[i]
 		hd.refs--
+		if !res.verified {
+			hd.unverified--
+		}
 		hd.owners ^= res.handle
 		switch hd.refs {
 		case 0:
@@ -167,9 +167,6 @@ func (p *partition) unbook(res *reservation) {
 			ab.holders = ab.holders[:last]
 			if last == 0 {
 				delete(p.active, h)
-				if len(p.active) == 0 {
-					p.unchained = false // nothing left that could disagree
-				}
 			}
 		case 1: // shared block left to one owner: its weight now applies
 			rl.decode -= unit - p.ownerWeight(hd.owners)
@@ -222,35 +219,36 @@ func (p *partition) completePrefill(res *reservation) {
 // activePrefixes sets prefix[slot] to the number of leading sequence
 // hashes of the prompt already active on each rank.
 //
-// When sequence hashes chain (each determines all before it), a rank with
-// hash i of the prompt active has hashes 0..i-1 active too: along the
-// prompt, the set of ranks holding the next hash only shrinks, and
-// bisect.Search finds every rank's prefix in O(k log n) map lookups. That
-// needs both sides to chain: the prompt's hashes are checked against its
-// block hashes (SPEC 6.1, one XXH3 per block), book notices bookings that
-// disagree about a hash's predecessor, and every probe checks the
-// predecessor it finds. Anything else falls back to the exact walk.
+// Sequence hashes chain: each one determines all before it. A rank that
+// holds hash i of a chained prompt through a booking whose own hashes were
+// checked to chain (verified) therefore holds hashes 0..i-1 too, so along
+// the prompt the set of such ranks only shrinks and bisect.Search finds
+// every prefix in O(k log n) map lookups. The prompt's hashes are checked
+// against its block hashes (one XXH3 per block); a probe that meets a rank
+// holding its hash only through unverified bookings (booked without block
+// hashes, or with hashes that do not chain) proves nothing about the hashes
+// before it, so then, as for an unchained prompt, the exact walk decides.
 func (p *partition) activePrefixes(pr *Prompt, prefix []int32) {
 	seq := pr.SequenceHashes
-	if p.unchained || !chained(seq, pr.BlockHashes) {
+	if !chained(seq, pr.BlockHashes) {
 		p.walkActivePrefixes(seq, prefix)
 		return
 	}
-	consistent := true
+	sound := true
 	bisect.Search(len(seq), func(d int) int {
 		ab := p.active[seq[d-1]]
 		if ab == nil {
 			return 0
 		}
-		if d == 1 && !ab.root || d > 1 && (ab.root || ab.pred != seq[d-2]) {
-			consistent = false
-		}
 		for _, hd := range ab.holders {
+			if hd.unverified == hd.refs {
+				sound = false
+			}
 			prefix[hd.slot] = max(prefix[hd.slot], int32(d))
 		}
 		return len(ab.holders)
 	})
-	if !consistent {
+	if !sound {
 		clear(prefix)
 		p.walkActivePrefixes(seq, prefix)
 	}

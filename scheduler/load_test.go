@@ -55,16 +55,28 @@ func Test_LoadAccountingProperties(t *testing.T) {
 			f.worker(1, 2)
 			f.worker(2, 1)
 			ranks := []indexer.RankKey{{Worker: 1, Rank: 0}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 0}}
-			// Prompts share prefixes drawn from a small alphabet; a third of
-			// the seeds also book unchained "sequence hashes".
+			// Prompts share prefixes drawn from a small alphabet. Two seeds in
+			// three also book requests whose hashes cannot be verified: no
+			// block hashes, raw block values as "sequence hashes", or a real
+			// chain spliced after a foreign first hash, which looks chained
+			// from the second hash on.
 			newPrompt := func() Prompt {
 				blocks := make([]uint64, 1+rng.IntN(12))
 				for i := range blocks {
 					blocks[i] = 1 + rng.Uint64N(3)
 				}
 				pr := prompt(blocks...)
-				if seed%3 == 0 && rng.IntN(4) == 0 {
-					pr.SequenceHashes = slices.Clone(blocks) // not chained
+				if seed%3 != 0 && rng.IntN(3) == 0 {
+					switch rng.IntN(3) {
+					case 0:
+						pr.BlockHashes = nil
+					case 1:
+						pr.SequenceHashes, pr.BlockHashes = slices.Clone(blocks), nil
+					default:
+						pr.SequenceHashes = slices.Clone(pr.SequenceHashes)
+						pr.SequenceHashes[0] = 999
+						pr.BlockHashes = nil
+					}
 				}
 				return pr
 			}
@@ -111,7 +123,7 @@ func Test_LoadAccountingProperties(t *testing.T) {
 				p.activePrefixes(&q, fast)
 				p.walkActivePrefixes(q.SequenceHashes, slow)
 				if !slices.Equal(fast, slow) {
-					t.Fatalf("step %d query %v: prefixes %v, walk %v (unchained=%v)", step, q.SequenceHashes, fast, slow, p.unchained)
+					t.Fatalf("step %d query %v: prefixes %v, walk %v", step, q.SequenceHashes, fast, slow)
 				}
 			}
 			for _, id := range live {
@@ -125,7 +137,7 @@ func Test_LoadAccountingProperties(t *testing.T) {
 					t.Fatalf("rank %v not back to zero: %+v", rl.key, *rl)
 				}
 			}
-			if len(p.active) != 0 || len(p.handles) != 0 || p.fifo.Len() != 0 || p.unchained {
+			if len(p.active) != 0 || len(p.handles) != 0 || p.fifo.Len() != 0 {
 				t.Fatalf("partition not empty: %d active, %d handles, %d queued", len(p.active), len(p.handles), p.fifo.Len())
 			}
 		})

@@ -26,6 +26,7 @@ func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt
 	res := &reservation{
 		id: id, handle: s.handles.Add(1), rank: rl,
 		isl: pr.ISL, prefill: prefill, admitted: s.now(),
+		verified: chained(pr.SequenceHashes, pr.BlockHashes),
 	}
 	p.book(res, pr.SequenceHashes)
 }
@@ -69,9 +70,9 @@ func (s *Scheduler) Reserve(req ReserveRequest) (int64, error) {
 		p.mu.Lock()
 		req.Prompt.resolve(p.blockSize)
 		p.mu.Unlock()
-	}
-	if req.Prompt.ISL <= 0 {
-		return 0, fmt.Errorf("%w: isl_tokens must be greater than 0", ErrInvalid)
+		if err := req.Prompt.validate(); err != nil {
+			return 0, err
+		}
 	}
 
 	p.mu.Lock()

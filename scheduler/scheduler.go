@@ -53,7 +53,6 @@ type partition struct {
 	slots     int
 
 	active       map[uint64]*activeBlock
-	unchained    bool // some booked sequence hashes do not chain
 	reservations map[string]*reservation
 	handles      map[uint64]*reservation
 	fifo         *list.List // reservations in admission order
@@ -220,6 +219,11 @@ func compareRankKeys(a, b indexer.RankKey) int {
 	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
 }
 
+// MaxISLTokens bounds a prompt's length in tokens. It is far above any
+// model's context, and keeps sums of prefill tokens over any number of
+// reservations this node can hold far from int64 overflow.
+const MaxISLTokens = 1 << 32
+
 // Prompt is the request input shared by every selection route: either the
 // hash form (BlockHashes drive the index lookup, SequenceHashes the active
 // load) or token ids, hashed here with the partition's block size.
@@ -241,6 +245,18 @@ func (pr *Prompt) resolve(blockSize uint32) {
 	pr.SequenceHashes = indexer.SequenceHashes(pr.BlockHashes)
 	pr.ISL = int64(len(pr.Tokens))
 	pr.HasTokens = false
+}
+
+// validate checks what every route needs of a resolved prompt.
+func (pr *Prompt) validate() error {
+	if pr.ISL <= 0 || pr.ISL > MaxISLTokens {
+		return fmt.Errorf("%w: isl_tokens must be between 1 and %d, got %d", ErrInvalid, int64(MaxISLTokens), pr.ISL)
+	}
+	if len(pr.SequenceHashes) != len(pr.BlockHashes) && len(pr.BlockHashes) > 0 {
+		return fmt.Errorf("%w: sequence_hashes has %d entries, block_hashes %d",
+			ErrInvalid, len(pr.SequenceHashes), len(pr.BlockHashes))
+	}
+	return nil
 }
 
 // newReservationID returns a random (version 4) UUID.

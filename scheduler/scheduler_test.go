@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var keyM = fsm.PartitionKey{Model: "m", Tenant: "default"}
 // server wires them.
 type fixture struct {
 	t     *testing.T
+	logMu sync.Mutex // fsm.Log is driven from one goroutine at a time, like the raft FSM
 	log   *fsm.Log
 	idx   *indexer.Indexer
 	s     *Scheduler
@@ -73,6 +75,13 @@ func (f *fixture) cache(worker uint64, rank uint32, tier indexer.Tier, parent ui
 // are tagged by prefix so that requests share exactly their common prefix.
 func prompt(blocks ...uint64) Prompt {
 	return Prompt{BlockHashes: blocks, SequenceHashes: indexer.SequenceHashes(blocks), ISL: int64(16 * len(blocks))}
+}
+
+func (f *fixture) mustReserve(id string, worker uint64, rank uint32, pr Prompt) {
+	f.t.Helper()
+	if _, err := f.s.Reserve(ReserveRequest{ID: id, Partition: keyM, WorkerID: worker, DPRank: rank, Prompt: pr}); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func (f *fixture) load(worker uint64, rank uint32) RankLoad {
@@ -232,7 +241,9 @@ func Test_SharedPrefixDedup(t *testing.T) {
 	if l := f.load(1, 0); l.ActiveDecodeBlocks != 3 || l.ActiveRequests != 1 || l.ActivePrefillTokens != 48 {
 		t.Fatalf("after freeing a = %+v", l)
 	}
-	f.s.Free("b")
+	if err := f.s.Free("b"); err != nil {
+		t.Fatal(err)
+	}
 	if l := f.load(1, 0); l != (RankLoad{WorkerID: 1}) {
 		t.Fatalf("after freeing both = %+v", l)
 	}
@@ -244,8 +255,8 @@ func Test_SharedPrefixDedup(t *testing.T) {
 func Test_DecayFraction(t *testing.T) {
 	f := newFixture(t)
 	f.worker(1, 1)
-	f.s.Reserve(ReserveRequest{ID: "r1", Partition: keyM, WorkerID: 1, Prompt: prompt(1, 2, 3)})
-	f.s.Reserve(ReserveRequest{ID: "r2", Partition: keyM, WorkerID: 1, Prompt: prompt(1, 2)})
+	f.mustReserve("r1", 1, 0, prompt(1, 2, 3))
+	f.mustReserve("r2", 1, 0, prompt(1, 2))
 	steps := []struct {
 		name  string
 		do    func() error
@@ -326,7 +337,9 @@ func Test_SelectAndReserve(t *testing.T) {
 		t.Fatalf("load = %+v", l)
 	}
 	// Deleting the worker drops its reservations on every node.
-	f.log.Apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1})
+	if res, err := f.log.Apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1}); err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
 	if err := f.s.Free(sel.ReservationID); !errors.Is(err, ErrReservationNotFound) {
 		t.Fatalf("free after delete: %v", err)
 	}
@@ -397,9 +410,9 @@ func Test_TieBreakAndTemperature(t *testing.T) {
 func Test_ExpirySweep(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.ActiveRequestExpiry = time.Minute })
 	f.worker(1, 1)
-	f.s.Reserve(ReserveRequest{ID: "old", Partition: keyM, WorkerID: 1, Prompt: prompt(1, 2)})
+	f.mustReserve("old", 1, 0, prompt(1, 2))
 	f.clock = f.clock.Add(30 * time.Second)
-	f.s.Reserve(ReserveRequest{ID: "new", Partition: keyM, WorkerID: 1, Prompt: prompt(1, 3)})
+	f.mustReserve("new", 1, 0, prompt(1, 3))
 	f.clock = f.clock.Add(30 * time.Second)
 	if n := f.s.SweepExpired(); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
@@ -420,8 +433,10 @@ func Test_ExpirySweep(t *testing.T) {
 func Test_IncompleteWorkerKeepsLoad(t *testing.T) {
 	f := newFixture(t)
 	f.worker(1, 1)
-	f.s.Reserve(ReserveRequest{ID: "r", Partition: keyM, WorkerID: 1, Prompt: prompt(1)})
-	f.log.Apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{Endpoint: ptr("")}})
+	f.mustReserve("r", 1, 0, prompt(1))
+	if res, err := f.log.Apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{Endpoint: ptr("")}}); err != nil || res.Err != nil {
+		t.Fatal(err, res.Err)
+	}
 	if _, err := f.s.Select(SelectRequest{Partition: keyM, Prompt: prompt(1)}); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("incomplete worker selected: %v", err)
 	}

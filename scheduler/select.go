@@ -114,22 +114,23 @@ func (s *Scheduler) selectRank(req SelectRequest) (Selection, error) {
 
 // match resolves the prompt against the partition's block size and looks
 // it up in the index. A partition the indexer does not know yet (the
-// catalog watcher has not reached it) simply has no overlaps.
+// catalog watcher has not reached it) has no overlaps; nor does one whose
+// block size the indexer and this partition momentarily disagree on (the
+// watcher is between them), since the hashes would not compare.
 func (s *Scheduler) match(p *partition, pr *Prompt) ([]indexer.Overlap, error) {
 	p.mu.Lock()
 	bs := p.blockSize
 	p.mu.Unlock()
 	pr.resolve(bs)
-	if pr.ISL <= 0 {
-		return nil, fmt.Errorf("%w: isl_tokens must be greater than 0", ErrInvalid)
+	if err := pr.validate(); err != nil {
+		return nil, err
 	}
-	if len(pr.SequenceHashes) != len(pr.BlockHashes) && len(pr.BlockHashes) > 0 {
-		return nil, fmt.Errorf("%w: sequence_hashes has %d entries, block_hashes %d",
-			ErrInvalid, len(pr.SequenceHashes), len(pr.BlockHashes))
-	}
-	overlaps, _, err := s.idx.Match(p.key, pr.BlockHashes, nil)
+	overlaps, indexBS, err := s.idx.Match(p.key, pr.BlockHashes, nil)
 	if err != nil && !errors.Is(err, indexer.ErrUnknownPartition) {
 		return nil, err
+	}
+	if indexBS != bs {
+		return nil, nil
 	}
 	return overlaps, nil
 }
