@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/servertest"
 )
 
 // client talks JSON to one node.
@@ -86,11 +87,11 @@ func (c *client) expect(status int, method, path string, body any) map[string]an
 
 func startNode(t *testing.T, mutate ...func(*server.Config)) (*server.Server, *client) {
 	t.Helper()
-	cfg := server.TestConfig("n1", t.TempDir())
+	cfg := servertest.Config("n1", t.TempDir())
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	s := server.MustStart(t, cfg)
+	s := servertest.MustStart(t, cfg)
 	return s, &client{t: t, base: s.URL()}
 }
 

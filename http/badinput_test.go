@@ -53,6 +53,7 @@ func Test_BadInput(t *testing.T) {
 		{"sequence_hashes missing", "POST", "/select", `{"block_hashes":[1],"isl_tokens":16}`, 400, "bad_request", "sequence_hashes"},
 		{"length mismatch", "POST", "/select", `{"block_hashes":[1,2],"sequence_hashes":[1],"isl_tokens":16}`, 400, "bad_request", "sequence_hashes"},
 		{"isl zero", "POST", "/select", `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":0}`, 400, "bad_request", "isl_tokens"},
+		{"isl too large", "POST", "/select", `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":4294967297}`, 400, "bad_request", "isl_tokens"},
 		{"isl missing", "POST", "/select", `{"block_hashes":[1],"sequence_hashes":[1]}`, 400, "bad_request", "isl_tokens"},
 		{"isl wrong type", "POST", "/select", `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":"16"}`, 400, "bad_request", "isl_tokens"},
 		{"hashes not array", "POST", "/select", `{"block_hashes":"1","sequence_hashes":[1],"isl_tokens":16}`, 400, "bad_request", "block_hashes"},

@@ -35,9 +35,12 @@ type promptRules struct {
 // partition returns the request's (model, tenant) scope with defaults.
 func (in *promptInput) partition() (fsm.PartitionKey, error) {
 	k := fsm.PartitionKey{Model: fsm.DefaultScope, Tenant: fsm.DefaultScope}
-	for field, v := range map[string]*string{"model_name": in.ModelName, "tenant_id": in.TenantID} {
-		if v != nil && len(*v) > fsm.MaxStringLen {
-			return k, badRequest(field, "longer than %d bytes", fsm.MaxStringLen)
+	for _, f := range []struct {
+		field string
+		v     *string
+	}{{"model_name", in.ModelName}, {"tenant_id", in.TenantID}} {
+		if f.v != nil && len(*f.v) > fsm.MaxStringLen {
+			return k, badRequest(f.field, "longer than %d bytes", fsm.MaxStringLen)
 		}
 	}
 	if in.ModelName != nil && *in.ModelName != "" {
@@ -97,8 +100,8 @@ func (in *promptInput) prompt(rules promptRules) (scheduler.Prompt, error) {
 	if in.ISLTokens == nil {
 		return pr, badRequest("isl_tokens", "required")
 	}
-	if *in.ISLTokens <= 0 {
-		return pr, badRequest("isl_tokens", "must be greater than 0, got %d", *in.ISLTokens)
+	if *in.ISLTokens <= 0 || *in.ISLTokens > scheduler.MaxISLTokens {
+		return pr, badRequest("isl_tokens", "must be between 1 and %d, got %d", int64(scheduler.MaxISLTokens), *in.ISLTokens)
 	}
 	pr.ISL = *in.ISLTokens
 	return pr, nil
@@ -109,12 +112,15 @@ func (in *promptInput) override() (scheduler.Override, error) {
 	if in.RouterConfigOverride == nil {
 		return o, nil
 	}
-	for field, v := range map[string]*float64{
-		"router_config_override.overlap_score_weight": in.RouterConfigOverride.OverlapScoreWeight,
-		"router_config_override.router_temperature":   in.RouterConfigOverride.RouterTemperature,
+	for _, f := range []struct {
+		field string
+		v     *float64
+	}{
+		{"router_config_override.overlap_score_weight", in.RouterConfigOverride.OverlapScoreWeight},
+		{"router_config_override.router_temperature", in.RouterConfigOverride.RouterTemperature},
 	} {
-		if v != nil && (*v < 0 || math.IsInf(*v, 0) || math.IsNaN(*v)) {
-			return o, badRequest(field, "must be a finite number >= 0, got %v", *v)
+		if f.v != nil && (*f.v < 0 || math.IsInf(*f.v, 0) || math.IsNaN(*f.v)) {
+			return o, badRequest(f.field, "must be a finite number >= 0, got %v", *f.v)
 		}
 	}
 	o.OverlapScoreWeight = in.RouterConfigOverride.OverlapScoreWeight

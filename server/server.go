@@ -88,7 +88,10 @@ func Start(cfg Config) (*Server, error) {
 		Gatherer: s.Registry, Registerer: s.Registry,
 		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait, Logger: cfg.Logger,
 	})
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
+	// connection forever. Writes get more room for large /dump answers.
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()

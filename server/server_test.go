@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/servertest"
 )
 
 func post(t *testing.T, url, body string) (int, string) {
@@ -37,7 +40,7 @@ func get(t *testing.T, url string) (int, string) {
 // workers are schedulable again and selection works without any write.
 func Test_RestartKeepsCatalog(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Start(TestConfig("n1", dir))
+	s, err := server.Start(servertest.Config("n1", dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2 := MustStart(t, TestConfig("n1", dir))
+	s2 := servertest.MustStart(t, servertest.Config("n1", dir))
 	// The catalog comes back once the log replays; wait for the index of
 	// the last write.
 	if err := s2.Node.WaitApplied(ctx, lastWrite); err != nil {
@@ -80,7 +83,7 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 }
 
 func Test_ReadyAndMetrics(t *testing.T) {
-	s := MustStart(t, TestConfig("n1", t.TempDir()))
+	s := servertest.MustStart(t, servertest.Config("n1", t.TempDir()))
 	if code, raw := get(t, s.URL()+"/ready"); code != 503 || !strings.Contains(raw, `"ready":false`) ||
 		!strings.Contains(raw, `"state":"leader"`) {
 		t.Fatalf("ready with no worker: %d %s", code, raw)

@@ -41,12 +41,12 @@ type Result struct {
 	Metrics map[string]float64 `json:"metrics"`
 }
 
-// Figure is one line of the summary.
+// Figure is one line of the summary. Met is meaningful only with a Target.
 type Figure struct {
 	Name     string  `json:"name"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
-	Target   string  `json:"target"`
+	Target   string  `json:"target,omitempty"`
 	Met      bool    `json:"met"`
 	Baseline string  `json:"baseline,omitempty"`
 	Compared string  `json:"compared,omitempty"`
@@ -102,10 +102,9 @@ func figures(rs map[string]Result) []Figure {
 		if !ok {
 			continue
 		}
-		f := Figure{Name: "match " + pct + " (512-block query, 1 M blocks, 256 ranks)", Value: v / 1000, Unit: "us",
-			Target: "p99 <= 10", Met: pct == "p50" || v <= 10_000}
-		if pct == "p50" {
-			f.Target = "(p99 is the target)"
+		f := Figure{Name: "match " + pct + " (512-block query, 1 M blocks, 256 ranks)", Value: v / 1000, Unit: "us"}
+		if pct == "p99" {
+			f.Target, f.Met = "<= 10", v <= 10_000
 		}
 		if b, ok := get("BenchmarkMatch/walk-baseline", pct+"-ns"); ok {
 			f.Baseline = fmt.Sprintf("depth-by-depth walk: %.1f us", b/1000)
@@ -126,8 +125,9 @@ func figures(rs map[string]Result) []Figure {
 			continue
 		}
 		p99, _ := get("BenchmarkSelect/select-256-ranks/reservations="+res, "p99-ns")
+		// SPEC's select target is over HTTP (a later benchmark); this is
+		// the in-process share of it, so it has no target of its own.
 		f := Figure{Name: "select in process (cost over 256 ranks, " + res + " reservations)", Value: v, Unit: "selects/s",
-			Target: "(HTTP target >= 20000 req/s per node, later issue)", Met: true,
 			Compared: fmt.Sprintf("p99 %.1f us", p99/1000)}
 		if b, ok := get("BenchmarkSelect/match-only-baseline", "matches/s"); ok {
 			f.Baseline = fmt.Sprintf("index match alone: %.0f/s", b)
@@ -162,11 +162,14 @@ func report(args []string, stdout io.Writer) error {
 	}
 	figs := figures(results)
 	for _, f := range figs {
-		status := "meets"
-		if !f.Met {
-			status = "MISSES"
+		status := "no target"
+		switch {
+		case f.Target != "" && f.Met:
+			status = "meets target " + f.Target
+		case f.Target != "":
+			status = "MISSES target " + f.Target
 		}
-		line := fmt.Sprintf("%-62s %14s %-9s %s target %s", f.Name, format(f.Value), f.Unit, status, f.Target)
+		line := fmt.Sprintf("%-62s %14s %-9s %s", f.Name, format(f.Value), f.Unit, status)
 		if f.Baseline != "" {
 			line += "; baseline " + f.Baseline
 		}

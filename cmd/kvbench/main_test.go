@@ -42,6 +42,13 @@ func Test_Report(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}
 	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "match p50") || strings.HasPrefix(line, "select in process") {
+			if !strings.Contains(line, "no target") || strings.Contains(line, "meets") {
+				t.Errorf("figure without a SPEC target claims one: %s", line)
+			}
+		}
+	}
 	if lines := strings.Count(text, "\n"); lines != 5 {
 		t.Errorf("%d summary lines, want 5:\n%s", lines, text)
 	}

@@ -1,4 +1,4 @@
-package server
+package servertest
 
 import (
 	"context"
@@ -8,15 +8,16 @@ import (
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/server"
 )
 
-// TestConfig returns a node configuration for in-process tests: loopback
+// Config returns a node configuration for in-process tests: loopback
 // listeners on OS-chosen ports, data in dataDir, fast Raft timeouts, a
 // seeded scheduler and a silent logger.
-func TestConfig(nodeID, dataDir string) Config {
+func Config(nodeID, dataDir string) server.Config {
 	sc := scheduler.DefaultConfig()
 	sc.Seed = 1
-	return Config{
+	return server.Config{
 		HTTPAddr:  "127.0.0.1:0",
 		Cluster:   cluster.TestConfig(nodeID, dataDir),
 		Scheduler: sc,
@@ -26,9 +27,9 @@ func TestConfig(nodeID, dataDir string) Config {
 
 // MustStart starts a node for a test, waits until it leads its cluster and
 // stops it when the test ends.
-func MustStart(t testing.TB, cfg Config) *Server {
+func MustStart(t testing.TB, cfg server.Config) *server.Server {
 	t.Helper()
-	s, err := Start(cfg)
+	s, err := server.Start(cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
