@@ -48,8 +48,9 @@ func (a *aliasSet) find(hash uint64) int {
 }
 
 // addHash records that rank r holds node id on tier t under engine hash
-// hash. hash must not name another node for r (applyStored moves it first).
-func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier) {
+// hash; named says whether hash already names id for r. hash must not name
+// another node for r (applyStored moves it first).
+func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier, named bool) {
 	n := ix.nodes.at(id)
 	hi := ix.holderIdx(n, r.slot)
 	if hi < 0 {
@@ -57,7 +58,6 @@ func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier) {
 	}
 	h := &ix.holders(n)[hi]
 	bit := uint8(1) << t
-	_, named := r.blocks[hash]
 	switch {
 	case h.flags&aliased != 0:
 		a := ix.aliases[spillKey{id, r.slot}]
@@ -79,7 +79,9 @@ func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier) {
 		h.flags |= aliased
 		ix.setTiers(r, id, hi, a.union())
 	}
-	r.blocks[hash] = id
+	if !named {
+		r.blocks[hash] = id
+	}
 }
 
 // removeHash drops the given tiers of the membership named by hash. It

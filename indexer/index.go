@@ -142,6 +142,9 @@ type partIndex struct {
 	// order lists the live slots by (worker, rank), so that match can emit
 	// results sorted without sorting them.
 	order []uint32
+	// found is checkStored's scratch: the node of each block of the event
+	// being applied, noNode for new ones.
+	found []nodeID
 	// clean[slot] has bit l set when the rank has no holes at level l; it
 	// mirrors rankState.holes in a dense array for the match loop.
 	clean       []uint8
@@ -246,8 +249,10 @@ func (ix *partIndex) applyEvent(r *rankState, ev *Event, st *ApplyStats) Outcome
 // parent must be known to the rank; its chain must fit the tree (once a
 // block is new, so are the ones after it, and an existing node must have
 // the block's tokens and parent); an engine hash may appear once; and no
-// block may be named by the engine hash of its own parent.
+// block may be named by the engine hash of its own parent. It leaves the
+// node of every existing block in ix.found for applyStored.
 func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
+	ix.found = ix.found[:0]
 	parent := noNode
 	if ev.HasParent {
 		id, ok := r.blocks[ev.Parent]
@@ -260,13 +265,11 @@ func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 	if parent != noNode {
 		key = ix.nodes.at(parent).key
 	}
+	if hasDuplicateHash(ev.Blocks) {
+		return OutcomeInvalid
+	}
 	fresh := false // the chain has left the existing tree
 	for i, b := range ev.Blocks {
-		for _, prev := range ev.Blocks[:i] {
-			if prev.Hash == b.Hash {
-				return OutcomeInvalid
-			}
-		}
 		if i == 0 && parent == noNode {
 			key = b.Local
 		} else {
@@ -286,33 +289,68 @@ func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 		if old, named := r.blocks[b.Hash]; named && old != id && old == parent && parent != noNode {
 			return OutcomeInvalid // the block would be its own parent
 		}
+		ix.found = append(ix.found, id)
 		parent = id
 	}
 	return OutcomeOK
 }
 
-// applyStored applies a stored event that checkStored accepted.
+// hasDuplicateHash reports whether an engine hash appears twice: by
+// comparison for the usual short events, with a set for long ones, so a
+// huge event costs linear time.
+func hasDuplicateHash(blocks []StoredBlock) bool {
+	if len(blocks) <= 32 {
+		for i := range blocks {
+			for j := range i {
+				if blocks[i].Hash == blocks[j].Hash {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := make(map[uint64]struct{}, len(blocks))
+	for _, b := range blocks {
+		if _, dup := seen[b.Hash]; dup {
+			return true
+		}
+		seen[b.Hash] = struct{}{}
+	}
+	return false
+}
+
+// applyStored applies a stored event that checkStored accepted, using the
+// nodes it found. Moving a reused engine hash off its old block can free
+// nodes, so after that the remaining blocks are looked up again.
 func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 	parent := noNode
 	if ev.HasParent {
 		parent = r.blocks[ev.Parent]
 	}
-	for _, b := range ev.Blocks {
+	stale := false
+	for i, b := range ev.Blocks {
 		key := b.Local
 		if parent != noNode {
 			key = ChainHash(ix.nodes.at(parent).key, b.Local)
 		}
-		if old, named := r.blocks[b.Hash]; named && ix.byKey[key] != old {
+		id := ix.found[i]
+		if stale {
+			id = ix.byKey[key]
+		}
+		old, named := r.blocks[b.Hash]
+		if named && old != id {
 			// The engine reused a hash for other content: that block is
 			// gone under this hash. It cannot be the parent (checked), so
-			// nothing this event still needs is freed.
+			// nothing this event still needs is lost, but nodes after this
+			// one may have been freed and must be looked up again.
 			ix.removeHash(r, b.Hash, tierMask)
+			named, stale = false, true
+			id = ix.byKey[key]
 		}
-		id, ok := ix.byKey[key]
-		if !ok {
+		if id == noNode {
 			id = ix.newNode(key, b.Local, parent)
 		}
-		ix.addHash(r, b.Hash, id, ev.Tier)
+		ix.addHash(r, b.Hash, id, ev.Tier, named)
 		st.BlocksStored++
 		parent = id
 	}

@@ -327,3 +327,19 @@ func randomEvent(rng *rand.Rand, r *rankState, p []uint64) *Event {
 		return ev
 	}
 }
+
+func Test_LongEventDuplicateHash(t *testing.T) {
+	ix := newPartIndex()
+	a := ix.addRank(RankKey{1, 0})
+	long := stored(TierDevice, 0, seq(1, 5000)...)
+	var st ApplyStats
+	long.Blocks[4999].Hash = long.Blocks[10].Hash
+	if o := ix.applyEvent(a, long, &st); o != OutcomeInvalid || ix.live != 0 {
+		t.Fatalf("long event with a repeated hash: %v, %d nodes", o, ix.live)
+	}
+	long.Blocks[4999].Hash = engineHash(5000)
+	mustApply(t, ix, a, long)
+	if ix.live != 5000 {
+		t.Fatalf("live = %d, want 5000", ix.live)
+	}
+}
