@@ -110,8 +110,7 @@ func (s *Scheduler) OverlapScores(key fsm.PartitionKey, pr Prompt) (OverlapScore
 		for i, c := range cands {
 			out.Rows[i] = OverlapRow{WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
 				DeviceBlocks: c.dev, HostBlocks: c.hostExt, DiskBlocks: c.diskExt,
-				CreditBlocks: float64(c.dev) + s.cfg.HostCacheHitWeight*float64(c.hostExt) +
-					s.cfg.DiskCacheHitWeight*float64(c.diskExt)}
+				CreditBlocks: c.credit}
 		}
 	})
 	return out, err

@@ -99,8 +99,7 @@ func (s *Scheduler) Reserve(req ReserveRequest) (int64, error) {
 func (s *Scheduler) cachedTokens(p *partition, rk indexer.RankKey, overlaps []indexer.Overlap, isl int64) int64 {
 	for _, o := range overlaps {
 		if o.Worker == rk.Worker && o.Rank == rk.Rank {
-			credit := float64(o.Device) + s.cfg.HostCacheHitWeight*float64(o.HostExt) + s.cfg.DiskCacheHitWeight*float64(o.DiskExt)
-			return min(int64(math.Round(credit*float64(p.blockSize))), isl)
+			return cachedTokens(s.credit(o.Device, o.HostExt, o.DiskExt), p.blockSize, isl)
 		}
 	}
 	return 0

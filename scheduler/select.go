@@ -48,7 +48,8 @@ type OverlapSummary struct {
 type candidate struct {
 	rank                    *rankLoad
 	dev, hostExt, diskExt   uint32
-	cached                  int64 // weighted cached tokens, capped at isl
+	credit                  float64 // weighted cached blocks
+	cached                  int64   // weighted cached tokens, capped at isl
 	potentialPrefill        int64
 	potentialDecode, active float64
 	cost                    float64
@@ -159,8 +160,8 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 			o := overlaps[oi]
 			c.dev, c.hostExt, c.diskExt = o.Device, o.HostExt, o.DiskExt
 		}
-		credit := float64(c.dev) + s.cfg.HostCacheHitWeight*float64(c.hostExt) + s.cfg.DiskCacheHitWeight*float64(c.diskExt)
-		c.cached = min(int64(math.Round(credit*bs)), isl)
+		c.credit = s.credit(c.dev, c.hostExt, c.diskExt)
+		c.cached = cachedTokens(c.credit, p.blockSize, isl)
 		newTokens := isl - c.cached
 		c.potentialPrefill = rl.prefill + newTokens
 		newBlocks := float64(n - int64(prefix[rl.slot]))
@@ -173,6 +174,17 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 		p.cands = append(p.cands, c)
 	}
 	return p.cands
+}
+
+// credit is a rank's cache credit in blocks (SPEC §6.2): device blocks
+// count fully, host and disk blocks past the device prefix by their weights.
+func (s *Scheduler) credit(dev, hostExt, diskExt uint32) float64 {
+	return float64(dev) + s.cfg.HostCacheHitWeight*float64(hostExt) + s.cfg.DiskCacheHitWeight*float64(diskExt)
+}
+
+// cachedTokens turns a credit into tokens, rounded and capped at isl.
+func cachedTokens(credit float64, blockSize uint32, isl int64) int64 {
+	return min(int64(math.Round(credit*float64(blockSize))), isl)
 }
 
 // choose returns the index of the chosen candidate: the cheapest, ties
