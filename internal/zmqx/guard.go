@@ -1,0 +1,241 @@
+package zmqx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/transport"
+)
+
+// Limits of what one peer may send on a guarded connection.
+const (
+	// MaxFrameBytes is the largest frame accepted (SPEC §11: drop > 64 MiB).
+	MaxFrameBytes = 64 << 20
+	// MaxMessageFrames bounds the frames of one multipart message; KV
+	// event messages have 3 and replay replies 4 or 5.
+	MaxMessageFrames = 16
+	// HandshakeTimeout bounds the ZMTP greeting and handshake, so a peer
+	// that accepts TCP but never speaks ZMTP cannot hang a dial.
+	HandshakeTimeout = 5 * time.Second
+)
+
+var (
+	// ErrFrameTooLarge: the peer announced a frame or message past the
+	// limits; the connection is closed before anything is allocated.
+	ErrFrameTooLarge = errors.New("zmq frame too large")
+	// ErrBadFraming: the peer's byte stream is not ZMTP 3 framing.
+	ErrBadFraming = errors.New("invalid zmtp framing")
+	// ErrEndpoint: an endpoint kvselect cannot dial.
+	ErrEndpoint = errors.New("invalid zmq endpoint")
+)
+
+// Guarded transport names: the scheme a guarded endpoint is dialed with.
+const (
+	schemeTCP = "kvselect+tcp"
+	schemeIPC = "kvselect+ipc"
+)
+
+var registerOnce sync.Once
+
+func register() {
+	registerOnce.Do(func() {
+		for name, network := range map[string]string{schemeTCP: "tcp", schemeIPC: "unix"} {
+			if err := zmq4.RegisterTransport(name, guarded{transport.New(network)}); err != nil {
+				panic(fmt.Sprintf("zmqx: register %s: %v", name, err))
+			}
+		}
+	})
+}
+
+// Guarded rewrites a tcp:// or ipc:// endpoint so that a zmq4 socket dials
+// it through the guarded transport. Other schemes are refused: kvselect
+// only talks to other processes.
+func Guarded(endpoint string) (string, error) {
+	register()
+	scheme, rest, ok := strings.Cut(endpoint, "://")
+	if !ok || rest == "" {
+		return "", fmt.Errorf("%w: %q", ErrEndpoint, endpoint)
+	}
+	switch scheme {
+	case "tcp":
+		return schemeTCP + "://" + rest, nil
+	case "ipc":
+		return schemeIPC + "://" + rest, nil
+	}
+	return "", fmt.Errorf("%w: unsupported scheme %q in %q", ErrEndpoint, scheme, endpoint)
+}
+
+// RankEndpoint returns the endpoint of dp rank r for a per-worker base
+// endpoint, with vLLM's convention (offset_endpoint_port): a TCP port is
+// offset by the rank; an IPC path gets the suffix "_dp<rank>". Rank 0 is
+// the base itself.
+func RankEndpoint(base string, rank uint32) (string, error) {
+	if rank == 0 {
+		return base, nil
+	}
+	scheme, rest, ok := strings.Cut(base, "://")
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrEndpoint, base)
+	}
+	switch scheme {
+	case "tcp":
+		host, port, err := net.SplitHostPort(rest)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q: %w", ErrEndpoint, base, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p+uint64(rank) > 65535 {
+			return "", fmt.Errorf("%w: port of %q cannot be offset by rank %d", ErrEndpoint, base, rank)
+		}
+		return "tcp://" + net.JoinHostPort(host, strconv.FormatUint(p+uint64(rank), 10)), nil
+	case "ipc", "inproc":
+		return fmt.Sprintf("%s_dp%d", base, rank), nil
+	}
+	return "", fmt.Errorf("%w: unsupported scheme %q in %q", ErrEndpoint, scheme, base)
+}
+
+// guarded wraps a net transport so every dialed connection is checked by
+// a zmtpGuard.
+type guarded struct{ transport.Transport }
+
+func (g guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
+	c, err := g.Transport.Dial(ctx, d, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SetDeadline(time.Now().Add(HandshakeTimeout)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &guardConn{Conn: c, g: zmtpGuard{greeting: greetingBytes}}, nil
+}
+
+// guardConn checks the peer's bytes as zmq4 reads them. On a violation
+// it closes the connection and reports the error to zmq4, which surfaces
+// it from Recv.
+type guardConn struct {
+	net.Conn
+	mu  sync.Mutex
+	g   zmtpGuard
+	err error
+}
+
+func (c *guardConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		handshook := c.g.handshook
+		if gerr := c.g.feed(p[:n]); gerr != nil {
+			c.err = gerr
+			c.Conn.Close()
+			return 0, gerr
+		}
+		if !handshook && c.g.handshook {
+			// The peer's READY arrived: the handshake deadline is over.
+			if derr := c.Conn.SetDeadline(time.Time{}); derr != nil && err == nil {
+				err = derr
+			}
+		}
+	}
+	return n, err
+}
+
+// ZMTP 3 framing (rfc.zeromq.org/spec/23): a 64-byte greeting, then
+// frames of a flags byte (bit 0 MORE, bit 1 LONG, bit 2 COMMAND, the rest
+// zero), a 1-byte or 8-byte big-endian size, and the body.
+const (
+	greetingBytes = 64
+	flagMore      = 0x01
+	flagLong      = 0x02
+	flagCommand   = 0x04
+)
+
+// zmtpGuard follows the framing of a byte stream incrementally, however
+// the reads split it, and fails as soon as a header announces more than
+// the limits allow — before the reader allocates for it.
+type zmtpGuard struct {
+	greeting  int     // greeting bytes still to pass
+	hdr       [9]byte // header being assembled
+	hdrN      int
+	body      uint64 // body bytes still to pass
+	command   bool   // the current frame is a command
+	msgFrames int    // frames of the current message so far
+	msgBytes  uint64 // body bytes of the current message so far
+	handshook bool   // a complete command (READY) has been seen
+}
+
+func (g *zmtpGuard) feed(b []byte) error {
+	for len(b) > 0 {
+		switch {
+		case g.greeting > 0:
+			k := min(g.greeting, len(b))
+			g.greeting -= k
+			b = b[k:]
+		case g.body > 0:
+			k := min(g.body, uint64(len(b)))
+			g.body -= k
+			b = b[k:]
+			if g.body == 0 && g.command {
+				g.handshook = true
+			}
+		default:
+			g.hdr[g.hdrN] = b[0]
+			g.hdrN++
+			b = b[1:]
+			if err := g.header(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// header completes a frame header once all its bytes are in.
+func (g *zmtpGuard) header() error {
+	flags := g.hdr[0]
+	if flags&^(flagMore|flagLong|flagCommand) != 0 {
+		return fmt.Errorf("%w: flags %#x", ErrBadFraming, flags)
+	}
+	want := 2
+	if flags&flagLong != 0 {
+		want = 9
+	}
+	if g.hdrN < want {
+		return nil
+	}
+	g.hdrN = 0
+	var size uint64
+	for _, c := range g.hdr[1:want] {
+		size = size<<8 | uint64(c)
+	}
+	if size > MaxFrameBytes {
+		return fmt.Errorf("%w: frame of %d bytes (limit %d)", ErrFrameTooLarge, size, MaxFrameBytes)
+	}
+	g.command = flags&flagCommand != 0
+	if !g.command {
+		g.msgFrames++
+		g.msgBytes += size
+		if g.msgFrames > MaxMessageFrames || g.msgBytes > 2*MaxFrameBytes {
+			return fmt.Errorf("%w: message of %d frames, %d bytes", ErrFrameTooLarge, g.msgFrames, g.msgBytes)
+		}
+		if flags&flagMore == 0 {
+			g.msgFrames, g.msgBytes = 0, 0
+		}
+	}
+	g.body = size
+	if size == 0 && g.command {
+		g.handshook = true
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package zmqx
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// frame builds one ZMTP frame.
+func frame(flags byte, body []byte) []byte {
+	if len(body) > 255 {
+		h := make([]byte, 9)
+		h[0] = flags | flagLong
+		binary.BigEndian.PutUint64(h[1:], uint64(len(body)))
+		return append(h, body...)
+	}
+	return append([]byte{flags, byte(len(body))}, body...)
+}
+
+func longHeader(flags byte, size uint64) []byte {
+	h := make([]byte, 9)
+	h[0] = flags | flagLong
+	binary.BigEndian.PutUint64(h[1:], size)
+	return h
+}
+
+func greeting() []byte {
+	g := make([]byte, greetingBytes)
+	g[0], g[9], g[10] = 0xff, 0x7f, 3
+	copy(g[12:], "NULL")
+	return g
+}
+
+// readyCmd is a NULL-mechanism READY command announcing a socket type.
+func readyCmd(sockType string) []byte {
+	body := append([]byte{5}, "READY"...)
+	body = append(body, 11)
+	body = append(body, "Socket-Type"...)
+	body = binary.BigEndian.AppendUint32(body, uint32(len(sockType)))
+	body = append(body, sockType...)
+	return frame(flagCommand, body)
+}
+
+func TestGuardFraming(t *testing.T) {
+	valid := bytes.Join([][]byte{
+		greeting(), readyCmd("PUB"),
+		frame(flagMore, []byte("topic")), frame(flagMore, make([]byte, 8)), frame(0, make([]byte, 1000)),
+		frame(0, nil),
+	}, nil)
+	tests := []struct {
+		name   string
+		stream []byte
+		want   error
+	}{
+		{"valid stream", valid, nil},
+		{"frame over the limit", append(slices(greeting(), readyCmd("PUB")), longHeader(0, MaxFrameBytes+1)...), ErrFrameTooLarge},
+		{"absurd frame size", append(slices(greeting(), readyCmd("PUB")), longHeader(0, 1<<62)...), ErrFrameTooLarge},
+		{"command over the limit", append(greeting(), longHeader(flagCommand, 1<<40)...), ErrFrameTooLarge},
+		{"too many frames", append(slices(greeting(), readyCmd("PUB")), bytes.Repeat(frame(flagMore, []byte("x")), MaxMessageFrames+1)...), ErrFrameTooLarge},
+		{"reserved flag bits", append(slices(greeting(), readyCmd("PUB")), 0x80, 0), ErrBadFraming},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Every split of the stream into two reads must give the same answer.
+			for cut := 0; cut <= len(tt.stream); cut += 1 + len(tt.stream)/97 {
+				g := zmtpGuard{greeting: greetingBytes}
+				err := g.feed(tt.stream[:cut])
+				if err == nil {
+					err = g.feed(tt.stream[cut:])
+				}
+				if !errors.Is(err, tt.want) && (err != nil || tt.want != nil) {
+					t.Fatalf("cut %d: err = %v, want %v", cut, err, tt.want)
+				}
+				if tt.want == nil && !g.handshook {
+					t.Fatalf("cut %d: handshake not seen", cut)
+				}
+			}
+		})
+	}
+}
+
+func slices(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+
+// TestGuardedSubRefusesHugeFrame runs a fake publisher that completes the
+// ZMTP handshake and then announces a 2^50-byte frame. A guarded zmq4 SUB
+// must report an error from Recv instead of allocating (which would kill
+// the process).
+func TestGuardedSubRefusesHugeFrame(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{})
+	defer close(done)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		go io.Copy(io.Discard, c)
+		c.Write(greeting())
+		c.Write(readyCmd("PUB"))
+		c.Write(longHeader(0, 1<<50))
+		<-done
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := DialSub(ctx, "tcp://"+ln.Addr().String(), nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer sub.Close()
+	if _, err := sub.Recv(); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Recv err = %v, want ErrFrameTooLarge", err)
+	}
+}
+
+func TestRankEndpoint(t *testing.T) {
+	tests := []struct {
+		base string
+		rank uint32
+		want string
+		err  bool
+	}{
+		{"tcp://w:5560", 0, "tcp://w:5560", false},
+		{"tcp://w:5560", 3, "tcp://w:5563", false},
+		{"tcp://[::1]:5560", 1, "tcp://[::1]:5561", false},
+		{"ipc:///tmp/replay", 2, "ipc:///tmp/replay_dp2", false},
+		{"tcp://w:65535", 1, "", true},
+		{"tcp://w", 1, "", true},
+		{"udp://w:1", 1, "", true},
+	}
+	for _, tt := range tests {
+		got, err := RankEndpoint(tt.base, tt.rank)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("RankEndpoint(%q, %d) = %q, %v; want %q, err %v", tt.base, tt.rank, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestGuardedSchemes(t *testing.T) {
+	for _, ep := range []string{"tcp://127.0.0.1:1", "ipc:///tmp/x"} {
+		if _, err := Guarded(ep); err != nil {
+			t.Errorf("Guarded(%q): %v", ep, err)
+		}
+	}
+	for _, ep := range []string{"inproc://x", "udp://1.2.3.4:5", "nonsense", "tcp://"} {
+		if _, err := Guarded(ep); !errors.Is(err, ErrEndpoint) {
+			t.Errorf("Guarded(%q) err = %v, want ErrEndpoint", ep, err)
+		}
+	}
+}

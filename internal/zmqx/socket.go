@@ -1,0 +1,55 @@
+package zmqx
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+)
+
+// DialTimeout bounds one TCP connect attempt.
+const DialTimeout = 5 * time.Second
+
+// Dial creates a socket with newSocket (zmq4.NewSub, zmq4.NewDealer, ...),
+// applies setup (options that must precede the connection; may be nil)
+// and connects it once to endpoint through the guarded transport. The
+// library's own retry and reconnect are off: callers run their own loop
+// with backoff, so a lost connection surfaces as an error from Recv
+// instead of being hidden. The socket lives until ctx ends or Close.
+func Dial(ctx context.Context, newSocket func(context.Context, ...zmq4.Option) zmq4.Socket,
+	endpoint string, log *slog.Logger, setup func(zmq4.Socket) error) (zmq4.Socket, error) {
+	ep, err := Guarded(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := newSocket(ctx,
+		zmq4.WithDialerMaxRetries(0),
+		zmq4.WithDialerTimeout(DialTimeout),
+		zmq4.WithAutomaticReconnect(false),
+		zmq4.WithLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug)),
+	)
+	if setup != nil {
+		if err := setup(s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := s.Dial(ep); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DialSub connects a SUB socket subscribed to every topic. The
+// subscription is set before dialing, so zmq4 sends it as part of
+// connection setup.
+func DialSub(ctx context.Context, endpoint string, log *slog.Logger) (zmq4.Socket, error) {
+	return Dial(ctx, zmq4.NewSub, endpoint, log, func(s zmq4.Socket) error {
+		return s.SetOption(zmq4.OptionSubscribe, "")
+	})
+}
