@@ -54,6 +54,13 @@ type Batch struct {
 	Seq    uint64
 	HasSeq bool
 	Events []Event
+	// BlockSize, when non-zero, is the block size the events' local
+	// hashes were computed for. If the rank's partition has another one
+	// now, Apply changes nothing and returns ErrBlockSizeChanged.
+	BlockSize uint32
+	// Reset clears the rank (its blocks and watermark) before the events
+	// apply, in the same critical section: an engine restart.
+	Reset bool
 }
 
 // Apply applies a batch of events for one rank. Each event is applied or
@@ -74,6 +81,14 @@ func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 		p.mu.Unlock()
 		x.countUnknown(b.Events, &st)
 		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
+	}
+	if b.BlockSize != 0 && b.BlockSize != p.blockSize {
+		p.mu.Unlock()
+		return st, fmt.Errorf("%w: batch for %d, partition has %d", ErrBlockSizeChanged, b.BlockSize, p.blockSize)
+	}
+	if b.Reset {
+		st.BlocksRemoved += p.ix.clearRank(r)
+		r.seq, r.hasSeq = 0, false
 	}
 	var outcomes [8]Outcome // most batches hold a handful of events
 	out := outcomes[:0]
@@ -232,6 +247,41 @@ func (x *Indexer) Stats() []PartitionStats {
 		return cmp.Or(cmp.Compare(a.Partition.Model, b.Partition.Model), cmp.Compare(a.Partition.Tenant, b.Partition.Tenant))
 	})
 	return out
+}
+
+// BlockSize returns the block size of the partition a rank is indexed in.
+func (x *Indexer) BlockSize(rk RankKey) (uint32, bool) {
+	x.mu.RLock()
+	p := x.byWorker[rk.Worker]
+	x.mu.RUnlock()
+	if p == nil {
+		return 0, false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if _, ok := p.ix.byRank[rk]; !ok {
+		return 0, false
+	}
+	return p.blockSize, true
+}
+
+// SetWatermark records seq as the last sequence number applied for a rank
+// (for a batch whose events a dp_rank override sent to another rank). It
+// reports whether the rank is indexed.
+func (x *Indexer) SetWatermark(rk RankKey, seq uint64) bool {
+	x.mu.RLock()
+	p := x.byWorker[rk.Worker]
+	x.mu.RUnlock()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.ix.byRank[rk]
+	if ok {
+		r.seq, r.hasSeq = seq, true
+	}
+	return ok
 }
 
 // Watermark returns the sequence number of the last batch applied for a

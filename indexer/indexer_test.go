@@ -240,3 +240,46 @@ func Test_BlockSizeResetForgetsDroppedWorkers(t *testing.T) {
 		}
 	}
 }
+
+func Test_BatchResetBlockSizeAndWatermark(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+	rk := RankKey{1, 0}
+	if bs, ok := h.x.BlockSize(rk); !ok || bs != 16 {
+		t.Fatalf("BlockSize = %d %v", bs, ok)
+	}
+	if _, ok := h.x.BlockSize(RankKey{9, 0}); ok {
+		t.Fatalf("BlockSize of an unknown worker")
+	}
+	if _, err := h.x.Apply(rk, Batch{Seq: 3, HasSeq: true, BlockSize: 16, Events: []Event{*stored(TierDevice, 0, 1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Prepared for another block size: nothing changes.
+	_, err := h.x.Apply(rk, Batch{Seq: 4, HasSeq: true, BlockSize: 32, Reset: true, Events: []Event{*stored(TierDevice, 0, 7)}})
+	if !errors.Is(err, ErrBlockSizeChanged) {
+		t.Fatalf("err = %v, want ErrBlockSizeChanged", err)
+	}
+	if got, _, _ := h.x.Match(keyM, []uint64{1, 2}, nil); len(got) != 1 || got[0].Device != 2 {
+		t.Fatalf("rejected batch changed the index: %+v", got)
+	}
+	if seq, _ := h.x.Watermark(rk); seq != 3 {
+		t.Fatalf("rejected batch moved the watermark to %d", seq)
+	}
+	// Reset clears blocks and watermark before the batch's own events.
+	st, err := h.x.Apply(rk, Batch{Reset: true, Events: []Event{*stored(TierDevice, 0, 7)}})
+	if err != nil || st.BlocksRemoved != 2 {
+		t.Fatalf("reset: %+v %v", st, err)
+	}
+	if _, ok := h.x.Watermark(rk); ok {
+		t.Fatalf("reset kept the watermark")
+	}
+	if got, _, _ := h.x.Match(keyM, []uint64{7}, nil); len(got) != 1 {
+		t.Fatalf("events after the reset not applied: %+v", got)
+	}
+	if !h.x.SetWatermark(RankKey{1, 1}, 9) || h.x.SetWatermark(RankKey{1, 5}, 9) {
+		t.Fatalf("SetWatermark on known/unknown ranks")
+	}
+	if seq, ok := h.x.Watermark(RankKey{1, 1}); !ok || seq != 9 {
+		t.Fatalf("watermark = %d %v", seq, ok)
+	}
+}

@@ -1,0 +1,198 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// testPub is a scriptable engine: a PUB socket and a ROUTER replay
+// endpoint whose buffer holds every message "published", whether or not it
+// went out live. Tests choose sequence numbers freely to script gaps,
+// duplicates and restarts.
+type testPub struct {
+	t         testing.TB
+	pub       zmq4.Socket
+	router    zmq4.Socket
+	endpoint  string
+	replayEP  string
+	withTopic bool // replay replies carry a topic frame
+
+	mu  sync.Mutex
+	buf []message
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newTestPub(t testing.TB, withReplay bool) *testPub {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &testPub{t: t, cancel: cancel}
+	p.pub = zmq4.NewPub(ctx)
+	if err := p.pub.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	p.endpoint = "tcp://" + p.pub.Addr().String()
+	if withReplay {
+		p.router = zmq4.NewRouter(ctx)
+		if err := p.router.Listen("tcp://127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		p.replayEP = "tcp://" + p.router.Addr().String()
+		p.wg.Add(1)
+		go p.serveReplay()
+	}
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *testPub) close() {
+	p.cancel()
+	p.pub.Close()
+	if p.router != nil {
+		p.router.Close()
+	}
+	p.wg.Wait()
+}
+
+// publish records a message for replay and, when live, sends it.
+func (p *testPub) publish(seq uint64, payload []byte, live bool) {
+	p.t.Helper()
+	p.mu.Lock()
+	p.buf = append(p.buf, message{seq, payload})
+	p.mu.Unlock()
+	if live {
+		p.send(zmq4.NewMsgFrom([]byte("kv-events"), be8(seq), payload))
+	}
+}
+
+func (p *testPub) send(m zmq4.Msg) {
+	p.t.Helper()
+	if err := p.pub.Send(m); err != nil {
+		p.t.Fatalf("publish: %v", err)
+	}
+}
+
+// restart forgets the replay buffer, as a restarted engine would.
+func (p *testPub) restart() {
+	p.mu.Lock()
+	p.buf = nil
+	p.mu.Unlock()
+}
+
+func (p *testPub) serveReplay() {
+	defer p.wg.Done()
+	for {
+		req, err := p.router.Recv()
+		if err != nil {
+			return
+		}
+		f := req.Frames
+		if len(f) != 3 || len(f[2]) != 8 {
+			continue
+		}
+		id, from := f[0], binary.BigEndian.Uint64(f[2])
+		p.mu.Lock()
+		msgs := slices.Clone(p.buf)
+		p.mu.Unlock()
+		for _, m := range msgs {
+			if m.seq < from {
+				continue
+			}
+			frames := [][]byte{id, {}, be8(m.seq), m.payload}
+			if p.withTopic {
+				frames = [][]byte{id, {}, []byte("kv-events"), be8(m.seq), m.payload}
+			}
+			if p.router.Send(zmq4.NewMsgFrom(frames...)) != nil {
+				return
+			}
+		}
+		if p.router.Send(zmq4.NewMsgFrom(id, []byte{}, be8(endOfReplay), []byte{})) != nil {
+			return
+		}
+	}
+}
+
+// subscribed waits until a subscriber's subscription reached the PUB
+// socket, so live messages are no longer lost to the slow joiner.
+func (p *testPub) subscribed() {
+	p.t.Helper()
+	eventually(p.t, "subscription reaches the publisher", func() bool {
+		return len(p.pub.(zmq4.Topics).Topics()) > 0
+	})
+}
+
+func be8(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// eventually polls cond until it holds, failing the test after 10 s. It
+// synchronises on a condition, not on elapsed time.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// block size of the test partition.
+const testBS = 4
+
+// blockTokens returns the tokens of n blocks, distinct per (tag, i).
+func blockTokens(tag uint32, n int) []uint32 {
+	out := make([]uint32, 0, n*testBS)
+	for i := range n * testBS {
+		out = append(out, tag*1000+uint32(i))
+	}
+	return out
+}
+
+// storedPayload encodes a batch with one BlockStored event whose engine
+// hashes are hashes (chained from parent when non-nil).
+func storedPayload(t testing.TB, hashes []uint64, parent *uint64, tokens []uint32) []byte {
+	t.Helper()
+	var par any
+	if parent != nil {
+		par = *parent
+	}
+	return encode(t, []any{1.0, []any{[]any{"BlockStored", hashes, par, tokens, testBS, nil, "GPU"}}, 0})
+}
+
+func clearedPayload(t testing.TB) []byte {
+	return encode(t, []any{1.0, []any{[]any{"AllBlocksCleared"}}, 0})
+}
+
+func encode(t testing.TB, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
