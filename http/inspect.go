@@ -4,15 +4,13 @@ import (
 	"net/http"
 
 	"github.com/kvselect/kvselect/cluster"
-
-	"github.com/kvselect/kvselect/fsm"
 )
 
 type readyJSON struct {
-	Ready              bool          `json:"ready"`
-	SchedulableWorkers int           `json:"schedulable_workers"`
-	Workers            []*fsm.Worker `json:"workers"`
-	Cluster            readyCluster  `json:"cluster"`
+	Ready              bool         `json:"ready"`
+	SchedulableWorkers int          `json:"schedulable_workers"`
+	Workers            []workerView `json:"workers"`
+	Cluster            readyCluster `json:"cluster"`
 }
 
 type readyCluster struct {
@@ -34,7 +32,7 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 		}
 	}
 	st := s.cfg.Node.Status()
-	body := readyJSON{Ready: n > 0, SchedulableWorkers: n, Workers: workers,
+	body := readyJSON{Ready: n > 0, SchedulableWorkers: n, Workers: s.views(workers),
 		Cluster: readyCluster{NodeID: st.NodeID, State: st.State, Leader: st.Leader.ID, AppliedIndex: st.AppliedIndex}}
 	status := http.StatusOK
 	if n == 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -23,6 +24,9 @@ type Config struct {
 	Node      *cluster.Node
 	Indexer   *indexer.Indexer
 	Scheduler *scheduler.Scheduler
+	// Listeners reports a worker's KV event listener per rank (nil when
+	// it has none); it adds "listeners" to worker records on reads.
+	Listeners func(worker uint64) map[string]ingest.RankStatus
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer

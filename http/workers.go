@@ -8,6 +8,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/ingest"
 )
 
 // workerInput is the body of POST /workers and PATCH /workers/{id}: the
@@ -123,7 +124,7 @@ func (s *Service) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
-	return writeJSON(w, http.StatusOK, c.Workers(q.Get("model_name"), q.Get("tenant_id")))
+	return writeJSON(w, http.StatusOK, s.views(c.Workers(q.Get("model_name"), q.Get("tenant_id"))))
 }
 
 func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
@@ -140,7 +141,25 @@ func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
 	}
 	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
-	return writeJSON(w, http.StatusOK, rec)
+	return writeJSON(w, http.StatusOK, s.views([]*fsm.Worker{rec})[0])
+}
+
+// workerView is a catalog record as reads show it: with this node's
+// listener status per rank, which is local state, not catalog.
+type workerView struct {
+	*fsm.Worker
+	Listeners map[string]ingest.RankStatus `json:"listeners,omitempty"`
+}
+
+func (s *Service) views(ws []*fsm.Worker) []workerView {
+	out := make([]workerView, len(ws))
+	for i, w := range ws {
+		out[i].Worker = w
+		if s.cfg.Listeners != nil {
+			out[i].Listeners = s.cfg.Listeners(w.WorkerID)
+		}
+	}
+	return out
 }
 
 func pathWorkerID(r *http.Request) (uint64, error) {

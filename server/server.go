@@ -16,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/cluster"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -34,7 +35,9 @@ type Config struct {
 	AuthAll   bool
 	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
 	CatalogWait time.Duration
-	Logger      *slog.Logger
+	// Ingest tunes the KV event listeners (threads, backoff, replay).
+	Ingest ingest.Config
+	Logger *slog.Logger
 }
 
 // Server is a running node.
@@ -44,6 +47,7 @@ type Server struct {
 	Node      *cluster.Node
 	Indexer   *indexer.Indexer
 	Scheduler *scheduler.Scheduler
+	Ingest    *ingest.Manager
 	Registry  *prometheus.Registry
 
 	ln   net.Listener
@@ -75,16 +79,23 @@ func Start(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	if s.Node, err = cluster.Open(cfg.Cluster, s.Indexer.ApplyCatalog, s.Scheduler.ApplyCatalog); err != nil {
+	if cfg.Ingest.Logger == nil {
+		cfg.Ingest.Logger = cfg.Logger
+	}
+	s.Ingest = ingest.New(s.Indexer, cfg.Ingest)
+	// Listeners start after the indexer has the rank, so no event arrives
+	// for a rank the index does not know yet.
+	if s.Node, err = cluster.Open(cfg.Cluster, s.Indexer.ApplyCatalog, s.Scheduler.ApplyCatalog, s.Ingest.ApplyCatalog); err != nil {
+		s.Ingest.Close()
 		ln.Close()
 		return nil, err
 	}
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors()} {
+	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors(), s.Ingest.Collectors()} {
 		s.Registry.MustRegister(cs...)
 	}
 	api := httpd.New(httpd.Config{
-		Node: s.Node, Indexer: s.Indexer, Scheduler: s.Scheduler,
+		Node: s.Node, Indexer: s.Indexer, Scheduler: s.Scheduler, Listeners: s.Ingest.Status,
 		Gatherer: s.Registry, Registerer: s.Registry,
 		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait, Logger: cfg.Logger,
 	})
@@ -141,6 +152,7 @@ func (s *Server) Close(ctx context.Context) error {
 			s.http.Close()
 		}
 		err = s.Node.Close()
+		s.Ingest.Close()
 		s.wg.Wait()
 		s.log.Info("kvselect node stopped", "node_id", s.cfg.Cluster.NodeID)
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
 )
@@ -66,6 +67,9 @@ func parseConfig(args []string) (server.Config, error) {
 		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
+		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
+		kvBackoffMax  = fs.Duration("kv-reconnect-max", 5*time.Second, "longest delay between reconnects to a worker's KV event endpoint")
+		kvReplayWait  = fs.Duration("kv-replay-timeout", 10*time.Second, "how long one replay request to a worker may take")
 
 		heartbeat    = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
 		election     = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
@@ -118,6 +122,10 @@ func parseConfig(args []string) (server.Config, error) {
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
+		Ingest: ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
+	}
+	if *threads < 1 {
+		return cfg, fmt.Errorf("--threads must be at least 1, got %d", *threads)
 	}
 	switch *authScope {
 	case "admin":
