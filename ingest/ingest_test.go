@@ -20,6 +20,7 @@ type harness struct {
 	ix  *indexer.Indexer
 	m   *Manager
 	log *fsm.Log
+	bs  uint32 // block size of registered workers
 }
 
 func newHarness(t *testing.T) *harness {
@@ -29,12 +30,12 @@ func newHarness(t *testing.T) *harness {
 	m := New(ix, Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		ReplayTimeout: 5 * time.Second, Logger: quiet})
 	t.Cleanup(m.Close)
-	return &harness{t: t, ix: ix, m: m, log: fsm.NewLog(ix.ApplyCatalog, m.ApplyCatalog)}
+	return &harness{t: t, ix: ix, m: m, log: fsm.NewLog(ix.ApplyCatalog, m.ApplyCatalog), bs: testBS}
 }
 
 func (h *harness) register(id uint64, endpoint, replay string) {
 	h.t.Helper()
-	_, err := h.log.Upsert(fsm.Worker{WorkerID: id, Endpoint: "http://worker", BlockSize: testBS,
+	_, err := h.log.Upsert(fsm.Worker{WorkerID: id, Endpoint: "http://worker", BlockSize: h.bs,
 		DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{0: endpoint}, ReplayEndpoint: replay})
 	if err != nil {
 		h.t.Fatal(err)
@@ -50,7 +51,7 @@ func (h *harness) remove(id uint64) {
 
 // held is how many leading blocks of tokens worker id holds on device.
 func (h *harness) held(id uint64, tokens []uint32) uint32 {
-	q := indexer.BlockHashes(tokens, testBS, "")
+	q := indexer.BlockHashes(tokens, int(h.bs), "")
 	ovs, _, err := h.ix.Match(fsm.PartitionKey{Model: fsm.DefaultScope, Tenant: fsm.DefaultScope}, q, nil)
 	if err != nil {
 		return 0
