@@ -16,7 +16,7 @@ BENCHTIME  ?= 2s
 FUZZTIME   ?= 30s
 TESTFLAGS  ?=
 
-.PHONY: all build run test vet fmt-check bench fuzz tools clean
+.PHONY: all build run test vet fmt-check bench fuzz tools interop-deps clean
 
 all: build
 
@@ -25,10 +25,18 @@ build:
 
 # The demo talks to the node with curl; install it only when it is missing.
 tools:
-	@command -v curl >/dev/null 2>&1 || { \
-	  echo "installing curl (apt-get)"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq curl >/dev/null; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq curl >/dev/null; fi; }
+	@command -v curl >/dev/null 2>&1 || { echo "installing curl (apt-get)"; $(call APT_INSTALL,curl); }
+
+# The libzmq interop test publishes from Python on Debian's pyzmq and
+# msgpack; install them only when /usr/bin/python3 cannot import them.
+APT_INSTALL = if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get install -y -qq $(1) >/dev/null 2>&1 || \
+	{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(1) >/dev/null; }
+
+interop-deps:
+	@/usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null || { \
+	  echo "installing python3-zmq python3-msgpack (apt-get)"; \
+	  $(call APT_INSTALL,python3 python3-zmq python3-msgpack); }
 
 run: build tools
 	@PORT=$(PORT) RAFT_PORT=$(RAFT_PORT) BIN=$(BIN) scripts/run-demo.sh
@@ -41,12 +49,13 @@ vet:
 	$(GO) vet ./...
 
 # Fuzz targets run their seed corpus (testdata/fuzz) as ordinary tests here.
-test: fmt-check vet
-	$(GO) test -race -count=1 -timeout 14m $(TESTFLAGS) ./...
+test: fmt-check vet interop-deps
+	KVSELECT_REQUIRE_INTEROP=1 $(GO) test -race -count=1 -timeout 14m $(TESTFLAGS) ./...
 
 bench: build
 	@mkdir -p bench/results
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./indexer/ ./scheduler/ \
+	{ $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./indexer/ ./scheduler/ && \
+	  $(GO) test -run '^$$' -bench Ingest -benchtime 100000x -count 1 ./ingest/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
 
@@ -55,6 +64,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelect$$' -fuzztime $(FUZZTIME) ./http/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWire$$' -fuzztime $(FUZZTIME) ./indexer/
 
 clean:
 	rm -rf $(BIN) run

@@ -134,6 +134,15 @@ func figures(rs map[string]Result) []Figure {
 		}
 		out = append(out, f)
 	}
+	if v, ok := get("BenchmarkIngestZMQ", "blocks/s"); ok {
+		f := Figure{Name: "ZMQ ingestion (Go PUB -> SUB -> decode -> index, 8 ranks, 16-block events)", Value: v,
+			Unit: "blocks/s", Target: ">= 500000", Met: v >= 5e5}
+		if b, ok := get("BenchmarkIngestInProcess", "blocks/s"); ok {
+			f.Baseline = fmt.Sprintf("same payloads decoded and applied without ZMQ: %.0f blocks/s", b)
+			f.Compared = fmt.Sprintf("%.0f%% of the in-process path", 100*v/b)
+		}
+		out = append(out, f)
+	}
 	return out
 }
 
