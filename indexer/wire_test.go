@@ -181,16 +181,16 @@ func TestWireShapes(t *testing.T) {
 		}, 0}, false, []EventKind{EventRemoved, EventRemoved, EventRemoved, EventRemoved, EventRemoved, EventRemoved},
 			[]Tier{TierHost, TierHost, TierDisk, TierDisk, TierDevice, TierDevice}, 0, 0, 0},
 		{"malformed events skipped, batch kept", []any{1.0, []any{
-			[]any{"BlockStored", []uint64{7}, nil, tok[:15], 16},                 // tokens != blocks*size
-			[]any{"BlockStored", []any{"x"}, nil, tok, 16},                        // string hash
-			[]any{"BlockStored", []uint64{7}, nil, []int{-1}, 16},                 // negative token
-			[]any{"BlockStored", []uint64{7}, nil, tok, 0},                        // zero block size
-			[]any{"BlockStored", []uint64{7}, nil, tok},                           // no block size
-			[]any{"Unknown", 1, 2},                                                // unknown type
-			[]any{},                                                               // empty
-			[]any{"BlockRemoved", []uint64{1}, "FLOPPY"},                          // unknown medium
-			map[string]any{"block_hashes": []uint64{1}},                           // no type
-			42,                                                                    // not an event
+			[]any{"BlockStored", []uint64{7}, nil, tok[:15], 16},  // tokens != blocks*size
+			[]any{"BlockStored", []any{"x"}, nil, tok, 16},        // string hash
+			[]any{"BlockStored", []uint64{7}, nil, []int{-1}, 16}, // negative token
+			[]any{"BlockStored", []uint64{7}, nil, tok, 0},        // zero block size
+			[]any{"BlockStored", []uint64{7}, nil, tok},           // no block size
+			[]any{"Unknown", 1, 2},                                // unknown type
+			[]any{},                                               // empty
+			[]any{"BlockRemoved", []uint64{1}, "FLOPPY"},          // unknown medium
+			map[string]any{"block_hashes": []uint64{1}},           // no type
+			42, // not an event
 			[]any{"AllBlocksCleared", "extra", map[string]any{"nested": []int{1}}}, // fine
 		}, 0}, false, []EventKind{EventCleared}, nil, 10, 0, 0},
 		{"non-main groups ignored", []any{1.0, []any{

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# make run: start a local kvselect node, walk through the Ray flow with
-# curl, then keep the node running until Ctrl-C.
+# make run: start a local kvselect node and kvsim, a set of simulated vLLM
+# workers that publish real KV events over ZMQ; register the workers, send
+# a prompt to one of them, and show kvselect routing the same prompt to
+# the worker that now holds its KV cache. Ctrl-C stops everything.
 set -euo pipefail
 
 PORT=${PORT:-8092}
 RAFT_PORT=${RAFT_PORT:-7092}
+SIM_PORT=${SIM_PORT:-8093}
 BIN=${BIN:-bin}
 DATA=run/n1
 URL="http://127.0.0.1:${PORT}"
+SIM="http://127.0.0.1:${SIM_PORT}"
 
-for p in "$PORT" "$RAFT_PORT"; do
+for p in "$PORT" "$RAFT_PORT" "$SIM_PORT"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "port $p is in use; pick others: make run PORT=... RAFT_PORT=..." >&2
+    echo "port $p is in use; pick others: make run PORT=... RAFT_PORT=... SIM_PORT=..." >&2
     exit 1
   fi
 done
@@ -21,14 +25,17 @@ mkdir -p "$DATA"
 "$BIN/kvselect" --node-id n1 --port "$PORT" --bind 127.0.0.1 --raft-addr "127.0.0.1:${RAFT_PORT}" \
   --data-dir "$DATA" --log-level warn 2> >(sed 's/^/  [kvselect] /' >&2) &
 PID=$!
+SIM_PID=
 stop() {
   trap - INT TERM EXIT
-  if kill -0 "$PID" 2>/dev/null; then
-    echo
-    echo "stopping kvselect (pid $PID)"
-    kill -TERM "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-  fi
+  echo
+  for p in $SIM_PID $PID; do
+    if kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p" 2>/dev/null || true
+      wait "$p" 2>/dev/null || true
+    fi
+  done
+  echo "stopped kvsim and kvselect"
 }
 trap stop INT TERM EXIT
 
@@ -51,28 +58,47 @@ step() {
 }
 
 echo "kvselect node n1 on $URL (raft 127.0.0.1:${RAFT_PORT}, data in $DATA)"
-PROMPT='"model_name":"llama","block_hashes":[11,12,13,14],"sequence_hashes":[21,22,23,24],"isl_tokens":64'
 
-step "register two workers (writes go through Raft; the answer carries catalog_index)" POST /workers \
-  '{"worker_id":1,"model_name":"llama","endpoint":"http://worker-1:8000","block_size":16,"kv_events_endpoint":"tcp://127.0.0.1:5557"}'
-step "" POST /workers \
-  '{"worker_id":2,"model_name":"llama","endpoint":"http://worker-2:8000","block_size":16,"kv_events_endpoint":"tcp://127.0.0.1:5558"}'
-step "an incomplete worker is stored but never selected" POST /workers \
-  '{"worker_id":3,"model_name":"llama","block_size":32}'
-step "select a worker for a prompt (books nothing)" POST /select "{\"selection_id\":\"s-1\",$PROMPT}"
-step "select and reserve atomically: the request's load is booked" POST /select_and_reserve "{\"reservation_id\":\"req-1\",$PROMPT}"
-step "the next identical prompt goes to the other, idle worker" POST /select "{$PROMPT}"
-step "Ray's select-then-reserve: book a request on the worker /select chose" POST /reservations \
-  "{\"reservation_id\":\"req-2\",\"worker_id\":2,\"dp_rank\":0,\"effective_prefill_tokens\":64,$PROMPT}"
+# Three simulated vLLM workers (ids 1-3, model llama, 16-token blocks), each
+# with a ZMQ PUB and a replay ROUTER, registered with kvselect.
+"$BIN/kvsim" --workers 3 --model llama --block-size 16 --cache-blocks 1024 --control "127.0.0.1:${SIM_PORT}" \
+  --register "$URL" --log-level warn 2> >(sed 's/^/  [kvsim] /' >&2) | sed 's/^/  [kvsim] /' &
+SIM_PID=$!
+for _ in $(seq 1 100); do
+  [ "$(curl -s "$URL/ready" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for w in d["workers"] for l in (w.get("listeners") or {}).values() if l["state"]=="active"))' 2>/dev/null)" = 3 ] && break
+  kill -0 "$SIM_PID" 2>/dev/null || { echo "kvsim exited during startup" >&2; exit 1; }
+  sleep 0.1
+done
+
+# A 64-token prompt: 4 blocks of 16 tokens.
+TOKENS=$(seq 101 164 | paste -sd, -)
+PROMPT="\"model_name\":\"llama\",\"token_ids\":[$TOKENS]"
+
+step "kvsim registered three workers; each rank's KV event listener is active" GET /ready
+step "before any request, no worker holds the prompt: no cache hit" POST /select "{$PROMPT}"
+sim() { echo "   POST $SIM$1 $2"; curl -s -X POST "$SIM$1" -H 'Content-Type: application/json' -d "$2" | pretty | sed 's/^/   → /'; }
+echo; echo "== worker 2 serves the prompt: kvsim stores 4 blocks and publishes BlockStored over ZMQ"
+sim /prompt "{\"worker_id\":2,\"dp_rank\":0,\"token_ids\":[$TOKENS]}"
+for _ in $(seq 1 100); do
+  curl -s -X POST "$URL/select" -d "{$PROMPT}" | grep -q '"worker_id":2' && break
+  sleep 0.05
+done
+step "the same prompt now goes to worker 2, with 64 cached tokens (overlap.gpu)" POST /select "{\"selection_id\":\"s-1\",$PROMPT}"
+step "select and reserve: the request's load is booked on worker 2" POST /select_and_reserve "{\"reservation_id\":\"req-1\",$PROMPT}"
 step "active load per worker rank" GET "/loads?model_name=llama"
-step "what booking this prompt would add on each rank" POST /potential_loads "{$PROMPT}"
 step "lifecycle: prefill done, one output block, then done" POST /reservations/req-1/prefill_complete
 step "" POST /reservations/req-1/output_block '{"decay_fraction":0.5}'
 step "" DELETE /reservations/req-1
-step "" DELETE /reservations/req-2
-step "load is back to zero" GET "/loads?model_name=llama"
+echo; echo "== worker 2 resets its cache (AllBlocksCleared over ZMQ)"
+echo "   POST $SIM/reset {\"worker_id\":2}"; curl -s -X POST "$SIM/reset" -d '{"worker_id":2}' >/dev/null
+for _ in $(seq 1 100); do
+  curl -s -X POST "$URL/overlap_scores" -d "{$PROMPT}" | grep -q '"worker_id":2' || break
+  sleep 0.05
+done
+step "no worker holds the prompt any more" POST /overlap_scores "{$PROMPT}"
 step "cluster view" GET /cluster/status
 
 echo
-echo "kvselect is running on $URL — try the README's curl walk-through. Ctrl-C stops it."
+echo "kvselect: $URL   kvsim control: $SIM (POST /prompt, /reset, /restart; GET /workers)"
+echo "Try the README's walk-through. Ctrl-C stops everything."
 wait "$PID"

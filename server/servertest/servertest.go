@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
 )
@@ -22,6 +23,8 @@ func Config(nodeID, dataDir string) server.Config {
 		Cluster:   cluster.TestConfig(nodeID, dataDir),
 		Scheduler: sc,
 		Logger:    slog.New(slog.DiscardHandler),
+		// Reconnect fast: tests start engines after registering them.
+		Ingest: ingest.Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
 	}
 }
 
