@@ -1,0 +1,34 @@
+// Command kvsim runs simulated vLLM inference workers for kvselect demos,
+// tests and benchmarks.
+//
+// Each worker binds a ZMQ PUB socket per data-parallel rank and a ZMQ
+// ROUTER replay endpoint per rank (consecutive ports), speaks vLLM's KV
+// event wire format (--encoding array or map) and keeps a bounded LRU
+// block cache per rank, so prompts produce BlockStored, BlockRemoved and
+// AllBlocksCleared events. At startup it prints one line per worker with
+// its endpoints.
+//
+//	kvsim --workers 4 --dp-size 2 --register http://127.0.0.1:8092
+//	kvsim --workers 8 --cache-blocks 2048 --register http://127.0.0.1:8092 \
+//	      --trace ../shared/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092
+//
+// --register posts every worker to a kvselect node (retrying while the node
+// is not up). --trace replays a Mooncake trace through the workers, routed
+// by --trace-select's /select or round-robin, prints the replay statistics
+// as one line and keeps serving.
+//
+// The HTTP control API (--control, default 127.0.0.1:8093):
+//
+//	GET  /workers                                     registrations of every worker
+//	POST /prompt  {"worker_id", "dp_rank", "token_ids"} serve a prompt → {"blocks", "cached_blocks", "stored_blocks", "evicted_blocks"}
+//	POST /reset   {"worker_id", "dp_rank"?}          AllBlocksCleared on one rank or every rank
+//	POST /restart {"worker_id", "dp_rank"?}          simulated engine restart (silent cache loss, seq back to 0)
+//
+// Errors are {"error": "..."} with 400 (bad body), 404 (unknown worker,
+// rank or route) or 405 (wrong method).
+//
+// Signals: SIGHUP resets every rank of every worker; SIGINT and SIGTERM
+// shut down cleanly. Every flag can also be set through the environment
+// variable KVSIM_<FLAG> (for example KVSIM_CACHE_BLOCKS); the command line
+// wins.
+package main

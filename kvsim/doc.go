@@ -1,0 +1,30 @@
+// Package kvsim simulates vLLM inference workers for demos, tests and
+// benchmarks of kvselect. It never runs a model: a "prompt" only moves KV
+// blocks in and out of a per-rank cache, and every change is published the
+// way vLLM's ZmqEventPublisher publishes it.
+//
+// Each worker has DPSize data-parallel ranks. Each rank owns
+//
+//   - a block cache of CacheBlocks blocks with least-recently-used
+//     eviction, keyed by engine block hashes (chained XXH3 with a seed of
+//     its own, deliberately unlike kvselect's local hashes);
+//   - a ZMQ PUB socket publishing 3-frame messages [topic, seq (8 bytes,
+//     big-endian), msgpack payload], the payload being the batch
+//     [ts, events, data_parallel_rank] with events in the array or map
+//     encoding (BlockStored, BlockRemoved, AllBlocksCleared);
+//   - a replay buffer of the last ReplayBuffer messages, served by a ZMQ
+//     ROUTER: a DEALER sends ["", start_seq] and receives every buffered
+//     message with seq >= start_seq, then a message with seq ff×8. The
+//     ROUTERs of one worker bind consecutive ports, because vLLM derives
+//     rank r's replay endpoint from rank 0's by adding r to the port.
+//
+// Worker.Serve, Reset, Restart and SkipLive drive a rank the way a real
+// engine would behave, including the failures a subscriber must handle
+// (lost messages, engine restarts). Start's Registration values are the
+// bodies kvselect's POST /workers expects, and Sim.Register posts them.
+// ReadTrace, TraceTokens and ReplayTrace replay a Mooncake trace through
+// the workers, either round-robin or as chosen by kvselect's /select.
+//
+// The command cmd/kvsim wraps this package with flags, an HTTP control API
+// and signal handling. DESIGN.md explains the invariants.
+package kvsim

@@ -1,0 +1,86 @@
+package kvsim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func Test_Register(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  int
+		body    string
+		wantErr string
+	}{
+		{"created", http.StatusCreated, `{"worker_id":1}`, ""},
+		{"rejected", http.StatusBadRequest, `{"error":"block_size must be greater than 0"}`, "block_size must be greater than 0"},
+		{"unauthorized", http.StatusUnauthorized, `{"error":"missing token"}`, "status 401"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				mu   sync.Mutex
+				regs []Registration
+				auth []string
+			)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodPost || r.URL.Path != "/workers" {
+					http.NotFound(w, r)
+					return
+				}
+				var reg Registration
+				if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				mu.Lock()
+				regs = append(regs, reg)
+				auth = append(auth, r.Header.Get("Authorization"))
+				mu.Unlock()
+				w.WriteHeader(tt.status)
+				_, _ = w.Write([]byte(tt.body))
+			}))
+			defer srv.Close()
+
+			s := mustStart(t, Config{Workers: 2, FirstWorkerID: 5, DPSize: 2, AuthToken: "secret"})
+			err := s.Register(context.Background(), srv.URL+"/")
+			mu.Lock()
+			defer mu.Unlock()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(regs) != 2 || regs[0].WorkerID != 5 || regs[1].WorkerID != 6 || len(regs[1].KVEventsEndpoints) != 2 {
+					t.Fatalf("registered %+v", regs)
+				}
+				if auth[0] != "Bearer secret" {
+					t.Fatalf("Authorization %q", auth[0])
+				}
+				return
+			}
+			var herr *HTTPError
+			if err == nil || !errors.As(err, &herr) || herr.StatusCode != tt.status || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want HTTPError %d mentioning %q", err, tt.status, tt.wantErr)
+			}
+			if len(regs) != 1 {
+				t.Fatalf("kept registering after a failure: %d calls", len(regs))
+			}
+		})
+	}
+}
+
+func Test_RegisterUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	s := mustStart(t, Config{})
+	if err := s.Register(context.Background(), url); err == nil {
+		t.Fatal("Register succeeded against a closed server")
+	}
+}
