@@ -79,10 +79,8 @@ step "before any request, no worker holds the prompt: no cache hit" POST /select
 sim() { echo "   POST $SIM$1 $2"; curl -s -X POST "$SIM$1" -H 'Content-Type: application/json' -d "$2" | pretty | sed 's/^/   → /'; }
 echo; echo "== worker 2 serves the prompt: kvsim stores 4 blocks and publishes BlockStored over ZMQ"
 sim /prompt "{\"worker_id\":2,\"dp_rank\":0,\"token_ids\":[$TOKENS]}"
-for _ in $(seq 1 100); do
-  curl -s -X POST "$URL/select" -d "{$PROMPT}" | grep -q '"worker_id":2' && break
-  sleep 0.05
-done
+held() { curl -s -X POST "$URL/overlap_scores" -d "{$PROMPT}" | grep -q '"worker_id":2,"dp_rank":0,"device_blocks":4'; }
+for _ in $(seq 1 100); do held && break; sleep 0.05; done
 step "the same prompt now goes to worker 2, with 64 cached tokens (overlap.gpu)" POST /select "{\"selection_id\":\"s-1\",$PROMPT}"
 step "select and reserve: the request's load is booked on worker 2" POST /select_and_reserve "{\"reservation_id\":\"req-1\",$PROMPT}"
 step "active load per worker rank" GET "/loads?model_name=llama"
@@ -91,10 +89,7 @@ step "" POST /reservations/req-1/output_block '{"decay_fraction":0.5}'
 step "" DELETE /reservations/req-1
 echo; echo "== worker 2 resets its cache (AllBlocksCleared over ZMQ)"
 echo "   POST $SIM/reset {\"worker_id\":2}"; curl -s -X POST "$SIM/reset" -d '{"worker_id":2}' >/dev/null
-for _ in $(seq 1 100); do
-  curl -s -X POST "$URL/overlap_scores" -d "{$PROMPT}" | grep -q '"worker_id":2' || break
-  sleep 0.05
-done
+for _ in $(seq 1 100); do held || break; sleep 0.05; done
 step "no worker holds the prompt any more" POST /overlap_scores "{$PROMPT}"
 step "cluster view" GET /cluster/status
 
