@@ -3,6 +3,7 @@ package ingest
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Ingestion benchmarks: BlockStored events of 16 blocks of 16 tokens,
@@ -163,4 +165,65 @@ func reportIngest(b *testing.B, ix *indexer.Indexer, n int, elapsed time.Duratio
 	}
 	b.ReportMetric(float64(want)/elapsed.Seconds(), "blocks/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkIngestKVSim is the same path fed by kvsim itself: 8 simulated
+// workers serve distinct 16-block prompts (hashing, LRU and encoding on
+// the same cores as the node), and the clock stops when every rank's
+// watermark reaches kvsim's last sequence number.
+func BenchmarkIngestKVSim(b *testing.B) {
+	n := max(b.N/benchRanks, 1)
+	sim, err := kvsim.Start(kvsim.Config{Workers: benchRanks, BlockSize: benchBlockSize,
+		CacheBlocks: n * benchBlocks, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sim.Close() })
+	ix, m, lg := benchHarness(b)
+	for _, w := range sim.Workers() {
+		reg := w.Registration()
+		if _, err := lg.Upsert(fsm.Worker{WorkerID: reg.WorkerID, Endpoint: reg.Endpoint, BlockSize: benchBlockSize,
+			DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{0: reg.KVEventsEndpoints["0"]},
+			ReplayEndpoint: reg.ReplayEndpoint}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, w := range sim.Workers() {
+		eventually(b, "listener active", func() bool { return m.Status(w.ID())["0"].State == StateActive })
+	}
+	prompts := make([][]uint32, n)
+	for i := range prompts {
+		prompts[i] = make([]uint32, benchBlocks*benchBlockSize)
+		for k := range prompts[i] {
+			prompts[i][k] = uint32(i*len(prompts[i]) + k)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for wi, w := range sim.Workers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range prompts {
+				p = slices.Clone(p)
+				p[0] ^= uint32(wi+1) << 24 // distinct per worker
+				if _, err := w.Serve(0, p); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, w := range sim.Workers() {
+		last, _ := w.LastSeq(0)
+		eventually(b, "every message applied", func() bool {
+			seq, ok := ix.Watermark(indexer.RankKey{Worker: w.ID()})
+			return ok && seq == last
+		})
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	reportIngest(b, ix, n, elapsed)
 }
