@@ -249,54 +249,46 @@ func (x *Indexer) Stats() []PartitionStats {
 	return out
 }
 
-// BlockSize returns the block size of the partition a rank is indexed in.
-func (x *Indexer) BlockSize(rk RankKey) (uint32, bool) {
-	x.mu.RLock()
-	p := x.byWorker[rk.Worker]
-	x.mu.RUnlock()
-	if p == nil {
-		return 0, false
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if _, ok := p.ix.byRank[rk]; !ok {
-		return 0, false
-	}
-	return p.blockSize, true
-}
-
-// SetWatermark records seq as the last sequence number applied for a rank
-// (for a batch whose events a dp_rank override sent to another rank). It
-// reports whether the rank is indexed.
-func (x *Indexer) SetWatermark(rk RankKey, seq uint64) bool {
+// withRank runs fn on a rank's state under its partition's lock (write
+// lock when write is set); it reports false, without calling fn, when the
+// rank is not indexed.
+func (x *Indexer) withRank(rk RankKey, write bool, fn func(p *partition, r *rankState)) bool {
 	x.mu.RLock()
 	p := x.byWorker[rk.Worker]
 	x.mu.RUnlock()
 	if p == nil {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	if write {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	} else {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+	}
 	r, ok := p.ix.byRank[rk]
 	if ok {
-		r.seq, r.hasSeq = seq, true
+		fn(p, r)
 	}
 	return ok
 }
 
+// BlockSize returns the block size of the partition a rank is indexed in.
+func (x *Indexer) BlockSize(rk RankKey) (bs uint32, ok bool) {
+	ok = x.withRank(rk, false, func(p *partition, _ *rankState) { bs = p.blockSize })
+	return bs, ok
+}
+
+// SetWatermark records seq as the last sequence number applied for a rank
+// (for a batch whose events a dp_rank override sent to another rank). It
+// reports whether the rank is indexed.
+func (x *Indexer) SetWatermark(rk RankKey, seq uint64) bool {
+	return x.withRank(rk, true, func(_ *partition, r *rankState) { r.seq, r.hasSeq = seq, true })
+}
+
 // Watermark returns the sequence number of the last batch applied for a
 // rank, if any.
-func (x *Indexer) Watermark(rk RankKey) (uint64, bool) {
-	x.mu.RLock()
-	p := x.byWorker[rk.Worker]
-	x.mu.RUnlock()
-	if p == nil {
-		return 0, false
-	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if r, ok := p.ix.byRank[rk]; ok {
-		return r.seq, r.hasSeq
-	}
-	return 0, false
+func (x *Indexer) Watermark(rk RankKey) (seq uint64, ok bool) {
+	x.withRank(rk, false, func(_ *partition, r *rankState) { seq, ok = r.seq, r.hasSeq })
+	return seq, ok
 }

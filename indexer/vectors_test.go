@@ -1,69 +1,17 @@
 package indexer
 
 import (
-	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/kvselect/kvselect/internal/testvectors"
 )
 
-// sharedDir locates ../shared (beside the repository) from the package dir.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "shared"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("shared reference material not found at %s: %v", dir, err)
-	}
-	return dir
-}
+func loadHashCases(t *testing.T) []testvectors.HashCase { return testvectors.Load(t).LocalHashes.Cases }
 
-type hashCase struct {
-	Tokens         []uint32 `json:"tokens"`
-	BlockSize      int      `json:"block_size"`
-	LoraName       string   `json:"lora_name"`
-	Seed           string   `json:"seed"`
-	BlockHashes    []string `json:"block_hashes"`
-	SequenceHashes []string `json:"sequence_hashes"`
-}
-
-func loadHashCases(t *testing.T) []hashCase {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(sharedDir(t), "testdata", "kv_event_vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		LocalHashes struct {
-			Cases []hashCase `json:"cases"`
-		} `json:"local_hashes"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.LocalHashes.Cases) == 0 {
-		t.Fatal("no local_hashes cases in the vectors file")
-	}
-	return file.LocalHashes.Cases
-}
-
-func parseU64s(t *testing.T, ss []string) []uint64 {
-	t.Helper()
-	out := make([]uint64, len(ss))
-	for i, s := range ss {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = v
-	}
-	return out
-}
+func parseU64s(t testing.TB, ss []string) []uint64 { return testvectors.U64s(t, ss) }
 
 func Test_HashGoldenValues(t *testing.T) {
 	for i, c := range loadHashCases(t) {

@@ -3,50 +3,16 @@ package indexer
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvselect/kvselect/internal/testvectors"
 )
 
-type wireVector struct {
-	Name   string `json:"name"`
-	Hex    string `json:"hex"`
-	Expect struct {
-		TS     float64 `json:"ts"`
-		DPRank *int    `json:"data_parallel_rank"`
-		Events []struct {
-			Type        string   `json:"type"`
-			BlockHashes []string `json:"block_hashes"`
-			Parent      *string  `json:"parent_block_hash"`
-			TokenIDs    []uint32 `json:"token_ids"`
-			BlockSize   int64    `json:"block_size"`
-			Medium      *string  `json:"medium"`
-		} `json:"events"`
-	} `json:"expect"`
-}
-
-func loadWireVectors(t testing.TB) []wireVector {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(sharedDir(t), "testdata", "kv_event_vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Vectors []wireVector `json:"vectors"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	if len(file.Vectors) == 0 {
-		t.Fatal("no vectors in the vectors file")
-	}
-	return file.Vectors
-}
+func loadWireVectors(t testing.TB) []testvectors.Vector { return testvectors.Load(t).Vectors }
 
 // TestWireVectors decodes every real engine payload of the vectors file
 // and compares it field by field with its expected value.
@@ -65,8 +31,8 @@ func TestWireVectors(t *testing.T) {
 			if b.TS != v.Expect.TS {
 				t.Errorf("ts = %v, want %v", b.TS, v.Expect.TS)
 			}
-			if v.Expect.DPRank != nil && (!b.HasDPRank || int(b.DPRank) != *v.Expect.DPRank) {
-				t.Errorf("dp rank = %v/%d, want %d", b.HasDPRank, b.DPRank, *v.Expect.DPRank)
+			if !b.HasDPRank || int(b.DPRank) != v.Expect.DPRank {
+				t.Errorf("dp rank = %v/%d, want %d", b.HasDPRank, b.DPRank, v.Expect.DPRank)
 			}
 			if b.Malformed != 0 || b.Ignored != 0 {
 				t.Errorf("malformed %d ignored %d, want 0", b.Malformed, b.Ignored)
@@ -89,7 +55,7 @@ func TestWireVectors(t *testing.T) {
 				if !slices.Equal(got.Tokens, want.TokenIDs) && len(want.TokenIDs)+len(got.Tokens) > 0 {
 					t.Errorf("event %d tokens differ", i)
 				}
-				if got.BlockSize != want.BlockSize {
+				if got.BlockSize != int64(want.BlockSize) {
 					t.Errorf("event %d block size %d, want %d", i, got.BlockSize, want.BlockSize)
 				}
 				wantMedium := ""

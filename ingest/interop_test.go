@@ -8,10 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/testvectors"
 )
 
 // pythonWithZMQ finds a python3 that can import zmq and msgpack (Debian's
@@ -46,10 +46,7 @@ type pyPub struct {
 func startPyPub(t *testing.T) *pyPub {
 	t.Helper()
 	py := pythonWithZMQ(t)
-	vectors, err := filepath.Abs(filepath.Join("..", "..", "shared", "testdata", "kv_event_vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	vectors := testvectors.Path(t, "testdata", "kv_event_vectors.json")
 	cmd := exec.Command(py, filepath.Join("testdata", "pypub.py"), vectors)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -152,29 +149,5 @@ func TestInteropLibzmqPublisher(t *testing.T) {
 }
 
 func interopTokens(t *testing.T) []uint32 {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "shared", "testdata", "kv_event_vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Vectors []struct {
-			Name   string
-			Expect struct {
-				Events []struct {
-					TokenIDs []uint32 `json:"token_ids"`
-				}
-			}
-		}
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range file.Vectors {
-		if strings.HasPrefix(v.Name, "A1") {
-			return v.Expect.Events[0].TokenIDs
-		}
-	}
-	t.Fatal("vector A1 not found")
-	return nil
+	return testvectors.Load(t).ByName(t, "A1_stored_array_7").Expect.Events[0].TokenIDs
 }

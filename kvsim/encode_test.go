@@ -2,69 +2,24 @@ package kvsim
 
 import (
 	"encoding/hex"
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
+
+	"github.com/kvselect/kvselect/internal/testvectors"
 )
 
-// sharedDir is the reference material shared by the project's packages.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "shared"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("shared reference material not found at %s: %v", dir, err)
-	}
-	return dir
-}
+type wireVector = testvectors.Vector
 
-type wireVector struct {
-	Name   string `json:"name"`
-	Hex    string `json:"hex"`
-	Expect struct {
-		TS     float64 `json:"ts"`
-		DPRank int     `json:"data_parallel_rank"`
-		Events []struct {
-			Type        string   `json:"type"`
-			BlockHashes []string `json:"block_hashes"`
-			Parent      *string  `json:"parent_block_hash"`
-			TokenIDs    []uint32 `json:"token_ids"`
-			BlockSize   int      `json:"block_size"`
-		} `json:"events"`
-	} `json:"expect"`
-}
+func sharedDir(t testing.TB) string { return testvectors.SharedDir(t) }
 
 func loadWireVectors(t *testing.T) map[string]wireVector {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(sharedDir(t), "testdata", "kv_event_vectors.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Vectors []wireVector `json:"vectors"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]wireVector, len(file.Vectors))
-	for _, v := range file.Vectors {
+	out := map[string]wireVector{}
+	for _, v := range testvectors.Load(t).Vectors {
 		out[v.Name] = v
 	}
 	return out
 }
 
-func mustParseUint(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatalf("parse %q: %v", s, err)
-	}
-	return v
-}
+func mustParseUint(t *testing.T, s string) uint64 { return testvectors.U64(t, s) }
 
 // eventsOf rebuilds the vector's expected events as simulator events.
 func eventsOf(t *testing.T, v wireVector) []event {
