@@ -65,6 +65,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWire$$' -fuzztime $(FUZZTIME) ./indexer/
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/zmqx/
+	$(GO) test -run '^$$' -fuzz '^FuzzReplyFrames$$' -fuzztime $(FUZZTIME) ./ingest/
 
 clean:
 	rm -rf $(BIN) run

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"strconv"
@@ -245,4 +246,30 @@ func TestDPRankOverride(t *testing.T) {
 	if seq, ok := h.ix.Watermark(indexer.RankKey{Worker: 1, Rank: 0}); !ok || seq != 0 {
 		t.Fatalf("listener rank watermark %d %v, want 0", seq, ok)
 	}
+}
+
+// FuzzReplyFrames checks the replay reply parser on arbitrary frames: it
+// never panics and accepts only the two documented shapes.
+func FuzzReplyFrames(f *testing.F) {
+	f.Add([]byte{}, []byte("kv-events"), be8(5), []byte{0x90}, 4)
+	f.Add([]byte{}, be8(endOfReplay), []byte{}, []byte{}, 3)
+	f.Add([]byte("x"), []byte("y"), []byte("z"), []byte{}, 2)
+	f.Fuzz(func(t *testing.T, a, b, c, d []byte, n int) {
+		frames := [][]byte{a, b, c, d}[:min(max(n, 0), 4)]
+		m, end, ok := replyMessage(frames)
+		if !ok {
+			return
+		}
+		body := frames
+		if len(body) > 0 && len(body[0]) == 0 {
+			body = body[1:]
+		}
+		if len(body) != 2 && len(body) != 3 {
+			t.Fatalf("accepted %d frames after the delimiter", len(body))
+		}
+		seqFrame := body[len(body)-2]
+		if len(seqFrame) != 8 || m.seq != binary.BigEndian.Uint64(seqFrame) || end != (m.seq == endOfReplay) {
+			t.Fatalf("bad parse of %x: %+v end=%v", frames, m, end)
+		}
+	})
 }

@@ -161,3 +161,32 @@ func TestGuardedSchemes(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGuard feeds arbitrary byte streams, split at an arbitrary point, to
+// the framing guard. It must never panic, must give the same verdict
+// however the reads split the stream, and must never let a frame header
+// past the limits.
+func FuzzGuard(f *testing.F) {
+	valid := slices(greeting(), readyCmd("PUB"), frame(flagMore, []byte("t")), frame(flagMore, make([]byte, 8)), frame(0, []byte{0x90}))
+	f.Add(valid, 7)
+	f.Add(append(slices(greeting(), readyCmd("PUB")), longHeader(0, 1<<40)...), 70)
+	f.Add(append(greeting(), 0x80), 64)
+	f.Fuzz(func(t *testing.T, stream []byte, cut int) {
+		if cut < 0 || cut > len(stream) {
+			cut = len(stream) / 2
+		}
+		whole := zmtpGuard{greeting: greetingBytes}
+		werr := whole.feed(stream)
+		split := zmtpGuard{greeting: greetingBytes}
+		serr := split.feed(stream[:cut])
+		if serr == nil {
+			serr = split.feed(stream[cut:])
+		}
+		if (werr == nil) != (serr == nil) {
+			t.Fatalf("verdict depends on the split: whole %v, split at %d %v", werr, cut, serr)
+		}
+		if werr == nil && (whole.body > MaxFrameBytes || whole.msgFrames > MaxMessageFrames) {
+			t.Fatalf("guard passed a frame past the limits: %+v", whole)
+		}
+	})
+}
