@@ -35,6 +35,8 @@ type WireBatch struct {
 	// Ignored counts events of a non-main attention group.
 	Malformed int
 	Ignored   int
+
+	hbuf []byte // scratch for hashing a block's tokens, kept across batches
 }
 
 // wireFields holds an event's fields while they are decoded, in either
@@ -71,7 +73,7 @@ func (d *WireDecoder) Decode(payload []byte) (*WireBatch, error) {
 	d.r.reset(payload)
 	d.hashes, d.tokens, d.fields = d.hashes[:0], d.tokens[:0], d.fields[:0]
 	b := &d.batch
-	*b = WireBatch{Events: b.Events[:0]}
+	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf}
 	if err := d.decodeBatch(b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedBatch, err)
 	}
@@ -422,7 +424,6 @@ func MediumTier(medium string) (t Tier, known bool) {
 // returned events alias buf, which is grown and returned for reuse.
 func (b *WireBatch) ToEvents(blockSize uint32, buf []StoredBlock, out []Event) (events []Event, blocks []StoredBlock, invalid int) {
 	events, blocks = out[:0], buf[:0]
-	var hbuf []byte
 	for i := range b.Events {
 		w := &b.Events[i]
 		ev := Event{Kind: w.Kind, Tier: w.Tier}
@@ -433,13 +434,13 @@ func (b *WireBatch) ToEvents(blockSize uint32, buf []StoredBlock, out []Event) (
 				continue
 			}
 			bs := int(blockSize)
-			if cap(hbuf) < 4*bs {
-				hbuf = make([]byte, 4*bs)
+			if cap(b.hbuf) < 4*bs {
+				b.hbuf = make([]byte, 4*bs)
 			}
 			seed := LoraSeed(w.LoraName)
 			lo := len(blocks)
 			for j, h := range w.Hashes {
-				local := hashTokens(hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
+				local := hashTokens(b.hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
 				blocks = append(blocks, StoredBlock{Hash: h, Local: local})
 			}
 			ev.Blocks = blocks[lo:len(blocks):len(blocks)]
