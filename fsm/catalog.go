@@ -14,6 +14,7 @@ type Catalog struct {
 	index      uint64
 	workers    map[uint64]*Worker
 	partitions map[PartitionKey]*Partition
+	nodes      map[string]NodeMeta
 }
 
 // Partition is the catalog's view of one (model, tenant) scope.
@@ -28,7 +29,7 @@ type Partition struct {
 
 // EmptyCatalog returns the catalog of a fresh cluster.
 func EmptyCatalog() *Catalog {
-	return &Catalog{workers: map[uint64]*Worker{}, partitions: map[PartitionKey]*Partition{}}
+	return &Catalog{workers: map[uint64]*Worker{}, partitions: map[PartitionKey]*Partition{}, nodes: map[string]NodeMeta{}}
 }
 
 // Index is the Raft index of the last command applied to this catalog.
@@ -136,6 +137,8 @@ func (c Change) id() uint64 {
 type editor struct {
 	next    *Catalog
 	touched map[PartitionKey]bool
+	// nodesCopied is set once next.nodes is a private copy.
+	nodesCopied bool
 }
 
 func newEditor(cur *Catalog, index uint64) *editor {
@@ -144,6 +147,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			index:      index,
 			workers:    maps.Clone(cur.workers),
 			partitions: maps.Clone(cur.partitions),
+			nodes:      cur.nodes, // node metadata is copied on first write
 		},
 		touched: map[PartitionKey]bool{},
 	}
@@ -161,6 +165,23 @@ func (e *editor) remove(id uint64) {
 	if old, ok := e.next.workers[id]; ok {
 		e.touched[old.Partition()] = true
 		delete(e.next.workers, id)
+	}
+}
+
+func (e *editor) setNode(n NodeMeta) {
+	e.copyNodes()
+	e.next.nodes[n.ID] = n
+}
+
+func (e *editor) deleteNode(id string) {
+	e.copyNodes()
+	delete(e.next.nodes, id)
+}
+
+func (e *editor) copyNodes() {
+	if !e.nodesCopied {
+		e.next.nodes = maps.Clone(e.next.nodes)
+		e.nodesCopied = true
 	}
 }
 

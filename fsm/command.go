@@ -16,7 +16,11 @@ const (
 	CmdPatchWorker CommandType = 2
 	// CmdDeleteWorker removes a worker.
 	CmdDeleteWorker CommandType = 3
-	// 4 and up are reserved for busy thresholds and node metadata.
+	// CmdSetNode inserts or replaces a selector node's metadata.
+	CmdSetNode CommandType = 4
+	// CmdDeleteNode removes a selector node's metadata.
+	CmdDeleteNode CommandType = 5
+	// 6 and up are reserved for busy thresholds.
 )
 
 func (t CommandType) String() string {
@@ -27,6 +31,10 @@ func (t CommandType) String() string {
 		return "patch_worker"
 	case CmdDeleteWorker:
 		return "delete_worker"
+	case CmdSetNode:
+		return "set_node"
+	case CmdDeleteNode:
+		return "delete_node"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }

@@ -7,6 +7,8 @@ import "errors"
 var (
 	// ErrWorkerNotFound is returned by patch and delete of an unknown id.
 	ErrWorkerNotFound = errors.New("worker not found")
+	// ErrNodeNotFound is returned by a delete of unknown node metadata.
+	ErrNodeNotFound = errors.New("node not found")
 	// ErrInvalidCommand is returned when a command's content is invalid
 	// (for example a patch that would leave data_parallel_size at 0). The
 	// HTTP layer validates first, so this is a second line of defence.

@@ -32,6 +32,8 @@ var handlers = map[CommandType]handler{
 	CmdUpsertWorker: applyUpsert,
 	CmdPatchWorker:  applyPatch,
 	CmdDeleteWorker: applyDelete,
+	CmdSetNode:      applySetNode,
+	CmdDeleteNode:   applyDeleteNode,
 }
 
 // FSM implements raft.FSM over the worker catalog.
@@ -84,8 +86,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	next := e.finish()
 	f.publish(next)
-	if removed != nil {
+	switch {
+	case removed != nil:
 		return &Result{Index: l.Index, Worker: removed}
+	case t == CmdSetNode || t == CmdDeleteNode:
+		return &Result{Index: l.Index}
 	}
 	return &Result{Index: l.Index, Worker: next.workers[id]}
 }
@@ -164,12 +169,15 @@ func applyDelete(e *editor, payload []byte) (uint64, *Worker, error) {
 // snapshotFormat is the on-disk form of a snapshot. Derived fields are
 // written for human readers and recomputed on restore.
 type snapshotFormat struct {
-	Version int       `json:"version"`
-	Index   uint64    `json:"index"`
-	Workers []*Worker `json:"workers"`
+	Version int        `json:"version"`
+	Index   uint64     `json:"index"`
+	Workers []*Worker  `json:"workers"`
+	Nodes   []NodeMeta `json:"nodes,omitempty"`
 }
 
-const snapshotVersion = 1
+// snapshotVersion 2 added node metadata; version 1 snapshots (workers
+// only) still restore.
+const snapshotVersion = 2
 
 // Snapshot returns the current catalog; it is immutable, so no copy is made.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -183,6 +191,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 		Version: snapshotVersion,
 		Index:   s.c.index,
 		Workers: s.c.Workers("", ""),
+		Nodes:   s.c.Nodes(),
 	})
 	if err != nil {
 		_ = sink.Cancel()
@@ -201,7 +210,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(&snap); err != nil {
 		return fmt.Errorf("restore catalog snapshot: %w", err)
 	}
-	if snap.Version != snapshotVersion {
+	if snap.Version != 1 && snap.Version != snapshotVersion {
 		return fmt.Errorf("restore catalog snapshot: unsupported version %d", snap.Version)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
@@ -220,6 +229,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		}
 		w.Lifecycle, w.NotSchedulableReasons = "", nil
 		e.put(w)
+	}
+	for _, n := range snap.Nodes {
+		if _, dup := e.next.nodes[n.ID]; dup {
+			return fmt.Errorf("restore catalog snapshot: node %q appears twice", n.ID)
+		}
+		if err := ValidateNode(&n); err != nil {
+			return fmt.Errorf("restore catalog snapshot: node %q: %w", n.ID, err)
+		}
+		e.setNode(n)
 	}
 	next := e.finish()
 	f.mu.Lock()

@@ -1,0 +1,92 @@
+package fsm
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"slices"
+)
+
+// NodeMeta is what the cluster knows about one selector node besides its
+// Raft membership: the addresses other nodes and clients use to reach it.
+// Raft's configuration holds ids and Raft addresses only; the metadata
+// travels through the log so every node can find the leader's HTTP address
+// and every member's replica-sync endpoint.
+type NodeMeta struct {
+	ID string `json:"id"`
+	// HTTPAddr is host:port of the node's API, as others should dial it.
+	HTTPAddr string `json:"http_addr"`
+	// ReplicaSync is the node's ZMQ replica-sync endpoint (tcp://host:port),
+	// empty when replica sync is off.
+	ReplicaSync string `json:"replica_sync,omitempty"`
+	// ModifyIndex is the Raft index of the last change.
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// SetNode is the payload of CmdSetNode: insert or replace a node's
+// metadata.
+type SetNode struct {
+	Node NodeMeta `json:"node"`
+}
+
+// DeleteNode is the payload of CmdDeleteNode.
+type DeleteNode struct {
+	ID string `json:"id"`
+}
+
+// ValidateNode checks a node record the way ValidateSpec checks a worker.
+func ValidateNode(n *NodeMeta) error {
+	if n.ID == "" {
+		return &FieldError{"id", "required"}
+	}
+	if len(n.ID) > MaxStringLen {
+		return &FieldError{"id", fmt.Sprintf("longer than %d bytes", MaxStringLen)}
+	}
+	if _, port, err := net.SplitHostPort(n.HTTPAddr); err != nil || port == "" || len(n.HTTPAddr) > MaxStringLen {
+		return &FieldError{"http_addr", fmt.Sprintf("%q is not host:port", n.HTTPAddr)}
+	}
+	if n.ReplicaSync != "" {
+		u, err := url.Parse(n.ReplicaSync)
+		if err != nil || u.Scheme != "tcp" || u.Host == "" || len(n.ReplicaSync) > MaxStringLen {
+			return &FieldError{"replica_sync", fmt.Sprintf("%q is not tcp://host:port", n.ReplicaSync)}
+		}
+	}
+	return nil
+}
+
+// Node returns the metadata of the node with the given id.
+func (c *Catalog) Node(id string) (NodeMeta, bool) {
+	n, ok := c.nodes[id]
+	return n, ok
+}
+
+// Nodes returns every node's metadata sorted by id.
+func (c *Catalog) Nodes() []NodeMeta {
+	out := slices.Collect(maps.Values(c.nodes))
+	slices.SortFunc(out, func(a, b NodeMeta) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+func applySetNode(e *editor, payload []byte) (uint64, *Worker, error) {
+	var cmd SetNode
+	decode(CmdSetNode, payload, &cmd)
+	n := cmd.Node
+	if err := ValidateNode(&n); err != nil {
+		return 0, nil, err
+	}
+	n.ModifyIndex = e.next.index
+	e.setNode(n)
+	return 0, nil, nil
+}
+
+func applyDeleteNode(e *editor, payload []byte) (uint64, *Worker, error) {
+	var cmd DeleteNode
+	decode(CmdDeleteNode, payload, &cmd)
+	if _, ok := e.next.nodes[cmd.ID]; !ok {
+		return 0, nil, fmt.Errorf("%w: %q", ErrNodeNotFound, cmd.ID)
+	}
+	e.deleteNode(cmd.ID)
+	return 0, nil, nil
+}
