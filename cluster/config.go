@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -20,9 +21,35 @@ type Config struct {
 	// RaftAdvertise is the address other nodes dial; empty means the bound
 	// address. It must never be an unspecified address (0.0.0.0).
 	RaftAdvertise string
-	// HTTPAdvertise is this node's HTTP address as others should use it;
-	// reported in /cluster/status.
+	// RaftListener, when set, is a listener already bound for the Raft
+	// transport; RaftBind is then ignored. Tests bind every node's port
+	// first and build InitialCluster from them.
+	RaftListener net.Listener
+	// HTTPAdvertise is this node's HTTP address (host:port) as others
+	// should use it. It is replicated as node metadata, so followers can
+	// forward writes to the leader. Empty disables publishing metadata.
 	HTTPAdvertise string
+	// ReplicaSyncAdvertise is this node's replica-sync endpoint
+	// (tcp://host:port), published with the metadata; empty when off.
+	ReplicaSyncAdvertise string
+
+	// InitialCluster is the configuration every node of a new cluster
+	// bootstraps with; it must list this node at RaftAdvertise. Ignored when
+	// the data dir holds Raft state.
+	InitialCluster []Peer
+	// Join lists HTTP URLs of existing members. A node with no Raft state
+	// asks them to add it as a voter and never bootstraps itself.
+	Join []string
+	// JoinTimeout bounds the join attempts at start-up.
+	JoinTimeout time.Duration
+	// PeerDial overrides the addresses this node dials to reach a peer
+	// (fault-injection proxies). It never changes what is replicated.
+	PeerDial map[string]PeerDial
+	// AuthToken is sent as a bearer token on inter-node HTTP requests (join,
+	// metadata, forwarded writes).
+	AuthToken string
+	// ForwardTimeout bounds one inter-node HTTP request.
+	ForwardTimeout time.Duration
 
 	// Raft timing. The defaults suit three processes on one loaded machine.
 	HeartbeatTimeout   time.Duration
@@ -65,6 +92,8 @@ func DefaultConfig() Config {
 		ApplyTimeout:       5 * time.Second,
 		LeaderWait:         5 * time.Second,
 		BoltOpenTimeout:    5 * time.Second,
+		JoinTimeout:        60 * time.Second,
+		ForwardTimeout:     10 * time.Second,
 	}
 }
 
@@ -77,8 +106,24 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data dir is required"))
 	}
-	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
-		errs = append(errs, fmt.Errorf("raft bind address %q: %w", c.RaftBind, err))
+	if c.RaftListener == nil {
+		if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
+			errs = append(errs, fmt.Errorf("raft bind address %q: %w", c.RaftBind, err))
+		}
+	}
+	if c.HTTPAdvertise != "" {
+		if err := CheckAdvertise(c.HTTPAdvertise); err != nil {
+			errs = append(errs, fmt.Errorf("http advertise address: %w", err))
+		}
+	}
+	if len(c.InitialCluster) > 0 && len(c.Join) > 0 {
+		errs = append(errs, errors.New("give --initial-cluster or --join, not both"))
+	}
+	if err := validatePeers(c.InitialCluster); err != nil {
+		errs = append(errs, fmt.Errorf("initial cluster: %w", err))
+	}
+	if c.JoinTimeout <= 0 || c.ForwardTimeout <= 0 {
+		errs = append(errs, errors.New("join and forward timeouts must be positive"))
 	}
 	if c.RaftAdvertise != "" {
 		if err := CheckAdvertise(c.RaftAdvertise); err != nil {
@@ -120,4 +165,77 @@ func CheckAdvertise(addr string) error {
 		return fmt.Errorf("%q has port 0", addr)
 	}
 	return nil
+}
+
+// Peer is one server of an initial cluster configuration.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// ParsePeers parses --initial-cluster: "n1=host:port,n2=host:port,...".
+func ParsePeers(s string) ([]Peer, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Peer
+	for _, item := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("%q is not id=host:port", item)
+		}
+		out = append(out, Peer{ID: id, RaftAddr: addr})
+	}
+	return out, validatePeers(out)
+}
+
+func validatePeers(peers []Peer) error {
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	for _, p := range peers {
+		if p.ID == "" {
+			return errors.New("a member has no id")
+		}
+		if err := CheckAdvertise(p.RaftAddr); err != nil {
+			return fmt.Errorf("member %s: %w", p.ID, err)
+		}
+		if ids[p.ID] || addrs[p.RaftAddr] {
+			return fmt.Errorf("member %s=%s is listed twice", p.ID, p.RaftAddr)
+		}
+		ids[p.ID], addrs[p.RaftAddr] = true, true
+	}
+	return nil
+}
+
+// PeerDial is where this node dials one peer's Raft, HTTP and replica-sync
+// ports instead of the advertised ones; empty fields keep the advertised.
+type PeerDial struct {
+	Raft, HTTP, ReplicaSync string
+}
+
+// ParsePeerDial parses --peer-dial: "n2=raft/http/sync,n3=raft/http/sync",
+// where trailing parts may be omitted.
+func ParsePeerDial(s string) (map[string]PeerDial, error) {
+	out := map[string]PeerDial{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		id, rest, ok := strings.Cut(strings.TrimSpace(item), "=")
+		parts := strings.Split(rest, "/")
+		if !ok || id == "" || len(parts) > 3 {
+			return nil, fmt.Errorf("%q is not id=raft[/http[/replica-sync]]", item)
+		}
+		parts = append(parts, "", "")
+		d := PeerDial{Raft: parts[0], HTTP: parts[1], ReplicaSync: parts[2]}
+		for _, a := range []string{d.Raft, d.HTTP, d.ReplicaSync} {
+			if a == "" {
+				continue
+			}
+			if err := CheckAdvertise(a); err != nil {
+				return nil, fmt.Errorf("peer %s: %w", id, err)
+			}
+		}
+		out[id] = d
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -39,7 +40,16 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if a.name != "" {
 		l = l.With("logger", a.name)
 	}
-	l.Log(context.Background(), slogLevel(level), msg, append(append([]any{}, a.args...), args...)...)
+	all := append(append([]any{}, a.args...), args...)
+	for i, v := range all {
+		// hclog.Fmt values are a format and its operands, rendered lazily.
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				all[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
+	l.Log(context.Background(), slogLevel(level), msg, all...)
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,21 +40,54 @@ type Node struct {
 	barrierTerm   uint64        // term whose entries are known applied on this leader
 	unreachable   map[raft.ServerID]bool
 	closed        bool
+
+	hadState bool // the data dir held raft state at Open
+	provider *dialProvider
+	client   *peerClient
+	stop     chan struct{} // closed by Close; stops publishMetadata
+	wg       sync.WaitGroup
 }
 
-// Open starts a node in cfg.DataDir. A data dir without Raft state is
-// bootstrapped as a single-voter cluster of this node; a data dir with
-// state resumes it (the catalog is rebuilt from snapshot and log).
-// observers are told about every catalog change, in order, outside the FSM.
+// Open starts a node in cfg.DataDir. A data dir with Raft state resumes it
+// (the catalog is rebuilt from snapshot and log) and ignores
+// InitialCluster and Join. Without state the node bootstraps
+// InitialCluster, or joins an existing cluster through Join (returning
+// once a member has added it), or else bootstraps a single-voter cluster of
+// itself. observers are told about every catalog change, in order, outside
+// the FSM.
 func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
 		return nil, err
 	}
+	n, err := openParts(cfg, observers)
+	if err != nil {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
+		return nil, err
+	}
+	if err := n.start(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// openParts opens the stores and the transport and creates raft.
+func openParts(cfg Config, observers []fsm.Observer) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
+	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
-		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{})}
+		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
+		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}),
+		client: newPeerClient(cfg.AuthToken, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error
@@ -70,22 +103,11 @@ func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.RaftAdvertise); err != nil {
-			n.store.Close()
-			return nil, fmt.Errorf("resolve raft advertise address: %w", err)
-		}
-	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftBind, advertise, 3, 10*time.Second, hl)
-	if err != nil {
+	if n.trans, err = newTransport(cfg, n.provider, hl); err != nil {
 		n.store.Close()
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+		return nil, err
 	}
-	if err := CheckAdvertise(string(n.trans.LocalAddr())); err != nil {
-		n.closeStores()
-		return nil, fmt.Errorf("raft address: %w (set --raft-advertise)", err)
-	}
+	cfg.RaftListener = nil // owned by the transport from here on
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.NodeID)
@@ -101,11 +123,15 @@ func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("raft config: %w", err)
 	}
-
-	existing, err := raft.HasExistingState(n.store, n.store, snaps)
-	if err != nil {
+	if n.hadState, err = raft.HasExistingState(n.store, n.store, snaps); err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("inspect raft state: %w", err)
+	}
+	if !n.hadState && len(cfg.InitialCluster) > 0 {
+		if err := n.checkInitialCluster(); err != nil {
+			n.closeStores()
+			return nil, err
+		}
 	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observers)
@@ -114,22 +140,91 @@ func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
+	n.provider.raft.Store(n.raft)
 	go n.watcher.run()
 	n.observe()
+	return n, nil
+}
 
-	if !existing {
+// start bootstraps or joins as the data dir and configuration say, then
+// starts publishing this node's metadata.
+func (n *Node) start() error {
+	cfg := n.cfg
+	switch {
+	case n.hadState:
+		if len(cfg.InitialCluster) > 0 || len(cfg.Join) > 0 {
+			n.log.Info("data dir holds raft state: ignoring --initial-cluster and --join")
+		}
+		n.log.Info("resuming existing raft state", "raft_addr", n.RaftAddr())
+	case len(cfg.InitialCluster) > 0:
+		conf := raft.Configuration{}
+		for _, p := range cfg.InitialCluster {
+			conf.Servers = append(conf.Servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		n.log.Info("bootstrapped new cluster", "members", len(conf.Servers), "raft_addr", n.RaftAddr())
+	case len(cfg.Join) > 0:
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.JoinTimeout)
+		defer cancel()
+		if err := n.joinExisting(ctx); err != nil {
+			return err
+		}
+	default:
 		conf := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: rc.LocalID, Address: n.trans.LocalAddr(),
+			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
 		}}}
 		if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
-			n.Close()
-			return nil, fmt.Errorf("bootstrap: %w", err)
+			return fmt.Errorf("bootstrap: %w", err)
 		}
-		n.log.Info("bootstrapped new single-node cluster", "raft_addr", n.trans.LocalAddr())
-	} else {
-		n.log.Info("resuming existing raft state", "raft_addr", n.trans.LocalAddr())
+		n.log.Info("bootstrapped new single-node cluster", "raft_addr", n.RaftAddr())
 	}
-	return n, nil
+	if cfg.HTTPAdvertise != "" {
+		n.wg.Add(1)
+		go n.publishMetadata()
+	}
+	return nil
+}
+
+// checkInitialCluster insists that the list names this node at the address
+// it advertises: every node bootstraps the same configuration, and a node
+// listed at another address would be unreachable under its own id.
+func (n *Node) checkInitialCluster() error {
+	for _, p := range n.cfg.InitialCluster {
+		if p.ID != n.cfg.NodeID {
+			continue
+		}
+		if p.RaftAddr != n.RaftAddr() {
+			return fmt.Errorf("initial cluster lists %s at %s but it advertises %s (check --raft-advertise)",
+				p.ID, p.RaftAddr, n.RaftAddr())
+		}
+		return nil
+	}
+	return fmt.Errorf("initial cluster does not list this node (%s)", n.cfg.NodeID)
+}
+
+// claimDataDir records the node id in the data dir on first use and refuses
+// a data dir that belongs to another id: Raft state under the wrong id
+// would make a second member out of one.
+func claimDataDir(dir, id string) error {
+	path := filepath.Join(dir, "node-id")
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if got := strings.TrimSpace(string(raw)); got != id {
+			return fmt.Errorf("data dir %s belongs to node %q, not %q", dir, got, id)
+		}
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+			return fmt.Errorf("record node id: %w", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("read node id: %w", err)
+	}
 }
 
 func (n *Node) closeStores() {
@@ -354,6 +449,8 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	close(n.stop)
+	n.wg.Wait()
 	if n.IsLeader() && n.otherVoters() > 0 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("leadership transfer before shutdown failed", "err", err)

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,8 +168,8 @@ func Test_MembershipOnSingleNode(t *testing.T) {
 	}{
 		{"step down alone", func() error { return n.StepDown(ctx(t)) }},
 		{"remove last voter", func() error { return n.Remove(ctx(t), "n1") }},
-		{"join without address", func() error { return n.Join(ctx(t), "n2", "") }},
-		{"join unspecified address", func() error { return n.Join(ctx(t), "n2", "0.0.0.0:7000") }},
+		{"join without address", func() error { return n.Join(ctx(t), JoinRequest{ID: "n2"}) }},
+		{"join unspecified address", func() error { return n.Join(ctx(t), JoinRequest{ID: "n2", RaftAddr: "0.0.0.0:7000"}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +194,21 @@ func Test_ConfigValidation(t *testing.T) {
 		{"unspecified advertise", func(c *Config) { c.RaftAdvertise = "0.0.0.0:7000" }, "unspecified"},
 		{"bad bind", func(c *Config) { c.RaftBind = "nope" }, "raft bind"},
 		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Hour }, "lease"},
+		{"initial cluster without this node", func(c *Config) {
+			c.InitialCluster = []Peer{{"n2", "127.0.0.1:7002"}, {"n3", "127.0.0.1:7003"}}
+		}, "does not list this node"},
+		{"initial cluster at another address", func(c *Config) {
+			c.RaftAdvertise = "127.0.0.1:7001"
+			c.InitialCluster = []Peer{{"n1", "127.0.0.1:7009"}}
+		}, "advertises 127.0.0.1:7001"},
+		{"initial cluster and join", func(c *Config) {
+			c.InitialCluster = []Peer{{"n1", "127.0.0.1:7001"}}
+			c.Join = []string{"http://127.0.0.1:8092"}
+		}, "not both"},
+		{"duplicate member", func(c *Config) {
+			c.InitialCluster = []Peer{{"n1", "127.0.0.1:7001"}, {"n1", "127.0.0.1:7002"}}
+		}, "listed twice"},
+		{"unspecified http advertise", func(c *Config) { c.HTTPAdvertise = "0.0.0.0:8092" }, "http advertise"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,5 +236,74 @@ func Test_DataDirLocked(t *testing.T) {
 	if n, err := Open(cfg); err == nil {
 		n.Close()
 		t.Fatal("a second node opened a data dir in use")
+	}
+}
+
+func Test_DataDirBelongsToOneNode(t *testing.T) {
+	dir := t.TempDir()
+	n := mustOpen(t, TestConfig("n1", dir))
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Open(TestConfig("n2", dir)); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("opened n1's data dir as n2: %v", err)
+	}
+	mustOpen(t, TestConfig("n1", dir)) // the owner still can
+}
+
+func Test_ParsePeers(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []Peer
+		wantErr string
+	}{
+		{"", nil, ""},
+		{"n1=127.0.0.1:7001", []Peer{{"n1", "127.0.0.1:7001"}}, ""},
+		{"n1=kv-0.kv:7092, n2=kv-1.kv:7092", []Peer{{"n1", "kv-0.kv:7092"}, {"n2", "kv-1.kv:7092"}}, ""},
+		{"n1", nil, "not id=host:port"},
+		{"=127.0.0.1:7001", nil, "not id=host:port"},
+		{"n1=0.0.0.0:7001", nil, "unspecified"},
+		{"n1=127.0.0.1:7001,n2=127.0.0.1:7001", nil, "listed twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParsePeers(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func Test_ParsePeerDial(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    map[string]PeerDial
+		wantErr bool
+	}{
+		{"", map[string]PeerDial{}, false},
+		{"n2=127.0.0.1:9101/127.0.0.1:9201/127.0.0.1:9301", map[string]PeerDial{"n2": {"127.0.0.1:9101", "127.0.0.1:9201", "127.0.0.1:9301"}}, false},
+		{"n2=127.0.0.1:9101,n3=127.0.0.1:9102/127.0.0.1:9202", map[string]PeerDial{
+			"n2": {Raft: "127.0.0.1:9101"}, "n3": {Raft: "127.0.0.1:9102", HTTP: "127.0.0.1:9202"}}, false},
+		{"n2=a:1/b:2/c:3/d:4", nil, true},
+		{"n2", nil, true},
+		{"n2=0.0.0.0:1", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParsePeerDial(tt.in)
+			if (err != nil) != tt.wantErr || !tt.wantErr && !maps.Equal(got, tt.want) {
+				t.Fatalf("got %v, %v; want %v (err %v)", got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"cmp"
-	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -50,16 +48,19 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		Members:      []Member{},
 	}
-	if string(leaderID) == n.cfg.NodeID {
-		st.Leader.HTTPAddr = n.cfg.HTTPAdvertise
-	} else {
+	st.Leader.HTTPAddr = n.Leader().HTTPAddr
+	if string(leaderID) != n.cfg.NodeID {
 		st.LastContactMs = lastContactMs(n.raft.Stats()["last_contact"])
 	}
+	catalog := n.Catalog()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		n.mu.Lock()
 		for _, s := range f.Configuration().Servers {
 			m := Member{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: s.Suffrage.String(),
 				Reachable: !n.unreachable[s.ID]}
+			if meta, ok := catalog.Node(string(s.ID)); ok {
+				m.HTTPAddr = meta.HTTPAddr
+			}
 			if string(s.ID) == n.cfg.NodeID {
 				m.HTTPAddr, m.Reachable = n.cfg.HTTPAdvertise, true
 			}
@@ -99,70 +100,4 @@ func stateName(s raft.RaftState) string {
 		return "candidate"
 	}
 	return "shutdown"
-}
-
-// Join adds a voter (leader only). Joining with an id and address already
-// present is a no-op, so retries are safe; an id present at another
-// address is replaced.
-func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
-	if id == "" || raftAddr == "" {
-		return fmt.Errorf("%w: id and raft_addr are required", ErrMembership)
-	}
-	if err := CheckAdvertise(raftAddr); err != nil {
-		return fmt.Errorf("%w: raft_addr: %v", ErrMembership, err)
-	}
-	if err := n.leaderOnly(ctx); err != nil {
-		return err
-	}
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return n.readError(err)
-	}
-	for _, s := range f.Configuration().Servers {
-		switch {
-		case s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr):
-			return nil
-		case s.ID == raft.ServerID(id) || s.Address == raft.ServerAddress(raftAddr):
-			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-				return fmt.Errorf("%w: remove stale member %s: %v", ErrUnknownOutcome, s.ID, err)
-			}
-		}
-	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return fmt.Errorf("%w: add voter %s: %v", ErrUnknownOutcome, id, err)
-	}
-	n.log.Info("member joined", "id", id, "raft_addr", raftAddr)
-	return nil
-}
-
-// Remove removes a member (leader only). Removing an absent id is a no-op.
-func (n *Node) Remove(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: id is required", ErrMembership)
-	}
-	if err := n.leaderOnly(ctx); err != nil {
-		return err
-	}
-	if id == n.cfg.NodeID && n.otherVoters() == 0 {
-		return fmt.Errorf("%w: cannot remove the last voter", ErrMembership)
-	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-		return fmt.Errorf("%w: remove %s: %v", ErrUnknownOutcome, id, err)
-	}
-	n.log.Info("member removed", "id", id)
-	return nil
-}
-
-// StepDown hands leadership to another voter (leader only).
-func (n *Node) StepDown(ctx context.Context) error {
-	if err := n.leaderOnly(ctx); err != nil {
-		return err
-	}
-	if n.otherVoters() == 0 {
-		return fmt.Errorf("%w: no other voter to hand leadership to", ErrMembership)
-	}
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		return fmt.Errorf("%w: leadership transfer: %v", ErrMembership, err)
-	}
-	return nil
 }

@@ -80,6 +80,13 @@ func (w *watcher) wait(ctx context.Context, idx uint64) error {
 	}
 }
 
+// changed returns a channel closed when the delivered index next moves.
+func (w *watcher) changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.advance
+}
+
 func (w *watcher) applied() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()

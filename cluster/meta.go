@@ -1,0 +1,168 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// LeaderInfo locates the leader for clients and for forwarding.
+type LeaderInfo struct {
+	// ID is the leader's node id; empty when no leader is known.
+	ID string
+	// HTTPAddr is the leader's advertised HTTP address, for redirects;
+	// empty until its metadata is known.
+	HTTPAddr string
+	// DialHTTP is where this node sends forwarded requests: HTTPAddr, or
+	// the --peer-dial override.
+	DialHTTP string
+}
+
+// Leader returns what this node knows about the current leader.
+func (n *Node) Leader() LeaderInfo {
+	_, id := n.raft.LeaderWithID()
+	info := LeaderInfo{ID: string(id)}
+	switch {
+	case id == "":
+		return info
+	case string(id) == n.cfg.NodeID:
+		info.HTTPAddr = n.cfg.HTTPAdvertise
+	default:
+		if m, ok := n.Catalog().Node(string(id)); ok {
+			info.HTTPAddr = m.HTTPAddr
+		}
+	}
+	info.DialHTTP = info.HTTPAddr
+	if d, ok := n.cfg.PeerDial[info.ID]; ok && d.HTTP != "" {
+		info.DialHTTP = d.HTTP
+	}
+	return info
+}
+
+// WaitForLeaderHTTP waits until a leader other than this node is known
+// together with its HTTP address, or this node leads. It fails with
+// ErrNoLeader when ctx ends first.
+func (n *Node) WaitForLeaderHTTP(ctx context.Context) (LeaderInfo, error) {
+	for {
+		leaderCh, catalogCh := n.changes()
+		info := n.Leader()
+		if info.ID == n.cfg.NodeID || info.DialHTTP != "" {
+			return info, nil
+		}
+		select {
+		case <-leaderCh:
+		case <-catalogCh:
+		case <-n.stop:
+			return info, ErrClosed
+		case <-ctx.Done():
+			if info.ID != "" {
+				return info, fmt.Errorf("%w: the HTTP address of leader %s is not known yet", ErrNoLeader, info.ID)
+			}
+			return info, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		}
+	}
+}
+
+// changes returns channels closed at the next leader change and the next
+// catalog change. Take them before reading the state they guard.
+func (n *Node) changes() (leader, catalog <-chan struct{}) {
+	n.mu.Lock()
+	leader = n.leaderChanged
+	n.mu.Unlock()
+	return leader, n.watcher.changed()
+}
+
+// LeaderWait is how long writes wait for an election.
+func (n *Node) LeaderWait() time.Duration { return n.cfg.LeaderWait }
+
+// selfMeta is the metadata this node publishes about itself.
+func (n *Node) selfMeta() fsm.NodeMeta {
+	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: n.cfg.ReplicaSyncAdvertise}
+}
+
+// publishMetadata keeps this node's metadata in the catalog: the leader
+// writes its own, a follower asks the leader through POST
+// /cluster/metadata. It runs until Close, re-checking on every leader or
+// catalog change, with backoff while it cannot succeed.
+func (n *Node) publishMetadata() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-n.stop
+		cancel()
+	}()
+	backoff := 50 * time.Millisecond
+	for {
+		leaderCh, catalogCh := n.changes()
+		err := n.ensureMetadata(ctx)
+		var retry <-chan time.Time
+		if err != nil {
+			n.log.Debug("publishing node metadata", "err", err)
+			retry = time.After(backoff + rand.N(backoff/2+1))
+			backoff = min(2*backoff, 5*time.Second)
+		} else {
+			backoff = 50 * time.Millisecond
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-leaderCh:
+		case <-catalogCh:
+		case <-retry:
+		}
+	}
+}
+
+func (n *Node) ensureMetadata(ctx context.Context) error {
+	want := n.selfMeta()
+	if cur, ok := n.Catalog().Node(want.ID); ok && cur.HTTPAddr == want.HTTPAddr && cur.ReplicaSync == want.ReplicaSync {
+		return nil
+	}
+	leader := n.Leader()
+	switch {
+	case leader.ID == "":
+		return ErrNoLeader
+	case leader.ID == n.cfg.NodeID:
+		return n.SetMetadata(ctx, want)
+	case leader.DialHTTP == "":
+		return fmt.Errorf("%w: HTTP address of leader %s unknown", ErrNoLeader, leader.ID)
+	}
+	return n.client.post(ctx, leader.DialHTTP, "/cluster/metadata", want)
+}
+
+// joinExisting asks the members listed in Join to add this node, trying
+// each in turn with backoff until one accepts or ctx ends. A member that is
+// not the leader forwards the request.
+func (n *Node) joinExisting(ctx context.Context) error {
+	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAdvertise,
+		ReplicaSync: n.cfg.ReplicaSyncAdvertise}
+	backoff := 100 * time.Millisecond
+	var errs []error
+	for {
+		for _, url := range n.cfg.Join {
+			err := n.client.post(ctx, url, "/cluster/join", req)
+			if err == nil {
+				n.log.Info("joined cluster", "via", url, "raft_addr", req.RaftAddr)
+				return nil
+			}
+			n.log.Warn("join attempt failed", "via", url, "err", err)
+			if !retryable(err) {
+				return fmt.Errorf("join via %s: %w", url, err)
+			}
+			errs = append(errs[:0], fmt.Errorf("%s: %w", url, err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join %v: gave up: %w", n.cfg.Join, errors.Join(errs...))
+		case <-n.stop:
+			return ErrClosed
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+}

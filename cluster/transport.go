@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// tcpStream is raft's stream layer over a listener we own. Owning it lets a
+// caller bind the Raft port before it knows the whole cluster (tests bind
+// three ports, then build --initial-cluster from them) and lets the
+// advertised address differ from the bound one.
+type tcpStream struct {
+	net.Listener
+	advertise net.Addr
+}
+
+func (s *tcpStream) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.Listener.Addr()
+}
+
+func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(address), timeout)
+}
+
+// advertiseAddr is an advertised address kept as written: a DNS name
+// (a StatefulSet pod's stable name) stays a name, resolved by whoever dials
+// it, so the Raft configuration matches --initial-cluster exactly.
+type advertiseAddr string
+
+func (a advertiseAddr) Network() string { return "tcp" }
+func (a advertiseAddr) String() string  { return string(a) }
+
+// dialProvider implements raft.ServerAddressProvider for --peer-dial: Raft
+// RPCs to a listed peer go to the override (a fault-injection proxy)
+// instead of the advertised address. Peers not listed resolve to their
+// address in the latest configuration, so the override never changes what
+// is replicated.
+type dialProvider struct {
+	overrides map[string]PeerDial
+	raft      atomic.Pointer[raft.Raft]
+}
+
+func (p *dialProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if d, ok := p.overrides[string(id)]; ok && d.Raft != "" {
+		return raft.ServerAddress(d.Raft), nil
+	}
+	if r := p.raft.Load(); r != nil {
+		if f := r.GetConfiguration(); f.Error() == nil {
+			for _, s := range f.Configuration().Servers {
+				if s.ID == id {
+					return s.Address, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no address known for server %q", id)
+}
+
+// newTransport builds the Raft transport on cfg.RaftListener, or on a new
+// listener bound to cfg.RaftBind.
+func newTransport(cfg Config, provider *dialProvider, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	ln := cfg.RaftListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.RaftBind); err != nil {
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+		}
+	}
+	stream := &tcpStream{Listener: ln}
+	if cfg.RaftAdvertise != "" {
+		stream.advertise = advertiseAddr(cfg.RaftAdvertise)
+	}
+	if err := CheckAdvertise(stream.Addr().String()); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raft address: %w (set --raft-advertise)", err)
+	}
+	tc := &raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: logger}
+	if len(cfg.PeerDial) > 0 {
+		tc.ServerAddressProvider = provider
+	}
+	return raft.NewNetworkTransportWithConfig(tc), nil
+}
