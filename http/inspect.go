@@ -2,8 +2,6 @@ package http
 
 import (
 	"net/http"
-
-	"github.com/kvselect/kvselect/cluster"
 )
 
 type readyJSON struct {
@@ -70,60 +68,4 @@ func (s *Service) loads(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Service) dump(w http.ResponseWriter, _ *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.cfg.Indexer.Dump())
-}
-
-func (s *Service) clusterStatus(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
-}
-
-type joinInput struct {
-	ID       *string `json:"id"`
-	RaftAddr *string `json:"raft_addr"`
-	HTTPAddr *string `json:"http_addr"`
-}
-
-func (s *Service) clusterJoin(w http.ResponseWriter, r *http.Request) error {
-	var in joinInput
-	if err := decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	if in.ID == nil || *in.ID == "" {
-		return badRequest("id", "required")
-	}
-	if in.RaftAddr == nil || *in.RaftAddr == "" {
-		return badRequest("raft_addr", "required")
-	}
-	if err := cluster.CheckAdvertise(*in.RaftAddr); err != nil {
-		return badRequest("raft_addr", "%v", err)
-	}
-	if err := s.cfg.Node.Join(r.Context(), *in.ID, *in.RaftAddr); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
-}
-
-func (s *Service) clusterRemove(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		ID *string `json:"id"`
-	}
-	if err := decodeBody(w, r, &in, false); err != nil {
-		return err
-	}
-	if in.ID == nil || *in.ID == "" {
-		return badRequest("id", "required")
-	}
-	if err := s.cfg.Node.Remove(r.Context(), *in.ID); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
-}
-
-func (s *Service) clusterStepDown(w http.ResponseWriter, r *http.Request) error {
-	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
-		return err
-	}
-	if err := s.cfg.Node.StepDown(r.Context()); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
 }

@@ -36,7 +36,9 @@ type Config struct {
 	AuthAll   bool
 	// CatalogWait bounds waiting for min_catalog_index (SPEC: 2 s).
 	CatalogWait time.Duration
-	Logger      *slog.Logger
+	// ForwardTimeout bounds one request forwarded to the leader.
+	ForwardTimeout time.Duration
+	Logger         *slog.Logger
 }
 
 // Service is kvselect's HTTP API.
@@ -45,12 +47,16 @@ type Service struct {
 	log     *slog.Logger
 	router  *mux.Router
 	metrics *httpMetrics
+	client  *http.Client // forwards to the leader
 }
 
 // New builds the service and its routes.
 func New(cfg Config) *Service {
 	if cfg.CatalogWait == 0 {
 		cfg.CatalogWait = 2 * time.Second
+	}
+	if cfg.ForwardTimeout == 0 {
+		cfg.ForwardTimeout = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -61,7 +67,8 @@ func New(cfg Config) *Service {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.NewRegistry()
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer)}
+	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
+		client: &http.Client{}}
 	s.router = s.routes()
 	return s
 }
@@ -84,36 +91,45 @@ func (s *Service) routes() *mux.Router {
 	for _, rt := range []struct {
 		method, path string
 		access       int
+		where        int
 		h            func(http.ResponseWriter, *http.Request) error
 	}{
-		{"GET", "/health", open, s.health},
-		{"GET", "/ready", selection, s.ready},
-		{"GET", "/metrics", selection, s.serveMetrics},
+		{"GET", "/health", open, anyNode, s.health},
+		{"GET", "/ready", selection, anyNode, s.ready},
+		{"GET", "/metrics", selection, anyNode, s.serveMetrics},
 
-		{"GET", "/workers", selection, s.listWorkers},
-		{"POST", "/workers", admin, s.upsertWorker},
-		{"GET", "/workers/{id}", selection, s.getWorker},
-		{"PATCH", "/workers/{id}", admin, s.patchWorker},
-		{"DELETE", "/workers/{id}", admin, s.deleteWorker},
+		{"GET", "/workers", selection, onLeaderIfLinz, s.listWorkers},
+		{"POST", "/workers", admin, onLeader, s.upsertWorker},
+		{"GET", "/workers/{id}", selection, onLeaderIfLinz, s.getWorker},
+		{"PATCH", "/workers/{id}", admin, onLeader, s.patchWorker},
+		{"DELETE", "/workers/{id}", admin, onLeader, s.deleteWorker},
 
-		{"POST", "/select", selection, s.selectWorker},
-		{"POST", "/select_and_reserve", selection, s.selectAndReserve},
-		{"POST", "/reservations", selection, s.createReservation},
-		{"POST", "/reservations/{id}/prefill_complete", selection, s.prefillComplete},
-		{"POST", "/reservations/{id}/output_block", selection, s.outputBlock},
-		{"DELETE", "/reservations/{id}", selection, s.deleteReservation},
+		{"POST", "/select", selection, anyNode, s.selectWorker},
+		{"POST", "/select_and_reserve", selection, anyNode, s.selectAndReserve},
+		{"POST", "/reservations", selection, anyNode, s.createReservation},
+		{"POST", "/reservations/{id}/prefill_complete", selection, anyNode, s.prefillComplete},
+		{"POST", "/reservations/{id}/output_block", selection, anyNode, s.outputBlock},
+		{"DELETE", "/reservations/{id}", selection, anyNode, s.deleteReservation},
 
-		{"GET", "/loads", selection, s.loads},
-		{"POST", "/potential_loads", selection, s.potentialLoads},
-		{"POST", "/overlap_scores", selection, s.overlapScores},
-		{"GET", "/dump", admin, s.dump},
+		{"GET", "/loads", selection, anyNode, s.loads},
+		{"POST", "/potential_loads", selection, anyNode, s.potentialLoads},
+		{"POST", "/overlap_scores", selection, anyNode, s.overlapScores},
+		{"GET", "/dump", admin, anyNode, s.dump},
 
-		{"GET", "/cluster/status", selection, s.clusterStatus},
-		{"POST", "/cluster/join", admin, s.clusterJoin},
-		{"POST", "/cluster/remove", admin, s.clusterRemove},
-		{"POST", "/cluster/stepdown", admin, s.clusterStepDown},
+		{"GET", "/cluster/status", selection, anyNode, s.clusterStatus},
+		{"POST", "/cluster/join", admin, onLeader, s.clusterJoin},
+		{"POST", "/cluster/remove", admin, onLeader, s.clusterRemove},
+		{"POST", "/cluster/stepdown", admin, onLeader, s.clusterStepDown},
+		{"POST", "/cluster/metadata", admin, onLeader, s.clusterMetadata},
 	} {
-		r.Handle(rt.path, s.wrap(rt.path, rt.access, rt.h)).Methods(rt.method)
+		h := rt.h
+		switch rt.where {
+		case onLeader:
+			h = s.leaderRoute(h)
+		case onLeaderIfLinz:
+			h = s.linearizableOnLeader(h)
+		}
+		r.Handle(rt.path, s.wrap(rt.path, rt.access, h)).Methods(rt.method)
 	}
 	return r
 }
@@ -185,6 +201,7 @@ func (w *statusWriter) WriteHeader(code int) {
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	forwards *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -196,8 +213,12 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "kvselect_http_request_duration_seconds", Help: "HTTP request latency by route.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2.5, 14),
 		}, []string{"route"}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvselect_http_forwards_total",
+			Help: "Requests forwarded to the leader: relayed, retry (nothing reached a leader), unknown (outcome lost).",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	reg.MustRegister(m.requests, m.latency, m.forwards)
 	return m
 }
 

@@ -1,0 +1,179 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kvselect/kvselect/cluster"
+)
+
+// Headers of leader routing.
+const (
+	// headerServedBy names the node that served a leader-only request.
+	headerServedBy = "X-Kvselect-Served-By"
+	// headerForwardedBy marks a request a follower forwarded; its receiver
+	// never forwards it again, so a stale view of the leader cannot loop.
+	headerForwardedBy = "X-Kvselect-Forwarded-By"
+)
+
+// maxForwardedAnswer bounds a leader's answer held in memory before it is
+// relayed (a linearizable GET /workers of a large catalog).
+const maxForwardedAnswer = 64 << 20
+
+// where a route runs.
+const (
+	anyNode        = iota // this node answers from local state
+	onLeader              // only the leader; followers forward or redirect
+	onLeaderIfLinz        // the leader when ?consistency=linearizable
+)
+
+// leaderRoute runs h on the leader. On a follower it forwards the request,
+// as received, to the leader and relays the answer (or answers 307 to the
+// leader with ?redirect=true). While no leader is known it waits up to the
+// node's LeaderWait, then fails with no_leader. A forward that fails before
+// anything was sent, or that the target refuses because it is not the
+// leader, is retried against the new leader; one whose fate is unknown is
+// 503 unknown_outcome.
+func (s *Service) leaderRoute(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := readBody(w, r)
+		if err != nil {
+			return err
+		}
+		node := s.cfg.Node
+		forwarded := r.Header.Get(headerForwardedBy) != ""
+		wait, cancel := context.WithTimeout(r.Context(), node.LeaderWait())
+		defer cancel()
+		for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
+			if forwarded || node.IsLeader() {
+				w.Header().Set(headerServedBy, node.ID())
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				err := h(w, r)
+				if forwarded || !errors.Is(err, cluster.ErrNotLeader) {
+					return err
+				}
+				w.Header().Del(headerServedBy) // lost leadership before writing anything
+			}
+			leader, err := node.WaitForLeaderHTTP(wait)
+			if err != nil {
+				return err
+			}
+			if leader.ID != node.ID() {
+				if r.URL.Query().Get("redirect") == "true" {
+					return redirectToLeader(w, r, leader)
+				}
+				if done, err := s.forward(w, r, body, node.ID(), leader); done {
+					return err
+				}
+			}
+			select {
+			case <-wait.Done():
+				return fmt.Errorf("%w: the leader changed repeatedly for %v", cluster.ErrNoLeader, node.LeaderWait())
+			case <-time.After(backoff):
+			}
+		}
+	}
+}
+
+// linearizableOnLeader applies leaderRoute only to linearizable reads.
+func (s *Service) linearizableOnLeader(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	lead := s.leaderRoute(h)
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Query().Get("consistency") == "linearizable" {
+			return lead(w, r)
+		}
+		return h(w, r)
+	}
+}
+
+func redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.LeaderInfo) error {
+	if leader.HTTPAddr == "" {
+		return fmt.Errorf("%w: the HTTP address of leader %s is not known yet", cluster.ErrNoLeader, leader.ID)
+	}
+	loc := cluster.BaseURL(leader.HTTPAddr) + r.URL.RequestURI()
+	w.Header().Set("Location", loc)
+	return writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"leader": leader.ID, "location": loc})
+}
+
+// forwardedHeaders are the request headers a forward carries: the body's
+// type, the client's credentials and read-your-writes index.
+var forwardedHeaders = []string{"Content-Type", "Authorization", headerIndex}
+
+// relayedHeaders are the leader's answer headers a follower passes back.
+var relayedHeaders = []string{"Content-Type", headerIndex, headerServedBy, "Retry-After", "Location", "WWW-Authenticate"}
+
+// forward sends the request to the leader and relays its answer. done is
+// false when nothing reached a leader (connection refused, or the target
+// says it is not the leader): the caller may try again.
+func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, self string, leader cluster.LeaderInfo) (done bool, err error) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ForwardTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, cluster.BaseURL(leader.DialHTTP)+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return true, err
+	}
+	for _, h := range forwardedHeaders {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	req.Header.Set(headerForwardedBy, self)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			s.metrics.forwards.WithLabelValues("retry").Inc()
+			return false, nil // nothing was sent
+		}
+		s.metrics.forwards.WithLabelValues("unknown").Inc()
+		if r.Method == http.MethodGet {
+			return true, fmt.Errorf("%w: reading from leader %s: %v", cluster.ErrNoLeader, leader.ID, err)
+		}
+		return true, fmt.Errorf("%w: forwarded to leader %s: %v", cluster.ErrUnknownOutcome, leader.ID, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer+1))
+	switch {
+	case err != nil && r.Method == http.MethodGet:
+		return true, fmt.Errorf("%w: reading from leader %s: %v", cluster.ErrNoLeader, leader.ID, err)
+	case err != nil:
+		return true, fmt.Errorf("%w: answer of leader %s lost: %v", cluster.ErrUnknownOutcome, leader.ID, err)
+	case len(answer) > maxForwardedAnswer:
+		return true, fmt.Errorf("answer of leader %s exceeds %d bytes", leader.ID, maxForwardedAnswer)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && nothingWritten(answer) {
+		s.metrics.forwards.WithLabelValues("retry").Inc()
+		return false, nil
+	}
+	s.metrics.forwards.WithLabelValues("relayed").Inc()
+	for _, h := range relayedHeaders {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
+	return true, nil
+}
+
+// nothingWritten reports whether a 503 answer means the request never
+// reached a leader's log: the target was not (or no longer) the leader, or
+// was shutting down before it started.
+func nothingWritten(answer []byte) bool {
+	var eb errorBody
+	if json.Unmarshal(answer, &eb) != nil {
+		return false
+	}
+	switch eb.Code {
+	case "not_leader", "no_leader", "shutting_down":
+		return true
+	}
+	return false
+}
