@@ -73,6 +73,9 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Cluster.HTTPAdvertise = advertisable(ln.Addr().String())
 	}
 	cfg.Cluster.Logger = cfg.Logger
+	if cfg.Cluster.AuthToken == "" {
+		cfg.Cluster.AuthToken = cfg.AuthToken // inter-node calls carry the token
+	}
 
 	s.Indexer = indexer.New(cfg.Logger)
 	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
@@ -97,7 +100,8 @@ func Start(cfg Config) (*Server, error) {
 	api := httpd.New(httpd.Config{
 		Node: s.Node, Indexer: s.Indexer, Scheduler: s.Scheduler, Listeners: s.Ingest.Status,
 		Gatherer: s.Registry, Registerer: s.Registry,
-		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait, Logger: cfg.Logger,
+		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
+		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
 	// connection forever. Writes get more room for large /dump answers.

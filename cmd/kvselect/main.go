@@ -70,10 +70,18 @@ func parseConfig(args []string) (server.Config, error) {
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
 		kvBackoffMax  = fs.Duration("kv-reconnect-max", 5*time.Second, "longest delay between reconnects to a worker's KV event endpoint")
 		kvReplayWait  = fs.Duration("kv-replay-timeout", 10*time.Second, "how long one replay request to a worker may take")
+		initial       = fs.String("initial-cluster", "", "members of a new cluster, id=raft-host:port,... (the same on every node; ignored once the data dir holds Raft state)")
+		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
+		joinTimeout   = fs.Duration("join-timeout", cluster.DefaultConfig().JoinTimeout, "how long --join keeps trying before start-up fails")
+		peerDial      = fs.String("peer-dial", "", "fault-injection: id=raft/http/replica-sync addresses to dial for a peer instead of the advertised ones")
 
 		heartbeat    = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
 		election     = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
 		lease        = fs.Duration("raft-leader-lease-timeout", cluster.DefaultConfig().LeaderLeaseTimeout, "Raft leader lease timeout")
+		commit       = fs.Duration("raft-commit-timeout", cluster.DefaultConfig().CommitTimeout, "Raft commit timeout")
+		leaderWait   = fs.Duration("leader-wait", cluster.DefaultConfig().LeaderWait, "how long a write waits for an election before failing with no_leader")
+		applyTimeout = fs.Duration("apply-timeout", cluster.DefaultConfig().ApplyTimeout, "how long a catalog write may wait to enter the Raft log")
+		forwardWait  = fs.Duration("forward-timeout", cluster.DefaultConfig().ForwardTimeout, "how long a request forwarded to the leader may take")
 		snapshotAt   = fs.Uint64("raft-snapshot-threshold", cluster.DefaultConfig().SnapshotThreshold, "log entries between Raft snapshots")
 		defaults     = scheduler.DefaultConfig()
 		weight       = fs.Float64("overlap-score-weight", defaults.OverlapScoreWeight, "weight of the prefill term in the cost")
@@ -109,9 +117,22 @@ func parseConfig(args []string) (server.Config, error) {
 	cl.NodeID, cl.DataDir = *nodeID, *dataDir
 	cl.RaftBind, cl.RaftAdvertise, cl.HTTPAdvertise = *raftAddr, *raftAdvertise, *httpAdvertise
 	cl.HeartbeatTimeout, cl.ElectionTimeout, cl.LeaderLeaseTimeout = *heartbeat, *election, *lease
+	cl.CommitTimeout, cl.LeaderWait, cl.ApplyTimeout, cl.ForwardTimeout = *commit, *leaderWait, *applyTimeout, *forwardWait
 	cl.SnapshotThreshold = *snapshotAt
+	cl.JoinTimeout = *joinTimeout
 	if cl.RaftAdvertise == "" {
 		cl.RaftAdvertise = *raftAddr
+	}
+	if cl.InitialCluster, err = cluster.ParsePeers(*initial); err != nil {
+		return server.Config{}, fmt.Errorf("--initial-cluster: %w", err)
+	}
+	if cl.PeerDial, err = cluster.ParsePeerDial(*peerDial); err != nil {
+		return server.Config{}, fmt.Errorf("--peer-dial: %w", err)
+	}
+	for _, u := range strings.Split(*join, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			cl.Join = append(cl.Join, u)
+		}
 	}
 
 	sc := scheduler.DefaultConfig()

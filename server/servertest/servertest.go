@@ -3,6 +3,7 @@ package servertest
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func Config(nodeID, dataDir string) server.Config {
 		HTTPAddr:  "127.0.0.1:0",
 		Cluster:   cluster.TestConfig(nodeID, dataDir),
 		Scheduler: sc,
-		Logger:    slog.New(slog.DiscardHandler),
+		Logger:    testLogger(),
 		// Reconnect fast: tests start engines after registering them.
 		Ingest: ingest.Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
 	}
@@ -49,4 +50,11 @@ func MustStart(t testing.TB, cfg server.Config) *server.Server {
 		t.Fatalf("no leader: %v", err)
 	}
 	return s
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("KVSELECT_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

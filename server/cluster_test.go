@@ -1,0 +1,452 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/servertest"
+)
+
+// reply is one HTTP answer, redirects not followed.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (r reply) code() string {
+	var eb struct {
+		Code string `json:"code"`
+	}
+	_ = json.Unmarshal([]byte(r.body), &eb)
+	return eb.Code
+}
+
+func (r reply) index(t *testing.T) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(r.header.Get("X-Kvselect-Index"), 10, 64)
+	if err != nil || v == 0 {
+		t.Fatalf("X-Kvselect-Index = %q: %v", r.header.Get("X-Kvselect-Index"), err)
+	}
+	return v
+}
+
+var noRedirects = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       30 * time.Second,
+}
+
+func call(t *testing.T, method, url, body string, header ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := noRedirects.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(raw)}
+}
+
+func workerJSON(id int) string {
+	return fmt.Sprintf(`{"worker_id": %d, "model_name": "m", "endpoint": "http://w%d", "block_size": 16,
+		"kv_events_endpoint": "tcp://127.0.0.1:1"}`, id, id)
+}
+
+const selectBody = `{"model_name": "m", "token_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}`
+
+// workerIDs returns the ids of GET /workers (at the given consistency).
+func workerIDs(t *testing.T, s *server.Server) []uint64 {
+	t.Helper()
+	var ids []uint64
+	for _, w := range s.Node.Catalog().Workers("", "") {
+		ids = append(ids, w.WorkerID)
+	}
+	return ids
+}
+
+func statusOf(t *testing.T, s *server.Server) cluster.Status {
+	t.Helper()
+	r := call(t, "GET", s.URL()+"/cluster/status", "")
+	var st cluster.Status
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
+		t.Fatalf("status: %v: %s", err, r.body)
+	}
+	return st
+}
+
+func Test_ClusterFormation(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	leader := c.Leader()
+	for _, s := range c.Live() {
+		st := statusOf(t, s)
+		if st.Leader.ID != leader.Node.ID() || st.Leader.HTTPAddr != leader.Addr() || len(st.Members) != 3 {
+			t.Fatalf("%s status: %+v", s.Node.ID(), st)
+		}
+		for i, m := range st.Members {
+			want := c.Nodes[i]
+			if m.ID != want.Node.ID() || m.HTTPAddr != want.Addr() || m.RaftAddr != want.Node.RaftAddr() || m.Suffrage != "Voter" {
+				t.Fatalf("%s sees member %+v, want %s at %s", s.Node.ID(), m, want.Node.ID(), want.Addr())
+			}
+		}
+		if (st.State == "leader") != (s == leader) {
+			t.Fatalf("%s state %s", s.Node.ID(), st.State)
+		}
+	}
+}
+
+func Test_FollowerForwardsWrites(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.CatalogWait = 300 * time.Millisecond })
+	leader, fs := c.Leader(), c.Followers()
+	a, b := fs[0], fs[1]
+
+	// A write on follower a is applied by the leader and says so.
+	r := call(t, "POST", a.URL()+"/workers", workerJSON(1))
+	if r.status != http.StatusCreated || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() {
+		t.Fatalf("forwarded POST: %d %v %s", r.status, r.header, r.body)
+	}
+	idx := r.index(t)
+
+	// Read-your-writes on follower b: min_catalog_index in the body or the header.
+	for _, rq := range []struct{ body, header string }{
+		{strings.Replace(selectBody, "{", fmt.Sprintf(`{"min_catalog_index": %d,`, idx), 1), ""},
+		{selectBody, strconv.FormatUint(idx, 10)},
+	} {
+		var sel reply
+		if rq.header != "" {
+			sel = call(t, "POST", b.URL()+"/select", rq.body, "X-Kvselect-Index", rq.header)
+		} else {
+			sel = call(t, "POST", b.URL()+"/select", rq.body)
+		}
+		if sel.status != http.StatusOK || !strings.Contains(sel.body, `"worker_id":1`) {
+			t.Fatalf("select on %s at index %d: %d %s", b.Node.ID(), idx, sel.status, sel.body)
+		}
+	}
+	// An index nobody has reached: catalog_behind after CatalogWait.
+	r = call(t, "POST", b.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(idx+1000, 10))
+	if r.status != http.StatusServiceUnavailable || r.code() != "catalog_behind" {
+		t.Fatalf("select ahead of the catalog: %d %s", r.status, r.body)
+	}
+
+	// A linearizable read on follower b sees the write made through a.
+	r = call(t, "GET", b.URL()+"/workers?consistency=linearizable", "")
+	if r.status != http.StatusOK || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() ||
+		!strings.Contains(r.body, `"worker_id":1`) || r.index(t) < idx {
+		t.Fatalf("linearizable read on follower: %d %v %s", r.status, r.header, r.body)
+	}
+	r = call(t, "GET", b.URL()+"/workers/1?consistency=linearizable", "")
+	if r.status != http.StatusOK || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() {
+		t.Fatalf("linearizable get on follower: %d %s", r.status, r.body)
+	}
+	// A local read is answered by the follower itself.
+	if r = call(t, "GET", b.URL()+"/workers", ""); r.header.Get("X-Kvselect-Served-By") != "" {
+		t.Fatalf("local read was forwarded: %v", r.header)
+	}
+
+	// PATCH and DELETE are forwarded too; verdicts come back as they are.
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"patch", "PATCH", "/workers/1", `{"endpoint": "http://moved"}`, http.StatusOK, ""},
+		{"patch unknown", "PATCH", "/workers/9", `{"endpoint": "http://x"}`, http.StatusNotFound, "not_found"},
+		{"bad body", "POST", "/workers", `{"worker_id": "x"}`, http.StatusBadRequest, "bad_request"},
+		{"upsert again", "POST", "/workers", workerJSON(2), http.StatusCreated, ""},
+		{"delete", "DELETE", "/workers/2", "", http.StatusOK, ""},
+		{"delete again", "DELETE", "/workers/2", "", http.StatusNotFound, "not_found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, tt.method, a.URL()+tt.path, tt.body)
+			if r.status != tt.status || r.code() != tt.code {
+				t.Fatalf("%s %s via follower: %d %s", tt.method, tt.path, r.status, r.body)
+			}
+		})
+	}
+	servertest.Eventually(t, "every node applies the same catalog", func() error {
+		want := workerIDs(t, leader)
+		for _, s := range c.Live() {
+			if got := workerIDs(t, s); !slices.Equal(got, want) || s.Node.Catalog().Index() != leader.Node.Catalog().Index() {
+				return fmt.Errorf("%s has %v at %d, leader %v at %d", s.Node.ID(), got, s.Node.Catalog().Index(), want, leader.Node.Catalog().Index())
+			}
+		}
+		return nil
+	})
+}
+
+func Test_FollowerRedirects(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	leader, f := c.Leader(), c.Followers()[0]
+	for _, tt := range []struct{ method, path, body string }{
+		{"POST", "/workers?redirect=true", workerJSON(1)},
+		{"DELETE", "/workers/1?redirect=true", ""},
+		{"GET", "/workers?consistency=linearizable&redirect=true", ""},
+		{"POST", "/cluster/stepdown?redirect=true", ""},
+	} {
+		r := call(t, tt.method, f.URL()+tt.path, tt.body)
+		if want := leader.URL() + tt.path; r.status != http.StatusTemporaryRedirect || r.header.Get("Location") != want {
+			t.Fatalf("%s %s on follower: %d Location=%q, want 307 to %s", tt.method, tt.path, r.status, r.header.Get("Location"), want)
+		}
+	}
+	// The leader itself serves a redirect=true request.
+	if r := call(t, "POST", leader.URL()+"/workers?redirect=true", workerJSON(1)); r.status != http.StatusCreated {
+		t.Fatalf("redirect=true on the leader: %d %s", r.status, r.body)
+	}
+}
+
+func Test_LeaderLossAndReelection(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	old := c.Leader()
+	if r := call(t, "POST", old.URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	i := c.Index(old)
+	c.Stop(i)
+	leader := c.WaitConverged()
+	if leader == old {
+		t.Fatal("stopped node still leads")
+	}
+	// The survivors take writes through either of them and keep selecting.
+	for _, s := range c.Live() {
+		if r := call(t, "POST", s.URL()+"/workers", workerJSON(10+c.Index(s))); r.status != http.StatusCreated {
+			t.Fatalf("write via %s after leader loss: %d %s", s.Node.ID(), r.status, r.body)
+		}
+		if r := call(t, "POST", s.URL()+"/select", selectBody); r.status != http.StatusOK {
+			t.Fatalf("select on %s: %d %s", s.Node.ID(), r.status, r.body)
+		}
+	}
+	// The old leader comes back as a follower and catches up.
+	back := c.Restart(i)
+	c.WaitConverged()
+	servertest.Eventually(t, "the restarted node catches up", func() error {
+		if got, want := workerIDs(t, back), workerIDs(t, leader); !slices.Equal(got, want) {
+			return fmt.Errorf("restarted node has %v, leader %v", got, want)
+		}
+		return nil
+	})
+}
+
+func Test_NoQuorum(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
+		cfg.Cluster.LeaderWait = 300 * time.Millisecond
+	})
+	leader := c.Leader()
+	if r := call(t, "POST", leader.URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	last := c.Followers()[0]
+	servertest.Eventually(t, "the follower applies the write", func() error {
+		if len(workerIDs(t, last)) != 1 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	for _, s := range c.Live() {
+		if s != last {
+			c.Stop(c.Index(s))
+		}
+	}
+	servertest.Eventually(t, "the lone node loses its leader", func() error {
+		if id := last.Node.Leader().ID; id != "" {
+			return fmt.Errorf("still sees leader %s", id)
+		}
+		return nil
+	})
+	// A write either finds no leader, or (when the stopping leader handed
+	// leadership to this node just before going) reaches a leader that
+	// cannot commit: unknown outcome. Never success, never a verdict.
+	servertest.Eventually(t, "a write without quorum answers no_leader", func() error {
+		r := call(t, "POST", last.URL()+"/workers", workerJSON(2))
+		switch {
+		case r.status == http.StatusServiceUnavailable && r.code() == "no_leader":
+			return nil
+		case r.status == http.StatusServiceUnavailable && r.code() == "unknown_outcome":
+			return fmt.Errorf("%s", r.body)
+		}
+		t.Fatalf("write without quorum: %d %s", r.status, r.body)
+		return nil
+	})
+	for _, tt := range []struct{ method, path, body string }{
+		{"GET", "/workers?consistency=linearizable", ""},
+		{"POST", "/cluster/stepdown", ""},
+	} {
+		if r := call(t, tt.method, last.URL()+tt.path, tt.body); r.status != http.StatusServiceUnavailable || r.code() != "no_leader" {
+			t.Fatalf("%s %s without quorum: %d %s", tt.method, tt.path, r.status, r.body)
+		}
+	}
+	// Selection and readiness do not need a leader.
+	if r := call(t, "POST", last.URL()+"/select", selectBody); r.status != http.StatusOK {
+		t.Fatalf("select without quorum: %d %s", r.status, r.body)
+	}
+	r := call(t, "GET", last.URL()+"/ready", "")
+	if r.status != http.StatusOK || !strings.Contains(r.body, `"leader":""`) {
+		t.Fatalf("ready without quorum: %d %s", r.status, r.body)
+	}
+}
+
+func Test_JoinRemoveAndReAdd(t *testing.T) {
+	c := servertest.StartCluster(t, 1, nil)
+	n1 := c.Leader()
+	if r := call(t, "POST", n1.URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	n2 := c.Add(n1.URL())
+	c.WaitConverged()
+	n3 := c.Add(n2.URL()) // n2 is a follower: it forwards the join
+	c.WaitConverged()
+	for _, s := range c.Live() {
+		if st := statusOf(t, s); len(st.Members) != 3 {
+			t.Fatalf("%s sees %d members", s.Node.ID(), len(st.Members))
+		}
+	}
+	servertest.Eventually(t, "joined nodes receive the catalog", func() error {
+		if len(workerIDs(t, n3)) != 1 {
+			return fmt.Errorf("n3 has %v", workerIDs(t, n3))
+		}
+		return nil
+	})
+
+	// Remove n3 through a follower: membership and metadata go.
+	via := n2
+	if n2.Node.IsLeader() {
+		via = n1
+	}
+	if n3.Node.IsLeader() {
+		call(t, "POST", n3.URL()+"/cluster/stepdown", "")
+		c.WaitConverged()
+	}
+	if r := call(t, "POST", via.URL()+"/cluster/remove", `{"id": "n3"}`); r.status != http.StatusOK {
+		t.Fatalf("remove n3: %d %s", r.status, r.body)
+	}
+	// n3 still runs but is no longer a member, so wait on n1 and n2 only.
+	var leader *server.Server
+	servertest.Eventually(t, "n3 is gone from membership and metadata", func() error {
+		leader = nil
+		for _, s := range []*server.Server{n1, n2} {
+			if s.Node.IsLeader() {
+				leader = s
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no leader among n1, n2")
+		}
+		st := statusOf(t, leader)
+		if len(st.Members) != 2 {
+			return fmt.Errorf("%d members", len(st.Members))
+		}
+		if _, ok := leader.Node.Catalog().Node("n3"); ok {
+			return fmt.Errorf("n3 metadata still present")
+		}
+		return nil
+	})
+	// n3 keeps running but cannot bring its metadata back on its own.
+	if r := call(t, "POST", leader.URL()+"/cluster/metadata", fmt.Sprintf(`{"id": "n3", "http_addr": %q}`, n3.Addr())); r.status != http.StatusConflict {
+		t.Fatalf("metadata of a removed node: %d %s", r.status, r.body)
+	}
+
+	// Re-add it; it gets the writes it missed.
+	if r := call(t, "POST", via.URL()+"/workers", workerJSON(2)); r.status != http.StatusCreated {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	join := fmt.Sprintf(`{"id": "n3", "raft_addr": %q, "http_addr": %q}`, n3.Node.RaftAddr(), n3.Addr())
+	for range 2 { // a repeated join is a no-op
+		if r := call(t, "POST", via.URL()+"/cluster/join", join); r.status != http.StatusOK {
+			t.Fatalf("re-add n3: %d %s", r.status, r.body)
+		}
+	}
+	c.WaitConverged()
+	servertest.Eventually(t, "re-added n3 catches up", func() error {
+		if got := workerIDs(t, n3); !slices.Equal(got, []uint64{1, 2}) {
+			return fmt.Errorf("n3 has %v", got)
+		}
+		return nil
+	})
+}
+
+func Test_SnapshotInstallOnLaggingNode(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
+		cfg.Cluster.SnapshotThreshold = 16
+		cfg.Cluster.SnapshotInterval = 20 * time.Millisecond
+		cfg.Cluster.TrailingLogs = 4
+	})
+	lag := c.Followers()[0]
+	i := c.Index(lag)
+	c.Stop(i)
+	leader := c.WaitConverged()
+	for id := range 60 {
+		if r := call(t, "POST", leader.URL()+"/workers", workerJSON(id+1)); r.status != http.StatusCreated {
+			t.Fatalf("write %d: %d %s", id, r.status, r.body)
+		}
+	}
+	servertest.Eventually(t, "the leader compacts its log", func() error {
+		snaps, _ := filepath.Glob(filepath.Join(c.Config(c.Index(leader)).Cluster.DataDir, "snapshots", "*"))
+		if len(snaps) == 0 {
+			return fmt.Errorf("no snapshot yet")
+		}
+		return nil
+	})
+	back := c.Restart(i)
+	c.WaitConverged()
+	servertest.Eventually(t, "the lagging node installs the snapshot", func() error {
+		if got := len(workerIDs(t, back)); got != 60 {
+			return fmt.Errorf("lagging node has %d workers", got)
+		}
+		return nil
+	})
+	snaps, _ := filepath.Glob(filepath.Join(c.Config(i).Cluster.DataDir, "snapshots", "*"))
+	if len(snaps) == 0 {
+		t.Fatal("the lagging node caught up without a snapshot")
+	}
+}
+
+func Test_RestartAllKeepsCatalog(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	f := c.Followers()[0]
+	for id := range 5 {
+		if r := call(t, "POST", f.URL()+"/workers", workerJSON(id+1)); r.status != http.StatusCreated {
+			t.Fatalf("write: %d %s", r.status, r.body)
+		}
+	}
+	want := catalogOnly(t, c.Leader().URL())
+	servertest.Eventually(t, "all nodes apply the writes", func() error {
+		for _, s := range c.Live() {
+			if len(workerIDs(t, s)) != 5 {
+				return fmt.Errorf("%s behind", s.Node.ID())
+			}
+		}
+		return nil
+	})
+	for i := range c.Nodes {
+		c.Stop(i)
+	}
+	for i := range c.Nodes {
+		c.Restart(i)
+	}
+	c.WaitConverged()
+	for _, s := range c.Live() {
+		if got := catalogOnly(t, s.URL()); got != want {
+			t.Fatalf("%s after restart:\n%s\nwant\n%s", s.Node.ID(), got, want)
+		}
+		if r := call(t, "POST", s.URL()+"/select", selectBody); r.status != http.StatusOK {
+			t.Fatalf("select on %s after restart: %d %s", s.Node.ID(), r.status, r.body)
+		}
+	}
+}
