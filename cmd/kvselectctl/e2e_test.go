@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kvselect/kvselect/server/servertest"
+)
+
+// Test_EndToEnd drives a real single-node server through the CLI: add a
+// worker, list, select, loads, cluster status, rm.
+func Test_EndToEnd(t *testing.T) {
+	cfg := servertest.Config("n1", t.TempDir())
+	cfg.AuthToken = "s3cret"
+	s := servertest.MustStart(t, cfg)
+	token := tokenFile(t, "s3cret")
+	ctl := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runCLI(t, append([]string{"--addr", s.URL(), "--token-file", token}, args...)...)
+	}
+	mustCtl := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := ctl(args...)
+		if code != exitOK {
+			t.Fatalf("kvselectctl %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	// Nothing listens there: the listener keeps connecting, the worker is
+	// schedulable all the same.
+	kvEvents := "tcp://" + deadAddr(t)
+
+	_, errOut, code := runCLI(t, "--addr", s.URL(), "workers", "rm", "1")
+	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: unauthorized: ") || !strings.Contains(errOut, "(HTTP 401)") {
+		t.Fatalf("write without a token: exit %d, stderr %q", code, errOut)
+	}
+
+	out := mustCtl("workers", "add", "--id", "1", "--model", "llama", "--endpoint", "http://w1:8000",
+		"--block-size", "16", "--kv-events", kvEvents)
+	m := regexp.MustCompile(`(?m)^worker 1 stored: schedulable\napplied at index (\d+) by n1\n$`).FindStringSubmatch(out)
+	if m == nil {
+		// The node that applied it is named once forwarding sets the header.
+		m = regexp.MustCompile(`(?m)^worker 1 stored: schedulable\napplied at index (\d+)`).FindStringSubmatch(out)
+	}
+	if m == nil {
+		t.Fatalf("workers add: %q", out)
+	}
+	index := m[1]
+
+	out = mustCtl("workers", "list", "--model", "llama")
+	if !regexp.MustCompile(`(?m)^1\s+llama\s+default\s+http://w1:8000\s+16\s+0\s+schedulable\s+0:\w+$`).MatchString(out) {
+		t.Fatalf("workers list:\n%s", out)
+	}
+	var listed []workerRecord
+	if err := json.Unmarshal([]byte(mustCtl("workers", "list", "--linearizable", "--json")), &listed); err != nil ||
+		len(listed) != 1 || listed[0].WorkerID != 1 || listed[0].Lifecycle != "schedulable" {
+		t.Fatalf("workers list --linearizable --json: %+v, %v", listed, err)
+	}
+
+	tokens := "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32"
+	out = mustCtl("select", "--model", "llama", "--tokens", tokens, "--min-index", index)
+	if !regexp.MustCompile(`(?m)^1\s+0\s+http://w1:8000\s+0\s+0\s+0\s+32$`).MatchString(out) {
+		t.Fatalf("select:\n%s", out)
+	}
+	out = mustCtl("select", "--model", "llama", "--tokens", tokens, "--reserve", "req-1")
+	if !regexp.MustCompile(`(?m)^1\s+0\s+http://w1:8000\s+0\s+0\s+0\s+32\s+req-1$`).MatchString(out) {
+		t.Fatalf("select --reserve:\n%s", out)
+	}
+	out = mustCtl("loads", "--model", "llama")
+	if !strings.HasPrefix(out, "model llama  tenant default\n") || !regexp.MustCompile(`(?m)^1\s+0\s+32\s+\S+\s+1$`).MatchString(out) {
+		t.Fatalf("loads:\n%s", out)
+	}
+	out = mustCtl("cluster", "status")
+	if !strings.HasPrefix(out, "node n1  state leader  term ") || !regexp.MustCompile(`(?m)^n1\s+\S+\s+\S+\s+Voter\s+yes\s+\*$`).MatchString(out) {
+		t.Fatalf("cluster status:\n%s", out)
+	}
+	if out := mustCtl("dump"); !json.Valid([]byte(out)) {
+		t.Fatalf("dump: %q", out)
+	}
+
+	if out := mustCtl("workers", "rm", "1"); !strings.HasPrefix(out, "worker 1 removed\napplied at index ") {
+		t.Fatalf("workers rm: %q", out)
+	}
+	_, errOut, code = ctl("workers", "rm", "1")
+	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: not_found: ") || !strings.Contains(errOut, "(HTTP 404)") {
+		t.Fatalf("rm again: exit %d, stderr %q", code, errOut)
+	}
+	if out := mustCtl("workers", "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("list after rm: %q", out)
+	}
+}

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// leaderNode is a fake node that leads its cluster.
+func leaderNode(t *testing.T) *fakeNode {
+	t.Helper()
+	n := newFakeNode(t)
+	n.status("n1", "leader", "n1", n.host())
+	return n
+}
+
+func Test_ExitCodes(t *testing.T) {
+	n := leaderNode(t)
+	n.answer("DELETE /workers/9", http.StatusNotFound, apiErr("not_found", "worker not found: 9"))
+	n.answer("DELETE /workers/8", http.StatusServiceUnavailable, apiErr("unknown_outcome", "leader lost mid-request"))
+	n.answer("DELETE /workers/6", http.StatusUnauthorized, apiErr("unauthorized", "missing or invalid bearer token"))
+	n.answer("POST /select", http.StatusServiceUnavailable, map[string]any{
+		"message": "Service temporarily unavailable: All workers are busy, please retry later",
+		"type":    "service_unavailable", "code": 503})
+	n.mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	})
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string // the first line of stderr
+	}{
+		{name: "not found", args: []string{"workers", "rm", "9"}, wantCode: exitError,
+			wantStderr: "kvselectctl: not_found: worker not found: 9 (HTTP 404)"},
+		{name: "unknown outcome", args: []string{"workers", "rm", "8"}, wantCode: exitError,
+			wantStderr: "kvselectctl: unknown_outcome: leader lost mid-request (HTTP 503)"},
+		{name: "unauthorized", args: []string{"workers", "rm", "6"}, wantCode: exitError,
+			wantStderr: "kvselectctl: unauthorized: missing or invalid bearer token (HTTP 401)"},
+		{name: "busy body of seed 001", args: []string{"select", "--tokens", "1,2"}, wantCode: exitError,
+			wantStderr: "kvselectctl: service_unavailable: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
+		{name: "not JSON", args: []string{"loads"}, wantCode: exitError,
+			wantStderr: "kvselectctl: bad_gateway: bad gateway (HTTP 502)"},
+		{name: "help", args: []string{"-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl [global flags] <command> [args]"},
+		{name: "command help", args: []string{"workers", "add", "-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl workers add"},
+		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command"},
+		{name: "unknown command", args: []string{"bogus"}, wantCode: exitUsage, wantStderr: `kvselectctl: unknown command "bogus"`},
+		{name: "group only", args: []string{"workers"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: workers: unknown or missing subcommand (want one of: list, add, patch, rm)"},
+		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "flag provided but not defined: -nope"},
+		{name: "missing id", args: []string{"workers", "rm"}, wantCode: exitUsage, wantStderr: "kvselectctl: workers rm: wrong number of arguments"},
+		{name: "bad id", args: []string{"workers", "rm", "x"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: worker id "x" is not an unsigned 64-bit integer`},
+		{name: "no prompt", args: []string{"select"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: select: give the prompt as --tokens or --json-body, one of them"},
+		{name: "bad token", args: []string{"select", "--tokens", "1,a"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: --tokens: "a" is not a token id (an unsigned 32-bit integer)`},
+		{name: "bad JSON", args: []string{"workers", "add", "{bad"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: "{bad" is not a JSON object`},
+		{name: "JSON and flags", args: []string{"workers", "add", "{}", "--id", "1"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: give the worker as a JSON argument or as flags, not both"},
+		{name: "flags without id", args: []string{"workers", "add", "--model", "m"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: --id is required in the flags form"},
+		{name: "mixed kv-events", args: []string{"workers", "add", "--id", "1", "--kv-events", "0=tcp://a:1", "--kv-events", "tcp://b:1"},
+			wantCode: exitUsage, wantStderr: `kvselectctl: --kv-events "tcp://b:1": with several ranks give rank=endpoint for each`},
+		{name: "bad timeout", args: []string{"--timeout", "0s", "loads"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: --timeout must be positive, got 0s"},
+		{name: "missing token file", args: []string{"--token-file", "/nonexistent/token", "loads"}, wantCode: exitError,
+			wantStderr: "kvselectctl: --token-file: open /nonexistent/token: no such file or directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			first, _, _ := strings.Cut(errOut, "\n")
+			if code != tt.wantCode || !strings.HasPrefix(first, tt.wantStderr) {
+				t.Fatalf("exit %d, stderr %q; want %d, %q", code, errOut, tt.wantCode, tt.wantStderr)
+			}
+			if code != exitOK && out != "" {
+				t.Fatalf("stdout %q on failure", out)
+			}
+		})
+	}
+	if got := len(n.requests("DELETE /workers/8")); got != 1 {
+		t.Fatalf("unknown_outcome: %d tries, want 1", got)
+	}
+}
+
+func Test_Unreachable(t *testing.T) {
+	_, errOut, code := runCLI(t, "--addr", deadAddr(t)+","+deadAddr(t), "cluster", "status")
+	if code != exitError || !strings.Contains(errOut, "kvselectctl: no node reachable") || !strings.Contains(errOut, "refused") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func Test_Tables(t *testing.T) {
+	n := newFakeNode(t)
+	n.answer("GET /cluster/status", http.StatusOK, map[string]any{
+		"node_id": "n2", "state": "follower", "term": 3, "leader": map[string]string{"id": "n1", "http_addr": ""},
+		"commit_index": 12, "applied_index": 11, "last_contact_ms": 40,
+		"members": []map[string]any{
+			{"id": "n1", "raft_addr": "127.0.0.1:7001", "http_addr": "", "suffrage": "Voter", "reachable": true},
+			{"id": "n2", "raft_addr": "127.0.0.1:7002", "http_addr": "127.0.0.1:8002", "suffrage": "Voter", "reachable": true},
+			{"id": "n3", "raft_addr": "127.0.0.1:7003", "http_addr": "", "suffrage": "Nonvoter", "reachable": false},
+		}})
+	n.answer("GET /workers", http.StatusOK, []map[string]any{
+		{"worker_id": 1, "model_name": "llama", "tenant_id": "default", "endpoint": "http://w1:8000", "block_size": 16,
+			"data_parallel_start_rank": 0, "data_parallel_size": 2, "lifecycle": "schedulable",
+			"listeners": map[string]any{
+				"1":  map[string]any{"state": "failed", "last_error": "connection refused"},
+				"0":  map[string]any{"state": "active"},
+				"10": map[string]any{"state": "connecting"}}},
+		{"worker_id": 2, "model_name": "llama", "tenant_id": "t1", "endpoint": "", "block_size": 0,
+			"data_parallel_start_rank": 4, "data_parallel_size": 1, "lifecycle": "incomplete",
+			"not_schedulable_reasons": []string{"endpoint is required", "block_size must be greater than 0"}},
+	})
+	n.answer("GET /loads", http.StatusOK, []map[string]any{
+		{"model_name": "llama", "tenant_id": "default", "loads": []map[string]any{
+			{"worker_id": 1, "dp_rank": 0, "active_prefill_tokens": 64, "active_decode_blocks": 1.5, "active_requests": 2},
+			{"worker_id": 1, "dp_rank": 1, "active_prefill_tokens": 0, "active_decode_blocks": 0, "active_requests": 0}}},
+		{"model_name": "qwen", "tenant_id": "t1", "loads": []map[string]any{
+			{"worker_id": 3, "dp_rank": 0, "active_prefill_tokens": 1024, "active_decode_blocks": 12, "active_requests": 10}}},
+	})
+	n.answer("POST /select_and_reserve", http.StatusOK, map[string]any{
+		"reservation_id": "r-1", "model_name": "llama", "tenant_id": "default", "worker_id": 1, "dp_rank": 1,
+		"endpoint": "http://w1:8000", "block_size": 16,
+		"overlap":                  map[string]any{"longest_matched": 48, "gpu": 32, "dp": map[string]int{"0": 0, "1": 32}, "cpu": 48, "disk": 0},
+		"effective_prefill_tokens": 28})
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "cluster status", args: []string{"cluster", "status"}, want: `
+node n2  state follower  term 3  leader n1  commit/applied 12/11  last contact 40ms ago
+ID  RAFT            HTTP            SUFFRAGE  REACHABLE  LEADER
+n1  127.0.0.1:7001  -               Voter     yes        *
+n2  127.0.0.1:7002  127.0.0.1:8002  Voter     yes
+n3  127.0.0.1:7003  -               Nonvoter  no
+`},
+		{name: "workers list", args: []string{"workers", "list"}, want: `
+WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP   LIFECYCLE    LISTENERS
+1       llama  default  http://w1:8000  16     0-1  schedulable  0:active 1:failed 10:connecting
+2       llama  t1       -               0      4    incomplete   -
+
+worker 1 rank 1 listener failed: connection refused
+worker 2 incomplete: endpoint is required; block_size must be greater than 0
+`},
+		{name: "loads", args: []string{"loads"}, want: `
+model llama  tenant default
+WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS
+1       0     64              1.5            2
+1       1     0               0              0
+
+model qwen  tenant t1
+WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS
+3       0     1024            12             10
+`},
+		{name: "select and reserve", args: []string{"select", "--tokens", "1,2,3", "--reserve", "r-1"}, want: `
+WORKER  DP_RANK  ENDPOINT        OVERLAP_GPU  OVERLAP_CPU  OVERLAP_DISK  EFFECTIVE_PREFILL_TOKENS  RESERVATION
+1       1        http://w1:8000  32           48           0             28                        r-1
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			if want := strings.TrimPrefix(tt.want, "\n"); code != exitOK || out != want {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, want)
+			}
+		})
+	}
+}
+
+func Test_JSONOutput(t *testing.T) {
+	n := leaderNode(t)
+	n.answer("GET /workers", http.StatusOK, []map[string]any{{"worker_id": 1, "lifecycle": "schedulable"}})
+	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 7, "catalog_index": 12}, headerIndex, "12")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "global flag first", args: []string{"--json", "workers", "list"}, want: `[
+  {
+    "lifecycle": "schedulable",
+    "worker_id": 1
+  }
+]
+`},
+		{name: "flag after the command", args: []string{"workers", "list", "--json"}, want: `[
+  {
+    "lifecycle": "schedulable",
+    "worker_id": 1
+  }
+]
+`},
+		{name: "write", args: []string{"workers", "add", "--json", `{"worker_id":7}`}, want: `{
+  "catalog_index": 12,
+  "worker_id": 7
+}
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			if code != exitOK || out != tt.want {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, tt.want)
+			}
+		})
+	}
+}
+
+// Test_RequestBodies checks what the flag forms send.
+func Test_RequestBodies(t *testing.T) {
+	workerFile := filepath.Join(t.TempDir(), "worker.json")
+	if err := os.WriteFile(workerFile, []byte("\n"+workerBody+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		wantRoute string
+		wantQuery string
+		wantBody  string
+	}{
+		{name: "add, flags, ranks", args: []string{"workers", "add", "--id", "3", "--model", "llama", "--endpoint", "http://w3",
+			"--block-size", "16", "--dp-size", "2", "--dp-start", "0", "--kv-events", "0=tcp://h:1", "--kv-events", "1=tcp://h:2", "--replay", "tcp://h:9"},
+			wantRoute: "POST /workers",
+			wantBody: `{"block_size":16,"data_parallel_size":2,"data_parallel_start_rank":0,"endpoint":"http://w3",` +
+				`"kv_events_endpoints":{"0":"tcp://h:1","1":"tcp://h:2"},"model_name":"llama","replay_endpoint":"tcp://h:9","worker_id":3}`},
+		{name: "add, flags, one endpoint", args: []string{"workers", "add", "--id", "4", "--kv-events", "tcp://h:1", "--tenant", "t"},
+			wantRoute: "POST /workers", wantBody: `{"kv_events_endpoint":"tcp://h:1","tenant_id":"t","worker_id":4}`},
+		{name: "add, @file", args: []string{"workers", "add", "@" + workerFile}, wantRoute: "POST /workers", wantBody: workerBody},
+		{name: "patch, flags after the id", args: []string{"workers", "patch", "4", "--endpoint", "http://x", "--total-kv-blocks", "100"},
+			wantRoute: "PATCH /workers/4", wantBody: `{"endpoint":"http://x","total_kv_blocks":100}`},
+		{name: "patch, JSON", args: []string{"workers", "patch", "4", `{"block_size": 32}`},
+			wantRoute: "PATCH /workers/4", wantBody: `{"block_size": 32}`},
+		{name: "rm", args: []string{"workers", "rm", "0004"}, wantRoute: "DELETE /workers/4"},
+		{name: "select, tokens", args: []string{"select", "--model", "llama", "--tokens", "1, 2,3"},
+			wantRoute: "POST /select", wantBody: `{"model_name":"llama","token_ids":[1,2,3]}`},
+		{name: "select, JSON body keeps hashes exact, flags override",
+			args: []string{"select", "--tenant", "t", "--min-index", "5", "--json-body",
+				`{"block_hashes":[-1,18446744073709551615],"sequence_hashes":[1,2],"isl_tokens":32,"tenant_id":"x"}`},
+			wantRoute: "POST /select",
+			wantBody:  `{"block_hashes":[-1,18446744073709551615],"isl_tokens":32,"min_catalog_index":5,"sequence_hashes":[1,2],"tenant_id":"t"}`},
+		{name: "select and reserve, node picks the id", args: []string{"select", "--tokens", "7", "--reserve", ""},
+			wantRoute: "POST /select_and_reserve", wantBody: `{"token_ids":[7]}`},
+		{name: "cluster join", args: []string{"cluster", "join", "n2", "127.0.0.1:7002", "127.0.0.1:8002"},
+			wantRoute: "POST /cluster/join", wantBody: `{"http_addr":"127.0.0.1:8002","id":"n2","raft_addr":"127.0.0.1:7002"}`},
+		{name: "cluster remove", args: []string{"cluster", "remove", "n2"}, wantRoute: "POST /cluster/remove", wantBody: `{"id":"n2"}`},
+		{name: "cluster stepdown", args: []string{"cluster", "stepdown"}, wantRoute: "POST /cluster/stepdown"},
+		{name: "loads, filters", args: []string{"loads", "--model", "llama", "--tenant", "a b"},
+			wantRoute: "GET /loads", wantQuery: "model_name=llama&tenant_id=a+b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := leaderNode(t)
+			n.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+				writeTestJSON(w, http.StatusOK, map[string]any{})
+			})
+			out, errOut, code := runCLI(t, append([]string{"--json", "--addr", n.URL}, tt.args...)...)
+			if code != exitOK {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			got := n.requests(tt.wantRoute)
+			if len(got) != 1 || got[0].body != tt.wantBody || got[0].query != tt.wantQuery {
+				t.Fatalf("%s got %+v;\nwant body %s query %q", tt.wantRoute, got, tt.wantBody, tt.wantQuery)
+			}
+		})
+	}
+}
+
+func Test_Environment(t *testing.T) {
+	n := leaderNode(t)
+	n.answer("GET /workers", http.StatusOK, []any{})
+	n.answer("DELETE /workers/1", http.StatusOK, map[string]any{"worker_id": 1})
+	t.Setenv("KVSELECT_ADDR", n.host())
+	t.Setenv("KVSELECT_TOKEN_FILE", tokenFile(t, "from-env"))
+	t.Setenv("KVSELECT_JSON", "true")
+
+	out, errOut, code := runCLI(t, "workers", "list")
+	if code != exitOK || out != "[]\n" {
+		t.Fatalf("env: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, _, code := runCLI(t, "workers", "rm", "1"); code != exitOK || n.requests("DELETE /workers/1")[0].auth != "Bearer from-env" {
+		t.Fatalf("env token: exit %d, %+v", code, n.requests("DELETE /workers/1"))
+	}
+	// The command line wins over the environment.
+	if _, errOut, code := runCLI(t, "--addr", deadAddr(t), "workers", "list"); code != exitError {
+		t.Fatalf("command line: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("KVSELECT_TIMEOUT", "soon")
+	if _, errOut, code := runCLI(t, "workers", "list"); code != exitUsage || !strings.Contains(errOut, "KVSELECT_TIMEOUT") {
+		t.Fatalf("bad env: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func Test_Dump(t *testing.T) {
+	n := leaderNode(t)
+	const dump = `{"version":1,"partitions":[]}` + "\n"
+	n.mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
+	out, _, code := runCLI(t, "--addr", n.URL, "dump")
+	if code != exitOK || out != dump {
+		t.Fatalf("stdout: exit %d, %q", code, out)
+	}
+	file := filepath.Join(t.TempDir(), "dump.json")
+	out, _, code = runCLI(t, "--addr", n.URL, "dump", "--out", file)
+	data, err := os.ReadFile(file)
+	if code != exitOK || err != nil || string(data) != dump || out != fmt.Sprintf("wrote %d bytes to %s\n", len(dump), file) {
+		t.Fatalf("--out: exit %d, %q, file %q, %v", code, out, data, err)
+	}
+}
+
+func Test_WriteOutput(t *testing.T) {
+	n := leaderNode(t)
+	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 5, "lifecycle": "incomplete",
+		"not_schedulable_reasons": []string{"endpoint is required"}, "catalog_index": 30})
+	n.answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
+		headerIndex, "31", headerServed, "n1")
+	n.answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
+		"leader": map[string]string{"id": "n2"}, "members": []map[string]any{
+			{"id": "n1", "raft_addr": "r1", "suffrage": "Voter", "reachable": true},
+			{"id": "n2", "raft_addr": "r2", "suffrage": "Voter", "reachable": true}}})
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "index from the body", args: []string{"workers", "add", `{"worker_id":5}`},
+			want: "worker 5 stored: incomplete (endpoint is required)\napplied at index 30\n"},
+		{name: "index and node from the headers", args: []string{"workers", "rm", "5"},
+			want: "worker 5 removed\napplied at index 31 by n1\n"},
+		{name: "stepdown", args: []string{"cluster", "stepdown"}, want: `n1 stepped down; leader is now n2
+
+node n1  state follower  term 0  leader n2  commit/applied 0/0  last contact 0ms ago
+ID  RAFT  HTTP  SUFFRAGE  REACHABLE  LEADER
+n1  r1    -     Voter     yes
+n2  r2    -     Voter     yes        *
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			if code != exitOK || out != tt.want {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, tt.want)
+			}
+		})
+	}
+}
