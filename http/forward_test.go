@@ -1,0 +1,103 @@
+package http
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/cluster"
+)
+
+// Test_ForwardOutcomes drives forward against fake leaders: an answer is
+// relayed as is; a refusal that proves nothing was written is retried;
+// a lost answer is unknown_outcome for a write and no_leader for a read.
+func Test_ForwardOutcomes(t *testing.T) {
+	answer := func(status int, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get(headerForwardedBy) != "n2" || r.Header.Get("Authorization") != "Bearer tok" ||
+				r.Header.Get(headerIndex) != "7" {
+				http.Error(w, "forward lost a header", http.StatusTeapot)
+				return
+			}
+			w.Header().Set(headerServedBy, "n1")
+			w.Header().Set(headerIndex, "42")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+		}
+	}
+	hangUp := func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}
+	// stall answers only when the forwarder gives up and hangs up.
+	// (The body is read first: only then does the server watch the
+	// connection and cancel the request's context when it closes.)
+	stall := func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		<-r.Context().Done()
+	}
+	closedAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}()
+
+	tests := []struct {
+		name     string
+		method   string
+		leader   http.HandlerFunc // nil: nothing listens
+		wantDone bool
+		wantErr  error
+		status   int
+	}{
+		{"created is relayed", "POST", answer(http.StatusCreated, `{"worker_id":1}`), true, nil, http.StatusCreated},
+		{"verdict is relayed", "DELETE", answer(http.StatusNotFound, `{"error":"x","code":"not_found"}`), true, nil, http.StatusNotFound},
+		{"unknown outcome is relayed", "POST", answer(http.StatusServiceUnavailable, `{"error":"x","code":"unknown_outcome"}`), true, nil, http.StatusServiceUnavailable},
+		{"not the leader: retry", "POST", answer(http.StatusServiceUnavailable, `{"error":"x","code":"not_leader"}`), false, nil, 0},
+		{"no leader: retry", "POST", answer(http.StatusServiceUnavailable, `{"error":"x","code":"no_leader"}`), false, nil, 0},
+		{"refused connection: retry", "POST", nil, false, nil, 0},
+		{"write answer lost", "POST", hangUp, true, cluster.ErrUnknownOutcome, 0},
+		{"read answer lost", "GET", hangUp, true, cluster.ErrNoLeader, 0},
+		{"write times out", "PATCH", stall, true, cluster.ErrUnknownOutcome, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := closedAddr
+			if tt.leader != nil {
+				srv := httptest.NewServer(tt.leader)
+				defer srv.Close()
+				addr = strings.TrimPrefix(srv.URL, "http://")
+			}
+			s := New(Config{ForwardTimeout: 200 * time.Millisecond})
+			req := httptest.NewRequest(tt.method, "/workers/1?x=y", strings.NewReader(`{"a":1}`))
+			req.Header.Set("Authorization", "Bearer tok")
+			req.Header.Set(headerIndex, "7")
+			rec := httptest.NewRecorder()
+			done, err := s.forward(rec, req, []byte(`{"a":1}`), "n2", cluster.LeaderInfo{ID: "n1", HTTPAddr: addr, DialHTTP: addr})
+			if done != tt.wantDone || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("forward = (%v, %v), want (%v, %v)", done, err, tt.wantDone, tt.wantErr)
+			}
+			if tt.status == 0 {
+				if rec.Body.Len() != 0 {
+					t.Fatalf("wrote %q although nothing should be relayed", rec.Body.String())
+				}
+				return
+			}
+			if rec.Code != tt.status || rec.Header().Get(headerServedBy) != "n1" || rec.Header().Get(headerIndex) != "42" {
+				t.Fatalf("relayed %d %v %q", rec.Code, rec.Header(), rec.Body.String())
+			}
+		})
+	}
+}
