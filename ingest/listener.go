@@ -108,6 +108,7 @@ func (l *listener) run(ctx context.Context) {
 	defer l.setState(stateStopped, nil)
 	cfg := l.m.cfg
 	delay := cfg.BackoffMin
+	failures := 0 // in a row, without a message in between
 	for ctx.Err() == nil {
 		l.setState(StateConnecting, nil)
 		received, err := l.session(ctx)
@@ -115,10 +116,17 @@ func (l *listener) run(ctx context.Context) {
 			return
 		}
 		l.setState(StateFailed, err)
-		l.log.Warn("kv events connection failed; reconnecting", "err", err, "retry_in", delay)
 		if received {
-			delay = cfg.BackoffMin
+			delay, failures = cfg.BackoffMin, 0
 		}
+		// An engine that stays down would log on every retry; warn on the
+		// first failure and then at every 10th, the status has the rest.
+		level := slog.LevelDebug
+		if failures%10 == 0 {
+			level = slog.LevelWarn
+		}
+		failures++
+		l.log.Log(ctx, level, "kv events connection failed; reconnecting", "err", err, "retry_in", delay, "failures", failures)
 		jitter := time.Duration(rand.Int64N(int64(delay)/5 + 1))
 		t := time.NewTimer(delay + jitter)
 		select {
