@@ -55,7 +55,8 @@ test: fmt-check vet interop-deps
 bench: build
 	@mkdir -p bench/results
 	{ $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./indexer/ ./scheduler/ && \
-	  $(GO) test -run '^$$' -bench Ingest -benchtime 100000x -count 1 ./ingest/; } \
+	  $(GO) test -run '^$$' -bench Ingest -benchtime 100000x -count 1 ./ingest/ && \
+	  $(GO) test -run '^$$' -bench CatalogWrite -benchtime 500x -count 1 ./server/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
 

@@ -150,6 +150,21 @@ func figures(rs map[string]Result) []Figure {
 		out = append(out, Figure{Name: "kvsim to index (8 simulated workers on the same 2 cores, 16-block prompts)",
 			Value: v, Unit: "blocks/s"})
 	}
+	base, hasBase := get("BenchmarkCatalogWrite/single-node-baseline", "p50-ns")
+	for _, via := range []string{"leader", "follower"} {
+		p50, ok := get("BenchmarkCatalogWrite/3-nodes/"+via, "p50-ns")
+		if !ok {
+			continue
+		}
+		p99, _ := get("BenchmarkCatalogWrite/3-nodes/"+via, "p99-ns")
+		f := Figure{Name: "catalog write p50 via the " + via + " (POST /workers, 3 nodes on loopback, fsync on)",
+			Value: p50 / 1e6, Unit: "ms", Target: "<= 5", Met: p50 <= 5e6,
+			Compared: fmt.Sprintf("p99 %.1f ms", p99/1e6)}
+		if hasBase {
+			f.Baseline = fmt.Sprintf("single node: p50 %.1f ms", base/1e6)
+		}
+		out = append(out, f)
+	}
 	return out
 }
 
