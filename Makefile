@@ -1,6 +1,6 @@
 # kvselect — build, run, test, benchmark.
 #
-#   make run     build and start a local node with a demo of selection (Ctrl-C stops it)
+#   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, and every test with the race detector
 #   make bench   in-process benchmarks, figures in bench/results/
 #   make fuzz    run each fuzz target for FUZZTIME (default 30s)
@@ -12,6 +12,7 @@ export PATH := $(dir $(GO)):$(PATH)
 BIN        := bin
 PORT       ?= 8092
 RAFT_PORT  ?= 7092
+SIM_PORT   ?= 8093
 BENCHTIME  ?= 2s
 FUZZTIME   ?= 30s
 TESTFLAGS  ?=
@@ -23,9 +24,11 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-# The demo talks to the node with curl; install it only when it is missing.
+# The demo talks to the nodes with curl and reads JSON with python3;
+# install them only when they are missing.
 tools:
 	@command -v curl >/dev/null 2>&1 || { echo "installing curl (apt-get)"; $(call APT_INSTALL,curl); }
+	@command -v python3 >/dev/null 2>&1 || { echo "installing python3 (apt-get)"; $(call APT_INSTALL,python3); }
 
 # The libzmq interop test publishes from Python on Debian's pyzmq and
 # msgpack; install them only when /usr/bin/python3 cannot import them.
@@ -39,7 +42,7 @@ interop-deps:
 	  $(call APT_INSTALL,python3 python3-zmq python3-msgpack); }
 
 run: build tools
-	@PORT=$(PORT) RAFT_PORT=$(RAFT_PORT) BIN=$(BIN) scripts/run-demo.sh
+	@PORT=$(PORT) RAFT_PORT=$(RAFT_PORT) SIM_PORT=$(SIM_PORT) BIN=$(BIN) scripts/run-demo.sh
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \

@@ -141,9 +141,9 @@ n2  127.0.0.1:7002  127.0.0.1:8002  Voter     yes
 n3  127.0.0.1:7003  -               Nonvoter  no
 `},
 		{name: "workers list", args: []string{"workers", "list"}, want: `
-WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP   LIFECYCLE    LISTENERS
-1       llama  default  http://w1:8000  16     0-1  schedulable  0:active 1:failed 10:connecting
-2       llama  t1       -               0      4    incomplete   -
+WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP_RANKS  LIFECYCLE    LISTENERS
+1       llama  default  http://w1:8000  16     0-1       schedulable  0:active 1:failed 10:connecting
+2       llama  t1       -               0      4         incomplete   -
 
 worker 1 rank 1 listener failed: connection refused
 worker 2 incomplete: endpoint is required; block_size must be greater than 0

@@ -155,7 +155,7 @@ func printWorkers(p *printer, ws []workerRecord) error {
 			formatUint(uint64(w.BlockSize)), dpRanks(w), w.Lifecycle, listeners(w)})
 		notes = append(notes, workerNotes(w)...)
 	}
-	if err := p.table([]string{"WORKER", "MODEL", "TENANT", "ENDPOINT", "BLOCK", "DP", "LIFECYCLE", "LISTENERS"}, rows); err != nil {
+	if err := p.table([]string{"WORKER", "MODEL", "TENANT", "ENDPOINT", "BLOCK", "DP_RANKS", "LIFECYCLE", "LISTENERS"}, rows); err != nil {
 		return err
 	}
 	if len(notes) > 0 {
