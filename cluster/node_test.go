@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -305,5 +307,59 @@ func Test_ParsePeerDial(t *testing.T) {
 				t.Fatalf("got %v, %v; want %v (err %v)", got, err, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Test_InitialClusterWithNames forms a cluster whose members advertise DNS
+// names, as StatefulSet pods do: the names stay names in the configuration
+// and are resolved when dialled.
+func Test_InitialClusterWithNames(t *testing.T) {
+	var peers []Peer
+	var lns []net.Listener
+	for i := range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: "localhost:" + port})
+	}
+	var nodes []*Node
+	for i, p := range peers {
+		cfg := TestConfig(p.ID, t.TempDir())
+		cfg.RaftListener, cfg.RaftAdvertise, cfg.InitialCluster = lns[i], p.RaftAddr, peers
+		n, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	var leader *Node
+	for leader == nil {
+		if err := nodes[0].WaitForLeader(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if n.IsLeader() {
+				leader = n
+			}
+		}
+	}
+	res, err := leader.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := n.WaitApplied(ctx(t), res.Index); err != nil {
+			t.Fatalf("%s: %v", n.ID(), err)
+		}
+		st := n.Status()
+		for i, m := range st.Members {
+			if m.RaftAddr != peers[i].RaftAddr {
+				t.Fatalf("%s sees member %s at %s, want %s", n.ID(), m.ID, m.RaftAddr, peers[i].RaftAddr)
+			}
+		}
 	}
 }
