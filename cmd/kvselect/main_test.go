@@ -47,9 +47,25 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 			t.Fatalf("token config = %q %v %v", cfg.AuthToken, cfg.AuthAll, err)
 		}
 	})
+	t.Run("cluster flags", func(t *testing.T) {
+		t.Setenv("KVSELECT_JOIN", "http://10.0.0.1:8092, http://10.0.0.2:8092")
+		cfg, err := parseConfig([]string{"--peer-dial", "n2=127.0.0.1:9101/127.0.0.1:9201", "--leader-wait", "2s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Cluster.Join) != 2 || cfg.Cluster.Join[1] != "http://10.0.0.2:8092" ||
+			cfg.Cluster.PeerDial["n2"].HTTP != "127.0.0.1:9201" || cfg.Cluster.LeaderWait != 2*time.Second {
+			t.Fatalf("cluster config = %+v", cfg.Cluster)
+		}
+		cfg, err = parseConfig([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
+		if err != nil || len(cfg.Cluster.InitialCluster) != 2 || cfg.Cluster.InitialCluster[1].RaftAddr != "h2:7000" {
+			t.Fatalf("initial cluster = %+v, %v", cfg.Cluster.InitialCluster, err)
+		}
+	})
 	for _, bad := range [][]string{
 		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"},
 		{"--auth-token-file", "/nonexistent"}, {"stray"},
+		{"--initial-cluster", "n1"}, {"--initial-cluster", "n1=0.0.0.0:7000"}, {"--peer-dial", "n2=a/b/c/d"},
 	} {
 		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
 			if _, err := parseConfig(bad); err == nil {
