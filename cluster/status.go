@@ -33,7 +33,10 @@ type Member struct {
 	RaftAddr  string `json:"raft_addr"`
 	HTTPAddr  string `json:"http_addr"`
 	Suffrage  string `json:"suffrage"`
-	Reachable bool   `json:"reachable"`
+	// Reachable is this node's view: the leader tracks every follower's
+	// heartbeats; a follower can only judge the leader (last contact
+	// within two heartbeat timeouts) and reports the others as reachable.
+	Reachable bool `json:"reachable"`
 }
 
 // Status reports this node's view of the cluster.
@@ -60,6 +63,9 @@ func (n *Node) Status() Status {
 				Reachable: !n.unreachable[s.ID]}
 			if meta, ok := catalog.Node(string(s.ID)); ok {
 				m.HTTPAddr = meta.HTTPAddr
+			}
+			if s.ID == leaderID && string(leaderID) != n.cfg.NodeID {
+				m.Reachable = st.LastContactMs >= 0 && st.LastContactMs < 2*n.cfg.HeartbeatTimeout.Milliseconds()
 			}
 			if string(s.ID) == n.cfg.NodeID {
 				m.HTTPAddr, m.Reachable = n.cfg.HTTPAdvertise, true

@@ -450,3 +450,24 @@ func Test_RestartAllKeepsCatalog(t *testing.T) {
 		}
 	}
 }
+
+// Test_ClusterWithAuth runs a cluster that requires a token: nodes carry
+// it on their own calls (metadata), a follower checks the client's token
+// before forwarding, and the forward carries it to the leader.
+func Test_ClusterWithAuth(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.AuthToken = "s3cret" })
+	leader, f := c.Leader(), c.Followers()[0] // converged: every node published its metadata
+	if r := call(t, "POST", f.URL()+"/workers", workerJSON(1)); r.status != http.StatusUnauthorized {
+		t.Fatalf("write without a token: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.URL()+"/workers", workerJSON(1), "Authorization", "Bearer wrong"); r.status != http.StatusUnauthorized {
+		t.Fatalf("write with a wrong token: %d %s", r.status, r.body)
+	}
+	r := call(t, "POST", f.URL()+"/workers", workerJSON(1), "Authorization", "Bearer s3cret")
+	if r.status != http.StatusCreated || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() {
+		t.Fatalf("forwarded write with the token: %d %v %s", r.status, r.header, r.body)
+	}
+	if r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(r.index(t), 10)); r.status != http.StatusOK {
+		t.Fatalf("selection stays open: %d %s", r.status, r.body)
+	}
+}
