@@ -29,10 +29,10 @@ type Leader struct {
 
 // Member is one server of the Raft configuration.
 type Member struct {
-	ID        string `json:"id"`
-	RaftAddr  string `json:"raft_addr"`
-	HTTPAddr  string `json:"http_addr"`
-	Suffrage  string `json:"suffrage"`
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Suffrage string `json:"suffrage"`
 	// Reachable is this node's view: the leader tracks every follower's
 	// heartbeats; a follower can only judge the leader (last contact
 	// within two heartbeat timeouts) and reports the others as reachable.
