@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/internal/envflag"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
 )
@@ -97,7 +98,7 @@ func parseConfig(args []string) (server.Config, error) {
 	if fs.NArg() > 0 {
 		return server.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	err := applyEnv(fs, map[string][]string{
+	err := envflag.Apply(fs, "KVSELECT", map[string][]string{
 		"overlap-score-weight":       {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
 		"router-temperature":         {"DYN_ROUTER_TEMPERATURE"},
 		"host-cache-hit-weight":      {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},

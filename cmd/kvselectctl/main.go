@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/envflag"
 )
 
 // Exit codes.
@@ -33,7 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return report(stderr, flagError(err))
 	}
-	if err := applyEnv(fs); err != nil {
+	if err := envflag.Apply(fs, "KVSELECT", nil); err != nil {
 		return report(stderr, usageErrorf("%v", err))
 	}
 	cmd, rest, err := findCommand(fs.Args())
@@ -72,32 +73,6 @@ func isGlobal(name string) bool {
 		return true
 	}
 	return false
-}
-
-// envName is the environment variable that backs a flag:
-// --token-file ↔ KVSELECT_TOKEN_FILE.
-func envName(flagName string) string {
-	return "KVSELECT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-// applyEnv sets every flag not given on the command line from its
-// KVSELECT_* variable. Precedence: command line, environment, default.
-func applyEnv(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		name := envName(f.Name)
-		if v, ok := os.LookupEnv(name); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s=%q: %w", name, v, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
 }
 
 // env is what a command runs with.

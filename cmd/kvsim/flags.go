@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kvselect/kvselect/internal/envflag"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -24,32 +25,6 @@ type config struct {
 	traceSpeed       float64
 	logLevel         slog.Level
 	logFormat        string
-}
-
-// envName is the environment variable that backs a flag:
-// --cache-blocks ↔ KVSIM_CACHE_BLOCKS.
-func envName(flagName string) string {
-	return "KVSIM_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-// applyEnv sets every flag not given on the command line from its KVSIM_*
-// variable. Precedence: command line, environment, default.
-func applyEnv(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		name := envName(f.Name)
-		if v, ok := os.LookupEnv(name); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s=%q: %w", name, v, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
 }
 
 // parseConfig turns the command line and environment into a config. Usage
@@ -88,7 +63,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if err := applyEnv(fs); err != nil {
+	if err := envflag.Apply(fs, "KVSIM", nil); err != nil {
 		return config{}, err
 	}
 
