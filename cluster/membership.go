@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -17,12 +19,23 @@ type JoinRequest struct {
 	RaftAddr    string `json:"raft_addr"`
 	HTTPAddr    string `json:"http_addr,omitempty"`
 	ReplicaSync string `json:"replica_sync,omitempty"`
+	// CaughtUp is sent by the joining node itself once it holds the
+	// configuration that lists it: proof that the leader reaches it and it
+	// has the log up to its admission. Only then is it made a voter.
+	CaughtUp bool `json:"caught_up,omitempty"`
 }
 
-// Join adds a voter and publishes its metadata (leader only). Joining with
-// an id and address already present only refreshes the metadata, so
-// retries are safe; an id present at another address, or another id at
-// this address, is replaced.
+// Join admits a member in two steps (leader only). A new member enters as
+// a non-voter; the joining node asks again with CaughtUp once it has
+// received the configuration that lists it, and is then promoted to voter.
+// A member that never shows up therefore never counts toward the quorum:
+// adding an unreachable voter to a one-node cluster would otherwise commit
+// at once (a configuration change commits under the old configuration)
+// and leave the cluster without a leader for good.
+//
+// The Raft address is probed first, so a typo fails at once. Repeating a
+// join is a no-op apart from refreshing the metadata; an id present at
+// another address, or another id at this address, is replaced.
 func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	if req.ID == "" || req.RaftAddr == "" {
 		return fmt.Errorf("%w: id and raft_addr are required", ErrMembership)
@@ -43,27 +56,67 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	if err != nil {
 		return err
 	}
-	present := false
+	var current *raft.Server
 	for _, s := range servers {
 		switch {
 		case s.ID == raft.ServerID(req.ID) && s.Address == raft.ServerAddress(req.RaftAddr):
-			present = true
+			current = &s
 		case s.ID == raft.ServerID(req.ID) || s.Address == raft.ServerAddress(req.RaftAddr):
+			if s.ID == raft.ServerID(n.cfg.NodeID) {
+				return fmt.Errorf("%w: %s would replace the leader itself", ErrMembership, req.ID)
+			}
 			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
 				return n.membershipError(fmt.Sprintf("remove stale member %s", s.ID), err)
 			}
 		}
 	}
-	if !present {
-		if err := n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-			return n.membershipError("add voter "+req.ID, err)
+	switch {
+	case current == nil:
+		if err := n.probe(ctx, req.ID, req.RaftAddr); err != nil {
+			return err
 		}
-		n.log.Info("member joined", "id", req.ID, "raft_addr", req.RaftAddr)
+		if err := n.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return n.membershipError("add non-voter "+req.ID, err)
+		}
+		n.log.Info("member admitted as non-voter; it becomes a voter once it has caught up", "id", req.ID, "raft_addr", req.RaftAddr)
+	case current.Suffrage != raft.Voter && req.CaughtUp:
+		if err := n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return n.membershipError("promote "+req.ID, err)
+		}
+		n.log.Info("member promoted to voter", "id", req.ID, "raft_addr", req.RaftAddr)
 	}
 	if req.HTTPAddr == "" {
 		return nil
 	}
 	return n.putMetadata(ctx, meta)
+}
+
+// probe checks that something listens at a Raft address.
+func (n *Node) probe(ctx context.Context, id, addr string) error {
+	if d, ok := n.cfg.PeerDial[id]; ok && d.Raft != "" {
+		addr = d.Raft
+	}
+	dialer := net.Dialer{Timeout: 2 * time.Second}
+	conn, err := dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: raft_addr %s is not reachable from the leader: %v", ErrMembership, addr, err)
+	}
+	return conn.Close()
+}
+
+// suffrage returns how this node appears in its latest configuration
+// (which includes entries not yet committed): false when it is absent.
+func (n *Node) suffrage() (raft.ServerSuffrage, bool) {
+	servers, err := n.servers()
+	if err != nil {
+		return 0, false
+	}
+	for _, s := range servers {
+		if s.ID == raft.ServerID(n.cfg.NodeID) {
+			return s.Suffrage, true
+		}
+	}
+	return 0, false
 }
 
 // SetMetadata publishes a member's metadata (leader only). A node that is
@@ -106,8 +159,17 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if err := n.leaderOnly(ctx); err != nil {
 		return err
 	}
-	if id == n.cfg.NodeID && n.otherVoters() == 0 {
-		return fmt.Errorf("%w: cannot remove the last voter", ErrMembership)
+	if id == n.cfg.NodeID {
+		if n.otherVoters() == 0 {
+			return fmt.Errorf("%w: cannot remove the last voter", ErrMembership)
+		}
+		// A leader that removes itself shuts its raft down on commit and
+		// could not clean up its metadata. Hand over first; the caller (a
+		// forwarding follower, or kvselectctl) retries on the new leader.
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("%w: hand over before removing the leader: %v", ErrUnknownOutcome, err)
+		}
+		return fmt.Errorf("%w: handed leadership over to remove %s", ErrNotLeader, id)
 	}
 	servers, err := n.servers()
 	if err != nil {
@@ -122,7 +184,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		}
 		n.log.Info("member removed", "id", id)
 	}
-	if _, ok := n.Catalog().Node(id); ok && id != n.cfg.NodeID {
+	if _, ok := n.Catalog().Node(id); ok {
 		if _, err := n.Apply(ctx, fsm.CmdDeleteNode, fsm.DeleteNode{ID: id}); err != nil && !errors.Is(err, fsm.ErrNodeNotFound) {
 			return err
 		}
@@ -139,7 +201,11 @@ func (n *Node) StepDown(ctx context.Context) error {
 		return fmt.Errorf("%w: no other voter to hand leadership to", ErrMembership)
 	}
 	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		return fmt.Errorf("%w: leadership transfer: %v", ErrMembership, err)
+		if errors.Is(err, raft.ErrNotLeader) {
+			return n.notLeaderError()
+		}
+		// A transfer that timed out may still complete.
+		return fmt.Errorf("%w: leadership transfer: %v", ErrUnknownOutcome, err)
 	}
 	return nil
 }

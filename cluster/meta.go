@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/kvselect/kvselect/fsm"
 )
 
@@ -47,6 +49,8 @@ func (n *Node) Leader() LeaderInfo {
 // together with its HTTP address, or this node leads. It fails with
 // ErrNoLeader when ctx ends first.
 func (n *Node) WaitForLeaderHTTP(ctx context.Context) (LeaderInfo, error) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
 	for {
 		leaderCh, catalogCh := n.changes()
 		info := n.Leader()
@@ -56,6 +60,7 @@ func (n *Node) WaitForLeaderHTTP(ctx context.Context) (LeaderInfo, error) {
 		select {
 		case <-leaderCh:
 		case <-catalogCh:
+		case <-tick.C: // in case a leader observation was dropped
 		case <-n.stop:
 			return info, ErrClosed
 		case <-ctx.Done():
@@ -75,6 +80,13 @@ func (n *Node) changes() (leader, catalog <-chan struct{}) {
 	n.mu.Unlock()
 	return leader, n.watcher.changed()
 }
+
+// pollEvery backs up leader observations, which raft drops rather than
+// block when our channel is full.
+const pollEvery = 100 * time.Millisecond
+
+// recheckEvery is how often publishMetadata looks again without a trigger.
+const recheckEvery = time.Second
 
 // LeaderWait is how long writes wait for an election.
 func (n *Node) LeaderWait() time.Duration { return n.cfg.LeaderWait }
@@ -100,7 +112,9 @@ func (n *Node) publishMetadata() {
 	for {
 		leaderCh, catalogCh := n.changes()
 		err := n.ensureMetadata(ctx)
-		var retry <-chan time.Time
+		// Configuration changes (a re-add) have no channel of their own,
+		// and observations may be dropped: re-check now and then anyway.
+		retry := time.After(recheckEvery)
 		if err != nil {
 			n.log.Debug("publishing node metadata", "err", err)
 			retry = time.After(backoff + rand.N(backoff/2+1))
@@ -120,10 +134,16 @@ func (n *Node) publishMetadata() {
 
 func (n *Node) ensureMetadata(ctx context.Context) error {
 	want := n.selfMeta()
+	leader := n.Leader()
+	// A node re-added by an operator enters as a non-voter; having the
+	// configuration that lists it, it asks to be promoted.
+	if suffrage, listed := n.suffrage(); listed && suffrage != raft.Voter && leader.DialHTTP != "" && leader.ID != n.cfg.NodeID {
+		return n.client.post(ctx, leader.DialHTTP, "/cluster/join", JoinRequest{ID: want.ID, RaftAddr: n.RaftAddr(),
+			HTTPAddr: want.HTTPAddr, ReplicaSync: want.ReplicaSync, CaughtUp: true})
+	}
 	if cur, ok := n.Catalog().Node(want.ID); ok && cur.HTTPAddr == want.HTTPAddr && cur.ReplicaSync == want.ReplicaSync {
 		return nil
 	}
-	leader := n.Leader()
 	switch {
 	case leader.ID == "":
 		return ErrNoLeader
@@ -135,34 +155,54 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 	return n.client.post(ctx, leader.DialHTTP, "/cluster/metadata", want)
 }
 
-// joinExisting asks the members listed in Join to add this node, trying
-// each in turn with backoff until one accepts or ctx ends. A member that is
-// not the leader forwards the request.
+// joinExisting asks the members listed in Join to admit this node, trying
+// each in turn with backoff, then asks again to be made a voter once it
+// holds the configuration that lists it. It returns when this node is a
+// voter or ctx ends. A member that is not the leader forwards the requests.
 func (n *Node) joinExisting(ctx context.Context) error {
 	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAdvertise,
 		ReplicaSync: n.cfg.ReplicaSyncAdvertise}
-	backoff := 100 * time.Millisecond
-	var errs []error
+	backoff := 50 * time.Millisecond
+	var last error
 	for {
-		for _, url := range n.cfg.Join {
-			err := n.client.post(ctx, url, "/cluster/join", req)
-			if err == nil {
-				n.log.Info("joined cluster", "via", url, "raft_addr", req.RaftAddr)
-				return nil
-			}
-			n.log.Warn("join attempt failed", "via", url, "err", err)
+		suffrage, listed := n.suffrage()
+		switch {
+		case listed && suffrage == raft.Voter:
+			n.log.Info("joined cluster as a voter", "raft_addr", req.RaftAddr)
+			return nil
+		case listed:
+			req.CaughtUp = true
+		}
+		if err := n.askToJoin(ctx, req); err != nil {
 			if !retryable(err) {
-				return fmt.Errorf("join via %s: %w", url, err)
+				return err
 			}
-			errs = append(errs[:0], fmt.Errorf("%s: %w", url, err))
+			last = err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("join %v: gave up: %w", n.cfg.Join, errors.Join(errs...))
+			return fmt.Errorf("join %v: gave up: %w", n.cfg.Join, last)
 		case <-n.stop:
 			return ErrClosed
 		case <-time.After(backoff):
-			backoff = min(2*backoff, 2*time.Second)
+			backoff = min(2*backoff, 500*time.Millisecond)
 		}
 	}
+}
+
+// askToJoin posts req to the Join URLs until one answers.
+func (n *Node) askToJoin(ctx context.Context, req JoinRequest) error {
+	var errs []error
+	for _, url := range n.cfg.Join {
+		err := n.client.post(ctx, url, "/cluster/join", req)
+		if err == nil {
+			return nil
+		}
+		n.log.Warn("join request failed", "via", url, "caught_up", req.CaughtUp, "err", err)
+		if !retryable(err) {
+			return fmt.Errorf("join via %s: %w", url, err)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", url, err))
+	}
+	return errors.Join(errs...)
 }

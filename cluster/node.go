@@ -278,6 +278,8 @@ func (n *Node) setReachable(id raft.ServerID, ok bool) {
 
 // WaitForLeader blocks until a leader is known (this node or another).
 func (n *Node) WaitForLeader(ctx context.Context) error {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
 	for {
 		n.mu.Lock()
 		ch := n.leaderChanged
@@ -287,6 +289,7 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 		}
 		select {
 		case <-ch:
+		case <-tick.C: // in case a leader observation was dropped
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
 		}
@@ -441,7 +444,13 @@ func (n *Node) readError(err error) error {
 
 // Close shuts the node down. A leader with other voters hands leadership
 // over first, so the cluster does not wait out an election timeout.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.shutdown(true) }
+
+// Crash shuts the node down the way a killed process stops: no leadership
+// hand-over, so the others must detect the loss and elect. For tests.
+func (n *Node) Crash() error { return n.shutdown(false) }
+
+func (n *Node) shutdown(handOver bool) error {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -451,7 +460,7 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	close(n.stop)
 	n.wg.Wait()
-	if n.IsLeader() && n.otherVoters() > 0 {
+	if handOver && n.IsLeader() && n.otherVoters() > 0 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("leadership transfer before shutdown failed", "err", err)
 		}

@@ -337,14 +337,18 @@ func Test_InitialClusterWithNames(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	var leader *Node
-	for leader == nil {
-		if err := nodes[0].WaitForLeader(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for wait := ctx(t); leader == nil; {
 		for _, n := range nodes {
 			if n.IsLeader() {
 				leader = n
 			}
+		}
+		select {
+		case <-wait.Done():
+			t.Fatal("no leader elected")
+		case <-tick.C:
 		}
 	}
 	res, err := leader.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
@@ -361,5 +365,44 @@ func Test_InitialClusterWithNames(t *testing.T) {
 				t.Fatalf("%s sees member %s at %s, want %s", n.ID(), m.ID, m.RaftAddr, peers[i].RaftAddr)
 			}
 		}
+	}
+}
+
+// Test_JoinNeverRisksQuorum: a member that cannot be reached is refused,
+// and one that never catches up stays a non-voter, so a one-node cluster
+// keeps its leader and takes writes either way.
+func Test_JoinNeverRisksQuorum(t *testing.T) {
+	n := mustOpen(t, TestConfig("n1", t.TempDir()))
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	if err := n.Join(ctx(t), JoinRequest{ID: "n2", RaftAddr: closedAddr}); !errors.Is(err, ErrMembership) ||
+		!strings.Contains(err.Error(), "not reachable") {
+		t.Fatalf("join of an unreachable address: %v", err)
+	}
+	// Something listens, but it is not a kvselect node: it is admitted as a
+	// non-voter and never promoted, because it never asks.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for range 2 {
+		if err := n.Join(ctx(t), JoinRequest{ID: "n3", RaftAddr: silent.Addr().String()}); err != nil {
+			t.Fatalf("join: %v", err)
+		}
+	}
+	st := n.Status()
+	if len(st.Members) != 2 || st.Members[1].ID != "n3" || st.Members[1].Suffrage != "Nonvoter" {
+		t.Fatalf("members = %+v", st.Members)
+	}
+	if _, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)}); err != nil {
+		t.Fatalf("write with a silent non-voter: %v", err)
+	}
+	if !n.IsLeader() {
+		t.Fatal("lost leadership")
 	}
 }

@@ -41,17 +41,17 @@ type Member struct {
 
 // Status reports this node's view of the cluster.
 func (n *Node) Status() Status {
-	_, leaderID := n.raft.LeaderWithID()
+	leader := n.Leader() // one read: id and address of the same leader
+	leaderID := raft.ServerID(leader.ID)
 	st := Status{
 		NodeID:       n.cfg.NodeID,
 		State:        stateName(n.raft.State()),
 		Term:         n.raft.CurrentTerm(),
-		Leader:       Leader{ID: string(leaderID)},
+		Leader:       Leader{ID: leader.ID, HTTPAddr: leader.HTTPAddr},
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
 		Members:      []Member{},
 	}
-	st.Leader.HTTPAddr = n.Leader().HTTPAddr
 	if string(leaderID) != n.cfg.NodeID {
 		st.LastContactMs = lastContactMs(n.raft.Stats()["last_contact"])
 	}

@@ -16,6 +16,8 @@ type joinInput struct {
 	RaftAddr    *string `json:"raft_addr"`
 	HTTPAddr    *string `json:"http_addr"`
 	ReplicaSync *string `json:"replica_sync"`
+	// CaughtUp is set by a joining node asking to become a voter.
+	CaughtUp bool `json:"caught_up"`
 }
 
 func (s *Service) clusterJoin(w http.ResponseWriter, r *http.Request) error {
@@ -32,7 +34,8 @@ func (s *Service) clusterJoin(w http.ResponseWriter, r *http.Request) error {
 	if err := cluster.CheckAdvertise(*in.RaftAddr); err != nil {
 		return badRequest("raft_addr", "%v", err)
 	}
-	req := cluster.JoinRequest{ID: *in.ID, RaftAddr: *in.RaftAddr, HTTPAddr: deref(in.HTTPAddr), ReplicaSync: deref(in.ReplicaSync)}
+	req := cluster.JoinRequest{ID: *in.ID, RaftAddr: *in.RaftAddr, HTTPAddr: deref(in.HTTPAddr),
+		ReplicaSync: deref(in.ReplicaSync), CaughtUp: in.CaughtUp}
 	if req.HTTPAddr != "" {
 		if err := checkNodeMeta(req.ID, req.HTTPAddr, req.ReplicaSync); err != nil {
 			return err

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvselect/kvselect/cluster"
@@ -22,6 +24,17 @@ const (
 	// never forwards it again, so a stale view of the leader cannot loop.
 	headerForwardedBy = "X-Kvselect-Forwarded-By"
 )
+
+// newForwardClient returns the client that forwards to the leader. Its
+// dial timeout is short: a leader that vanished without a reset (power
+// off, partition) must not hold a write for the whole forward timeout
+// while another node has taken over.
+func newForwardClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.MaxIdleConnsPerHost = 16
+	return &http.Client{Transport: t}
+}
 
 // maxForwardedAnswer bounds a leader's answer held in memory before it is
 // relayed (a linearizable GET /workers of a large catalog).
@@ -125,12 +138,17 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 		}
 	}
 	req.Header.Set(headerForwardedBy, self)
+	// Nothing can have reached the leader unless a connection was
+	// obtained: a failed or timed-out dial is safe to retry.
+	var connected atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	}))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if !connected.Load() {
 			s.metrics.forwards.WithLabelValues("retry").Inc()
-			return false, nil // nothing was sent
+			return false, nil
 		}
 		s.metrics.forwards.WithLabelValues("unknown").Inc()
 		if r.Method == http.MethodGet {

@@ -68,7 +68,7 @@ func New(cfg Config) *Service {
 		cfg.Gatherer = prometheus.NewRegistry()
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
-		client: &http.Client{}}
+		client: newForwardClient()}
 	s.router = s.routes()
 	return s
 }

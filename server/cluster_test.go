@@ -219,7 +219,7 @@ func Test_LeaderLossAndReelection(t *testing.T) {
 		t.Fatalf("write: %d %s", r.status, r.body)
 	}
 	i := c.Index(old)
-	c.Stop(i)
+	c.Crash(i) // no hand-over: the others must notice and elect
 	leader := c.WaitConverged()
 	if leader == old {
 		t.Fatal("stopped node still leads")
@@ -312,11 +312,43 @@ func Test_JoinRemoveAndReAdd(t *testing.T) {
 	c.WaitConverged()
 	n3 := c.Add(n2.URL()) // n2 is a follower: it forwards the join
 	c.WaitConverged()
+	// A joined node starts serving only once it is a voter.
 	for _, s := range c.Live() {
-		if st := statusOf(t, s); len(st.Members) != 3 {
+		st := statusOf(t, s)
+		if len(st.Members) != 3 {
 			t.Fatalf("%s sees %d members", s.Node.ID(), len(st.Members))
 		}
+		for _, m := range st.Members {
+			if m.Suffrage != "Voter" {
+				t.Fatalf("%s sees %s as %s", s.Node.ID(), m.ID, m.Suffrage)
+			}
+		}
 	}
+	// Removing the leader through a follower: the leader hands over first,
+	// and the new leader removes it and its metadata.
+	if r := call(t, "POST", n2.URL()+"/cluster/remove", `{"id": "n1"}`); r.status != http.StatusOK {
+		t.Fatalf("remove the leader: %d %s", r.status, r.body)
+	}
+	servertest.Eventually(t, "n1 is removed with its metadata", func() error {
+		for _, s := range []*server.Server{n2, n3} {
+			if s.Node.IsLeader() {
+				if len(statusOf(t, s).Members) != 2 {
+					return fmt.Errorf("members %+v", statusOf(t, s).Members)
+				}
+				if _, ok := s.Node.Catalog().Node("n1"); ok {
+					return fmt.Errorf("n1 metadata still present")
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader among n2, n3")
+	})
+	// Back in: n1 still runs, so it promotes itself after the operator's join.
+	rejoin := fmt.Sprintf(`{"id": "n1", "raft_addr": %q, "http_addr": %q}`, n1.Node.RaftAddr(), n1.Addr())
+	if r := call(t, "POST", n2.URL()+"/cluster/join", rejoin); r.status != http.StatusOK {
+		t.Fatalf("re-add n1: %d %s", r.status, r.body)
+	}
+	c.WaitConverged()
 	servertest.Eventually(t, "joined nodes receive the catalog", func() error {
 		if len(workerIDs(t, n3)) != 1 {
 			return fmt.Errorf("n3 has %v", workerIDs(t, n3))
@@ -366,13 +398,29 @@ func Test_JoinRemoveAndReAdd(t *testing.T) {
 	if r := call(t, "POST", via.URL()+"/workers", workerJSON(2)); r.status != http.StatusCreated {
 		t.Fatalf("write: %d %s", r.status, r.body)
 	}
+	// The operator's join admits n3 as a non-voter; n3, still running,
+	// sees itself listed and asks to be promoted.
 	join := fmt.Sprintf(`{"id": "n3", "raft_addr": %q, "http_addr": %q}`, n3.Node.RaftAddr(), n3.Addr())
-	for range 2 { // a repeated join is a no-op
-		if r := call(t, "POST", via.URL()+"/cluster/join", join); r.status != http.StatusOK {
-			t.Fatalf("re-add n3: %d %s", r.status, r.body)
-		}
+	if r := call(t, "POST", via.URL()+"/cluster/join", join); r.status != http.StatusOK {
+		t.Fatalf("re-add n3: %d %s", r.status, r.body)
 	}
-	c.WaitConverged()
+	servertest.Eventually(t, "n3 is a voter again", func() error {
+		for _, m := range statusOf(t, via).Members {
+			if m.ID == "n3" && m.Suffrage == "Voter" {
+				return nil
+			}
+		}
+		return fmt.Errorf("members %+v", statusOf(t, via).Members)
+	})
+	leader = c.WaitConverged()
+	// Repeating the join changes nothing: no log entry is written.
+	before := leader.Node.Status().CommitIndex
+	if r := call(t, "POST", via.URL()+"/cluster/join", join); r.status != http.StatusOK {
+		t.Fatalf("repeated join: %d %s", r.status, r.body)
+	}
+	if after := leader.Node.Status().CommitIndex; after != before {
+		t.Fatalf("repeated join moved the commit index %d -> %d", before, after)
+	}
 	servertest.Eventually(t, "re-added n3 catches up", func() error {
 		if got := workerIDs(t, n3); !slices.Equal(got, []uint64{1, 2}) {
 			return fmt.Errorf("n3 has %v", got)

@@ -70,7 +70,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.ln = ln
 	if cfg.Cluster.HTTPAdvertise == "" {
-		cfg.Cluster.HTTPAdvertise = advertisable(ln.Addr().String())
+		cfg.Cluster.HTTPAdvertise = httpAdvertise(ln.Addr().String(), cfg.Cluster.RaftAdvertise)
 	}
 	cfg.Cluster.Logger = cfg.Logger
 	if cfg.Cluster.AuthToken == "" {
@@ -127,6 +127,26 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// httpAdvertise is the default --http-advertise: the bound address, or for
+// a wildcard bind the host other nodes already use for this node's Raft
+// (--raft-advertise), so a multi-host cluster that sets only that flag
+// does not publish a loopback HTTP address; loopback otherwise.
+func httpAdvertise(bound, raftAdvertise string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return bound
+	}
+	if rh, _, err := net.SplitHostPort(raftAdvertise); err == nil && rh != "" {
+		if ip := net.ParseIP(rh); ip == nil || !ip.IsUnspecified() {
+			return net.JoinHostPort(rh, port)
+		}
+	}
+	return advertisable(bound)
+}
+
 // advertisable replaces an unspecified host by loopback.
 func advertisable(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
@@ -148,14 +168,25 @@ func (s *Server) URL() string { return "http://" + advertisable(s.Addr()) }
 // Close stops the node: the HTTP server drains requests until ctx ends,
 // then Raft hands over leadership (when there are other voters) and shuts
 // down.
-func (s *Server) Close(ctx context.Context) error {
+func (s *Server) Close(ctx context.Context) error { return s.shutdown(ctx, false) }
+
+// Crash stops the node abruptly, as if the process were killed: open
+// connections are cut and there is no leadership hand-over. For tests.
+func (s *Server) Crash() error { return s.shutdown(context.Background(), true) }
+
+func (s *Server) shutdown(ctx context.Context, crash bool) error {
 	var err error
 	s.once.Do(func() {
 		close(s.stop)
-		if herr := s.http.Shutdown(ctx); herr != nil {
+		if crash {
 			s.http.Close()
+			err = s.Node.Crash()
+		} else {
+			if herr := s.http.Shutdown(ctx); herr != nil {
+				s.http.Close()
+			}
+			err = s.Node.Close()
 		}
-		err = s.Node.Close()
 		s.Ingest.Close()
 		s.wg.Wait()
 		s.log.Info("kvselect node stopped", "node_id", s.cfg.Cluster.NodeID)

@@ -65,6 +65,9 @@ func StartCluster(t testing.TB, n int, mutate func(i int, cfg *server.Config)) *
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
+			for _, ln := range lns {
+				ln.Close() // those a failed start did not hand over
+			}
 			t.Fatalf("start %s: %v", NodeID(i), err)
 		}
 	}
@@ -158,6 +161,18 @@ func (c *Cluster) Stop(i int) {
 	defer cancel()
 	if err := c.Nodes[i].Close(ctx); err != nil {
 		c.t.Errorf("stop %s: %v", NodeID(i), err)
+	}
+	c.Nodes[i] = nil
+}
+
+// Crash stops node i abruptly: no leadership hand-over, connections cut.
+func (c *Cluster) Crash(i int) {
+	c.t.Helper()
+	if c.Nodes[i] == nil {
+		return
+	}
+	if err := c.Nodes[i].Crash(); err != nil {
+		c.t.Errorf("crash %s: %v", NodeID(i), err)
 	}
 	c.Nodes[i] = nil
 }
