@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+
+	"github.com/go-zeromq/zmq4"
 )
 
 // Errors returned by Worker methods.
@@ -97,6 +99,18 @@ func (w *Worker) SkipLive(rank int, n int) {
 	if r, err := w.rank(rank); err == nil && n > 0 {
 		r.skipLive(n)
 	}
+}
+
+// Subscribed reports whether a subscriber's subscription has reached the
+// rank's PUB socket. ZMQ drops what a PUB sends before that, so a test
+// that wants every message live waits for it.
+func (w *Worker) Subscribed(rank int) bool {
+	r, err := w.rank(rank)
+	if err != nil {
+		return false
+	}
+	t, ok := r.pub.(zmq4.Topics)
+	return ok && len(t.Topics()) > 0
 }
 
 // LastSeq returns the last sequence number assigned on a rank, and false

@@ -40,7 +40,12 @@ func startE2E(t *testing.T, enc kvsim.Encoding, workers int) *e2e {
 		t.Fatal(err)
 	}
 	e := &e2e{t: t, srv: srv, sim: sim}
-	e.eventually("every listener is active", func() bool {
+	e.eventually("every listener is active and subscribed", func() bool {
+		for _, w := range sim.Workers() {
+			if !w.Subscribed(0) {
+				return false
+			}
+		}
 		return len(e.listenerStates("active")) == workers
 	})
 	return e
