@@ -422,6 +422,12 @@ func (n *Node) LinearizableCatalog(ctx context.Context) (*fsm.Catalog, error) {
 	if n.raft.CurrentTerm() != term {
 		return nil, n.notLeaderError()
 	}
+	// AppliedIndex can run ahead of the FSM by the entries raft has handed
+	// to it but not yet applied. That cannot hide an acknowledged write:
+	// writes acknowledged by this leader waited for their FSM result, and
+	// those of earlier terms are behind the barrier above. The catalog
+	// index cannot be waited on instead: configuration entries and
+	// barriers advance the commit index but never the catalog.
 	for backoff := 50 * time.Microsecond; n.raft.AppliedIndex() < commit; backoff = min(2*backoff, 5*time.Millisecond) {
 		select {
 		case <-ctx.Done():
