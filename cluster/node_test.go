@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,5 +406,144 @@ func Test_JoinNeverRisksQuorum(t *testing.T) {
 	}
 	if !n.IsLeader() {
 		t.Fatal("lost leadership")
+	}
+}
+
+// tcpProxy forwards every connection to target and counts them.
+type tcpProxy struct {
+	ln    net.Listener
+	conns atomic.Int64
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	open  []net.Conn
+}
+
+// close stops the proxy and cuts every connection: raft's transport keeps
+// pooled connections open past its Close, so they would never end.
+func (p *tcpProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.open {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.conns.Add(1)
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.open = append(p.open, in, out)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			for _, pair := range [][2]net.Conn{{in, out}, {out, in}} {
+				go func() {
+					defer p.wg.Done()
+					_, _ = io.Copy(pair[0], pair[1])
+					pair[0].Close()
+					pair[1].Close()
+				}()
+			}
+		}
+	}()
+	return p
+}
+
+// Test_PeerDialRoutesRaftThroughProxy: with --peer-dial, n1 reaches n2's
+// Raft through a proxy while the configuration keeps n2's own address.
+func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
+	lns := make([]net.Listener, 2)
+	var peers []Peer
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()})
+	}
+	proxy := startProxy(t, peers[1].RaftAddr)
+	var nodes []*Node
+	for i, p := range peers {
+		cfg := TestConfig(p.ID, t.TempDir())
+		cfg.RaftListener, cfg.InitialCluster = lns[i], peers
+		if i == 0 {
+			cfg.PeerDial = map[string]PeerDial{"n2": {Raft: proxy.ln.Addr().String()}}
+		}
+		n, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+		proxy.close()
+	})
+	var leader *Node
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for wait := ctx(t); leader == nil; {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				leader = n
+			}
+		}
+		select {
+		case <-wait.Done():
+			t.Fatal("no leader elected")
+		case <-tick.C:
+		}
+	}
+	// Only n1 has the override, so n1 must lead for its replication to
+	// use it: a leader n2 hands over to its only peer.
+	if leader != nodes[0] {
+		if err := leader.StepDown(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		for wait := ctx(t); !nodes[0].IsLeader(); {
+			select {
+			case <-wait.Done():
+				t.Fatal("n1 did not take over")
+			case <-tick.C:
+			}
+		}
+	}
+	res, err := nodes[0].Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := n.WaitApplied(ctx(t), res.Index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if proxy.conns.Load() == 0 {
+		t.Fatal("n1 never dialled n2 through the proxy")
+	}
+	for _, m := range nodes[0].Status().Members {
+		if m.RaftAddr != peers[map[string]int{"n1": 0, "n2": 1}[m.ID]].RaftAddr {
+			t.Fatalf("the override leaked into the configuration: %+v", m)
+		}
 	}
 }
