@@ -65,6 +65,26 @@ func call(t *testing.T, method, url, body string, header ...string) reply {
 	return reply{resp.StatusCode, resp.Header, string(raw)}
 }
 
+// mustUpsert POSTs a worker, retrying what a client should retry right
+// after a leader change: no_leader, and unknown_outcome (upserts are
+// idempotent). Anything else but 201 fails the test.
+func mustUpsert(t *testing.T, base string, id int) reply {
+	t.Helper()
+	var r reply
+	servertest.Eventually(t, fmt.Sprintf("worker %d is written via %s", id, base), func() error {
+		r = call(t, "POST", base+"/workers", workerJSON(id))
+		switch {
+		case r.status == http.StatusCreated:
+			return nil
+		case r.status == http.StatusServiceUnavailable && (r.code() == "no_leader" || r.code() == "unknown_outcome"):
+			return fmt.Errorf("%d %s", r.status, r.body)
+		}
+		t.Fatalf("write of worker %d via %s: %d %s", id, base, r.status, r.body)
+		return nil
+	})
+	return r
+}
+
 func workerJSON(id int) string {
 	return fmt.Sprintf(`{"worker_id": %d, "model_name": "m", "endpoint": "http://w%d", "block_size": 16,
 		"kv_events_endpoint": "tcp://127.0.0.1:1"}`, id, id)
@@ -226,9 +246,7 @@ func Test_LeaderLossAndReelection(t *testing.T) {
 	}
 	// The survivors take writes through either of them and keep selecting.
 	for _, s := range c.Live() {
-		if r := call(t, "POST", s.URL()+"/workers", workerJSON(10+c.Index(s))); r.status != http.StatusCreated {
-			t.Fatalf("write via %s after leader loss: %d %s", s.Node.ID(), r.status, r.body)
-		}
+		mustUpsert(t, s.URL(), 10+c.Index(s))
 		if r := call(t, "POST", s.URL()+"/select", selectBody); r.status != http.StatusOK {
 			t.Fatalf("select on %s: %d %s", s.Node.ID(), r.status, r.body)
 		}
@@ -395,9 +413,7 @@ func Test_JoinRemoveAndReAdd(t *testing.T) {
 	}
 
 	// Re-add it; it gets the writes it missed.
-	if r := call(t, "POST", via.URL()+"/workers", workerJSON(2)); r.status != http.StatusCreated {
-		t.Fatalf("write: %d %s", r.status, r.body)
-	}
+	mustUpsert(t, via.URL(), 2)
 	// The operator's join admits n3 as a non-voter; n3, still running,
 	// sees itself listed and asks to be promoted.
 	join := fmt.Sprintf(`{"id": "n3", "raft_addr": %q, "http_addr": %q}`, n3.Node.RaftAddr(), n3.Addr())
