@@ -338,21 +338,7 @@ func Test_InitialClusterWithNames(t *testing.T) {
 		t.Cleanup(func() { n.Close() })
 		nodes = append(nodes, n)
 	}
-	var leader *Node
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for wait := ctx(t); leader == nil; {
-		for _, n := range nodes {
-			if n.IsLeader() {
-				leader = n
-			}
-		}
-		select {
-		case <-wait.Done():
-			t.Fatal("no leader elected")
-		case <-tick.C:
-		}
-	}
+	leader := waitLeader(t, nodes)
 	res, err := leader.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
 	if err != nil {
 		t.Fatal(err)
@@ -500,33 +486,15 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 		}
 		proxy.close()
 	})
-	var leader *Node
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for wait := ctx(t); leader == nil; {
-		for _, n := range nodes {
-			if n.IsLeader() {
-				leader = n
-			}
-		}
-		select {
-		case <-wait.Done():
-			t.Fatal("no leader elected")
-		case <-tick.C:
-		}
-	}
+	leader := waitLeader(t, nodes)
 	// Only n1 has the override, so n1 must lead for its replication to
 	// use it: a leader n2 hands over to its only peer.
 	if leader != nodes[0] {
 		if err := leader.StepDown(ctx(t)); err != nil {
 			t.Fatal(err)
 		}
-		for wait := ctx(t); !nodes[0].IsLeader(); {
-			select {
-			case <-wait.Done():
-				t.Fatal("n1 did not take over")
-			case <-tick.C:
-			}
+		if waitLeader(t, nodes) != nodes[0] {
+			t.Fatal("n1 did not take over")
 		}
 	}
 	res, err := nodes[0].Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
@@ -544,6 +512,25 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 	for _, m := range nodes[0].Status().Members {
 		if m.RaftAddr != peers[map[string]int{"n1": 0, "n2": 1}[m.ID]].RaftAddr {
 			t.Fatalf("the override leaked into the configuration: %+v", m)
+		}
+	}
+}
+
+// waitLeader polls until one of nodes leads and returns it.
+func waitLeader(t *testing.T, nodes []*Node) *Node {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for wait := ctx(t); ; {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				return n
+			}
+		}
+		select {
+		case <-wait.Done():
+			t.Fatal("no leader elected")
+		case <-tick.C:
 		}
 	}
 }
