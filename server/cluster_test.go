@@ -245,9 +245,12 @@ func Test_LeaderLossAndReelection(t *testing.T) {
 		t.Fatal("stopped node still leads")
 	}
 	// The survivors take writes through either of them and keep selecting.
+	// A write acknowledged through a follower is applied there a moment
+	// later; the selection names the write's index to read its own write.
 	for _, s := range c.Live() {
-		mustUpsert(t, s.URL(), 10+c.Index(s))
-		if r := call(t, "POST", s.URL()+"/select", selectBody); r.status != http.StatusOK {
+		idx := mustUpsert(t, s.URL(), 10+c.Index(s)).index(t)
+		r := call(t, "POST", s.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(idx, 10))
+		if r.status != http.StatusOK {
 			t.Fatalf("select on %s: %d %s", s.Node.ID(), r.status, r.body)
 		}
 	}
