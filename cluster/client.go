@@ -1,108 +1,60 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/fsm"
 )
 
-// peerClient makes the node's own inter-node HTTP calls (join, metadata).
-// Client requests that a follower forwards go through the http package,
-// which proxies them as they came.
+// peerClient makes the node's own calls to other nodes (join, metadata)
+// with the Go client, pinned to the address it is given: the node routes
+// these calls itself (through --peer-dial overrides), so the client must
+// neither follow the leader elsewhere nor retry on its own. Client
+// requests that a follower forwards go through the http package, which
+// proxies them as they came.
 type peerClient struct {
-	http  *http.Client
+	hc    *http.Client
 	token string
 }
 
 func newPeerClient(token string, timeout time.Duration) *peerClient {
-	return &peerClient{http: &http.Client{Timeout: timeout}, token: token}
+	return &peerClient{hc: &http.Client{Timeout: timeout}, token: token}
 }
 
-// RemoteError is a non-2xx answer from another node, with the machine code
-// of its JSON error body. It unwraps to this package's sentinel for the
-// codes that have one, so callers can tell "nothing written, retry
-// elsewhere" from a verdict.
-type RemoteError struct {
-	Status  int
-	Code    string
-	Message string
+func (p *peerClient) to(addr string) (*client.Client, error) {
+	return client.New(client.Config{Addrs: []string{addr}, Token: p.token, HTTPClient: p.hc, Pinned: true})
 }
 
-func (e *RemoteError) Error() string {
-	return fmt.Sprintf("remote %d %s: %s", e.Status, e.Code, e.Message)
+// join asks the node at addr to admit a member (it forwards to the leader).
+func (p *peerClient) join(ctx context.Context, addr string, req api.JoinRequest) error {
+	c, err := p.to(addr)
+	if err == nil {
+		_, err = c.Join(ctx, req)
+	}
+	return err
 }
 
-func (e *RemoteError) Unwrap() error {
-	switch e.Code {
-	case "not_leader":
-		return ErrNotLeader
-	case "no_leader":
-		return ErrNoLeader
-	case "unknown_outcome":
-		return ErrUnknownOutcome
-	case "conflict":
-		return ErrMembership
+// metadata publishes a member's addresses through the node at addr.
+func (p *peerClient) metadata(ctx context.Context, addr string, meta fsm.NodeMeta) error {
+	c, err := p.to(addr)
+	if err == nil {
+		_, err = c.SetMetadata(ctx, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync})
 	}
-	return nil
-}
-
-// BaseURL turns "host:port" or a URL into a base URL without a trailing
-// slash.
-func BaseURL(addr string) string {
-	addr = strings.TrimRight(addr, "/")
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return addr
-	}
-	return "http://" + addr
-}
-
-// post sends body as JSON to base+path. A transport failure is returned as
-// is; a non-2xx answer as *RemoteError.
-func (c *peerClient) post(ctx context.Context, base, path string, body any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, BaseURL(base)+path, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 == 2 {
-		return nil
-	}
-	var eb struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if json.Unmarshal(data, &eb) != nil || eb.Code == "" {
-		eb.Error, eb.Code = strings.TrimSpace(string(data)), "http_"+http.StatusText(resp.StatusCode)
-	}
-	return &RemoteError{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+	return err
 }
 
 // retryable reports whether a failed inter-node call may be tried again:
 // nothing was decided (no leader, not the leader, network trouble, the
 // other node shutting down). Verdicts (4xx) are final.
 func retryable(err error) bool {
-	var re *RemoteError
-	if errors.As(err, &re) {
-		return re.Status >= 500
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Status >= 500
 	}
 	return err != nil
 }

@@ -9,21 +9,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 )
-
-// JoinRequest is the body of POST /cluster/join: the new member's id and
-// Raft address, and the metadata to publish for it.
-type JoinRequest struct {
-	ID          string `json:"id"`
-	RaftAddr    string `json:"raft_addr"`
-	HTTPAddr    string `json:"http_addr,omitempty"`
-	ReplicaSync string `json:"replica_sync,omitempty"`
-	// CaughtUp is sent by the joining node itself once it holds the
-	// configuration that lists it: proof that the leader reaches it and it
-	// has the log up to its admission. Only then is it made a voter.
-	CaughtUp bool `json:"caught_up,omitempty"`
-}
 
 // Join admits a member in two steps (leader only). A new member enters as
 // a non-voter; the joining node asks again with CaughtUp once it has
@@ -36,7 +24,7 @@ type JoinRequest struct {
 // The Raft address is probed first, so a typo fails at once. Repeating a
 // join is a no-op apart from refreshing the metadata; an id present at
 // another address, or another id at this address, is replaced.
-func (n *Node) Join(ctx context.Context, req JoinRequest) error {
+func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
 	if req.ID == "" || req.RaftAddr == "" {
 		return fmt.Errorf("%w: id and raft_addr are required", ErrMembership)
 	}
@@ -146,7 +134,7 @@ func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 	if cur, ok := n.Catalog().Node(meta.ID); ok && cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync {
 		return nil
 	}
-	_, err := n.Apply(ctx, fsm.CmdSetNode, fsm.SetNode{Node: meta})
+	_, err := n.Apply(ctx, fsm.SetNode{Node: meta})
 	return err
 }
 
@@ -185,7 +173,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		n.log.Info("member removed", "id", id)
 	}
 	if _, ok := n.Catalog().Node(id); ok {
-		if _, err := n.Apply(ctx, fsm.CmdDeleteNode, fsm.DeleteNode{ID: id}); err != nil && !errors.Is(err, fsm.ErrNodeNotFound) {
+		if _, err := n.Apply(ctx, fsm.DeleteNode{ID: id}); err != nil && !errors.Is(err, fsm.ErrNodeNotFound) {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 )
 
@@ -138,7 +139,7 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 	// A node re-added by an operator enters as a non-voter; having the
 	// configuration that lists it, it asks to be promoted.
 	if suffrage, listed := n.suffrage(); listed && suffrage != raft.Voter && leader.DialHTTP != "" && leader.ID != n.cfg.NodeID {
-		return n.client.post(ctx, leader.DialHTTP, "/cluster/join", JoinRequest{ID: want.ID, RaftAddr: n.RaftAddr(),
+		return n.client.join(ctx, leader.DialHTTP, api.JoinRequest{ID: want.ID, RaftAddr: n.RaftAddr(),
 			HTTPAddr: want.HTTPAddr, ReplicaSync: want.ReplicaSync, CaughtUp: true})
 	}
 	if cur, ok := n.Catalog().Node(want.ID); ok && cur.HTTPAddr == want.HTTPAddr && cur.ReplicaSync == want.ReplicaSync {
@@ -152,7 +153,7 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 	case leader.DialHTTP == "":
 		return fmt.Errorf("%w: HTTP address of leader %s unknown", ErrNoLeader, leader.ID)
 	}
-	return n.client.post(ctx, leader.DialHTTP, "/cluster/metadata", want)
+	return n.client.metadata(ctx, leader.DialHTTP, want)
 }
 
 // joinExisting asks the members listed in Join to admit this node, trying
@@ -160,7 +161,7 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 // holds the configuration that lists it. It returns when this node is a
 // voter or ctx ends. A member that is not the leader forwards the requests.
 func (n *Node) joinExisting(ctx context.Context) error {
-	req := JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAdvertise,
+	req := api.JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAdvertise,
 		ReplicaSync: n.cfg.ReplicaSyncAdvertise}
 	backoff := 50 * time.Millisecond
 	var last error
@@ -191,10 +192,10 @@ func (n *Node) joinExisting(ctx context.Context) error {
 }
 
 // askToJoin posts req to the Join URLs until one answers.
-func (n *Node) askToJoin(ctx context.Context, req JoinRequest) error {
+func (n *Node) askToJoin(ctx context.Context, req api.JoinRequest) error {
 	var errs []error
 	for _, url := range n.cfg.Join {
-		err := n.client.post(ctx, url, "/cluster/join", req)
+		err := n.client.join(ctx, url, req)
 		if err == nil {
 			return nil
 		}

@@ -34,6 +34,9 @@ func newMetrics(n *Node) *metrics {
 		gauge("kvselect_raft_applied_index", "Raft applied index.", func() float64 { return float64(n.raft.AppliedIndex()) }),
 		gauge("kvselect_catalog_index", "Catalog index whose side effects are done on this node.",
 			func() float64 { return float64(n.watcher.applied()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvselect_raft_skipped_entries_total",
+			Help: "Log entries of a type this binary does not know, flagged skippable by the newer binary that wrote them."},
+			func() float64 { return float64(n.fsm.Skipped()) }),
 		gauge("kvselect_raft_is_leader", "1 when this node is the leader.",
 			func() float64 {
 				if n.raft.State() == raft.Leader {

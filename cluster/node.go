@@ -53,16 +53,17 @@ type Node struct {
 // InitialCluster and Join. Without state the node bootstraps
 // InitialCluster, or joins an existing cluster through Join (returning
 // once a member has added it), or else bootstraps a single-voter cluster of
-// itself. observers are told about every catalog change, in order, outside
-// the FSM.
-func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
+// itself. observer, when not nil, is told about every catalog change, in
+// index order, outside the FSM; Apply returns only once it has seen the
+// write.
+func Open(cfg Config, observer fsm.Observer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		if cfg.RaftListener != nil {
 			cfg.RaftListener.Close()
 		}
 		return nil, err
 	}
-	n, err := openParts(cfg, observers)
+	n, err := openParts(cfg, observer)
 	if err != nil {
 		if cfg.RaftListener != nil {
 			cfg.RaftListener.Close()
@@ -77,7 +78,7 @@ func Open(cfg Config, observers ...fsm.Observer) (*Node, error) {
 }
 
 // openParts opens the stores and the transport and creates raft.
-func openParts(cfg Config, observers []fsm.Observer) (*Node, error) {
+func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -134,7 +135,7 @@ func openParts(cfg Config, observers []fsm.Observer) (*Node, error) {
 		}
 	}
 	n.metrics = newMetrics(n)
-	n.watcher = newWatcher(n.fsm, observers)
+	n.watcher = newWatcher(n.fsm, observer, n.log)
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
 	if err != nil {
 		n.closeStores()
@@ -314,8 +315,8 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // and the FSM's deterministic error (such as fsm.ErrWorkerNotFound)
 // otherwise. On success the local side effects of the write are done before
 // Apply returns, so this node serves reads that see it.
-func (n *Node) Apply(ctx context.Context, ct fsm.CommandType, payload any) (*fsm.Result, error) {
-	data, err := fsm.EncodeCommand(ct, payload)
+func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +342,7 @@ func (n *Node) Apply(ctx context.Context, ct fsm.CommandType, payload any) (*fsm
 			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 		}
 	}
-	n.metrics.applyLatency.WithLabelValues(ct.String()).Observe(time.Since(start).Seconds())
+	n.metrics.applyLatency.WithLabelValues(cmd.Type().String()).Observe(time.Since(start).Seconds())
 	res, ok := f.Response().(*fsm.Result)
 	if !ok {
 		return nil, fmt.Errorf("%w: unexpected FSM response %T", ErrUnknownOutcome, f.Response())
@@ -380,15 +381,22 @@ func (n *Node) notLeaderError() error {
 	return fmt.Errorf("%w: leader is %s at %s", ErrNotLeader, id, addr)
 }
 
+// CatalogIndex is the catalog index this node has applied: the Raft index
+// of the last catalog command whose side effects (index, load, listeners)
+// are done here. It is catalog_index in /cluster/status.
+func (n *Node) CatalogIndex() uint64 { return n.watcher.applied() }
+
 // WaitApplied waits until the local side effects of catalog index idx are
 // done (read-your-writes for min_catalog_index), up to the context's
-// deadline; then it fails with ErrCatalogBehind.
+// deadline; then it fails with ErrCatalogBehind, naming this node's
+// catalog_index as /cluster/status shows it.
 func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
 	if err := n.watcher.wait(ctx, idx); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
-		return fmt.Errorf("%w: applied %d, want %d", ErrCatalogBehind, n.watcher.applied(), idx)
+		return fmt.Errorf("%w: %s has applied catalog_index %d, the request needs %d",
+			ErrCatalogBehind, n.cfg.NodeID, n.watcher.applied(), idx)
 	}
 	return nil
 }

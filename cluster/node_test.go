@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 )
 
@@ -22,9 +23,9 @@ func worker(id uint64) fsm.Worker {
 		KVEventsEndpoints: map[uint32]string{0: "tcp://127.0.0.1:5557"}}
 }
 
-func mustOpen(t *testing.T, cfg Config, observers ...fsm.Observer) *Node {
+func mustOpen(t *testing.T, cfg Config, observer fsm.Observer) *Node {
 	t.Helper()
-	n, err := Open(cfg, observers...)
+	n, err := Open(cfg, observer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,19 +46,19 @@ func ctx(t *testing.T) context.Context {
 
 type recorder struct {
 	mu      sync.Mutex
-	changes []fsm.Change
+	changes []fsm.WorkerChange
 }
 
-func (r *recorder) observe(prev, cur *fsm.Catalog) {
+func (r *recorder) observe(ch *fsm.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.changes = append(r.changes, fsm.Diff(prev, cur)...)
+	r.changes = append(r.changes, ch.Workers...)
 }
 
 func Test_ApplyNotifiesObserversBeforeReturning(t *testing.T) {
 	var rec recorder
 	n := mustOpen(t, TestConfig("n1", t.TempDir()), rec.observe)
-	res, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(7)})
+	res, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func Test_ApplyNotifiesObserversBeforeReturning(t *testing.T) {
 		t.Fatalf("observer saw %d changes when Apply returned, want 1", got)
 	}
 	// The FSM's verdicts come back as errors, with the index still set.
-	res, err = n.Apply(ctx(t), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 99})
+	res, err = n.Apply(ctx(t), fsm.DeleteWorker{WorkerID: 99})
 	if !errors.Is(err, fsm.ErrWorkerNotFound) || res == nil || res.Index == 0 {
 		t.Fatalf("delete unknown = %+v, %v", res, err)
 	}
@@ -91,7 +92,7 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 	cfg.SnapshotThreshold = 4 // exercise snapshot + log replay on restart
 	cfg.TrailingLogs = 2
 	cfg.SnapshotInterval = 50 * time.Millisecond
-	n, err := Open(cfg)
+	n, err := Open(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +100,11 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id := range uint64(10) {
-		if _, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(id)}); err != nil {
+		if _, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(id)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := n.Apply(ctx(t), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 3}); err != nil {
+	if _, err := n.Apply(ctx(t), fsm.DeleteWorker{WorkerID: 3}); err != nil {
 		t.Fatal(err)
 	}
 	want := n.Catalog()
@@ -117,7 +118,7 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := n2.Catalog()
-	if d := fsm.Diff(want, got); got.Len() != 9 || len(d) != 0 && !sameRecords(d) {
+	if d := fsm.NewChange(want, got).Workers; got.Len() != 9 || len(d) != 0 && !sameRecords(d) {
 		t.Fatalf("restarted catalog has %d workers, diff %+v", got.Len(), d)
 	}
 	if _, ok := got.Worker(3); ok {
@@ -132,10 +133,10 @@ func Test_RestartKeepsCatalog(t *testing.T) {
 
 // sameRecords reports whether every change is between equal records
 // (restored records are new pointers with the same content).
-func sameRecords(d []fsm.Change) bool {
+func sameRecords(d []fsm.WorkerChange) bool {
 	for _, c := range d {
 		if c.Old == nil || c.New == nil || c.Old.WorkerID != c.New.WorkerID || c.Old.ModifyIndex != c.New.ModifyIndex ||
-			c.Old.Lifecycle != c.New.Lifecycle {
+			c.Old.Schedulable() != c.New.Schedulable() {
 			return false
 		}
 	}
@@ -145,8 +146,8 @@ func sameRecords(d []fsm.Change) bool {
 func Test_LinearizableReadAndStatus(t *testing.T) {
 	cfg := TestConfig("n1", t.TempDir())
 	cfg.HTTPAdvertise = "127.0.0.1:18092"
-	n := mustOpen(t, cfg)
-	res, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	n := mustOpen(t, cfg, nil)
+	res, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,15 +166,15 @@ func Test_LinearizableReadAndStatus(t *testing.T) {
 }
 
 func Test_MembershipOnSingleNode(t *testing.T) {
-	n := mustOpen(t, TestConfig("n1", t.TempDir()))
+	n := mustOpen(t, TestConfig("n1", t.TempDir()), nil)
 	tests := []struct {
 		name string
 		op   func() error
 	}{
 		{"step down alone", func() error { return n.StepDown(ctx(t)) }},
 		{"remove last voter", func() error { return n.Remove(ctx(t), "n1") }},
-		{"join without address", func() error { return n.Join(ctx(t), JoinRequest{ID: "n2"}) }},
-		{"join unspecified address", func() error { return n.Join(ctx(t), JoinRequest{ID: "n2", RaftAddr: "0.0.0.0:7000"}) }},
+		{"join without address", func() error { return n.Join(ctx(t), api.JoinRequest{ID: "n2"}) }},
+		{"join unspecified address", func() error { return n.Join(ctx(t), api.JoinRequest{ID: "n2", RaftAddr: "0.0.0.0:7000"}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func Test_ConfigValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := TestConfig("n1", t.TempDir())
 			tt.mutate(&cfg)
-			if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if _, err := Open(cfg, nil); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want mention of %q", err, tt.want)
 			}
 		})
@@ -226,7 +227,7 @@ func Test_ConfigValidation(t *testing.T) {
 	// Binding 0.0.0.0 without an advertise address cannot work for peers.
 	cfg := TestConfig("n1", t.TempDir())
 	cfg.RaftBind = "0.0.0.0:0"
-	if n, err := Open(cfg); err == nil {
+	if n, err := Open(cfg, nil); err == nil {
 		n.Close()
 		t.Fatal("opened a node advertising 0.0.0.0")
 	}
@@ -234,10 +235,10 @@ func Test_ConfigValidation(t *testing.T) {
 
 func Test_DataDirLocked(t *testing.T) {
 	dir := t.TempDir()
-	mustOpen(t, TestConfig("n1", dir))
+	mustOpen(t, TestConfig("n1", dir), nil)
 	cfg := TestConfig("n1", dir)
 	cfg.BoltOpenTimeout = 100 * time.Millisecond
-	if n, err := Open(cfg); err == nil {
+	if n, err := Open(cfg, nil); err == nil {
 		n.Close()
 		t.Fatal("a second node opened a data dir in use")
 	}
@@ -245,17 +246,17 @@ func Test_DataDirLocked(t *testing.T) {
 
 func Test_DataDirBelongsToOneNode(t *testing.T) {
 	dir := t.TempDir()
-	n := mustOpen(t, TestConfig("n1", dir))
+	n := mustOpen(t, TestConfig("n1", dir), nil)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := Open(TestConfig("n2", dir)); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
+	if n, err := Open(TestConfig("n2", dir), nil); err == nil || !strings.Contains(err.Error(), `belongs to node "n1"`) {
 		if n != nil {
 			n.Close()
 		}
 		t.Fatalf("opened n1's data dir as n2: %v", err)
 	}
-	mustOpen(t, TestConfig("n1", dir)) // the owner still can
+	mustOpen(t, TestConfig("n1", dir), nil) // the owner still can
 }
 
 func Test_ParsePeers(t *testing.T) {
@@ -331,7 +332,7 @@ func Test_InitialClusterWithNames(t *testing.T) {
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())
 		cfg.RaftListener, cfg.RaftAdvertise, cfg.InitialCluster = lns[i], p.RaftAddr, peers
-		n, err := Open(cfg)
+		n, err := Open(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +340,7 @@ func Test_InitialClusterWithNames(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	leader := waitLeader(t, nodes)
-	res, err := leader.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	res, err := leader.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,14 +361,14 @@ func Test_InitialClusterWithNames(t *testing.T) {
 // and one that never catches up stays a non-voter, so a one-node cluster
 // keeps its leader and takes writes either way.
 func Test_JoinNeverRisksQuorum(t *testing.T) {
-	n := mustOpen(t, TestConfig("n1", t.TempDir()))
+	n := mustOpen(t, TestConfig("n1", t.TempDir()), nil)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	closedAddr := closed.Addr().String()
 	closed.Close()
-	if err := n.Join(ctx(t), JoinRequest{ID: "n2", RaftAddr: closedAddr}); !errors.Is(err, ErrMembership) ||
+	if err := n.Join(ctx(t), api.JoinRequest{ID: "n2", RaftAddr: closedAddr}); !errors.Is(err, ErrMembership) ||
 		!strings.Contains(err.Error(), "not reachable") {
 		t.Fatalf("join of an unreachable address: %v", err)
 	}
@@ -379,7 +380,7 @@ func Test_JoinNeverRisksQuorum(t *testing.T) {
 	}
 	defer silent.Close()
 	for range 2 {
-		if err := n.Join(ctx(t), JoinRequest{ID: "n3", RaftAddr: silent.Addr().String()}); err != nil {
+		if err := n.Join(ctx(t), api.JoinRequest{ID: "n3", RaftAddr: silent.Addr().String()}); err != nil {
 			t.Fatalf("join: %v", err)
 		}
 	}
@@ -387,7 +388,7 @@ func Test_JoinNeverRisksQuorum(t *testing.T) {
 	if len(st.Members) != 2 || st.Members[1].ID != "n3" || st.Members[1].Suffrage != "Nonvoter" {
 		t.Fatalf("members = %+v", st.Members)
 	}
-	if _, err := n.Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)}); err != nil {
+	if _, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)}); err != nil {
 		t.Fatalf("write with a silent non-voter: %v", err)
 	}
 	if !n.IsLeader() {
@@ -474,7 +475,7 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 		if i == 0 {
 			cfg.PeerDial = map[string]PeerDial{"n2": {Raft: proxy.ln.Addr().String()}}
 		}
-		n, err := Open(cfg)
+		n, err := Open(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +498,7 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 			t.Fatal("n1 did not take over")
 		}
 	}
-	res, err := nodes[0].Apply(ctx(t), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: worker(1)})
+	res, err := nodes[0].Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)})
 	if err != nil {
 		t.Fatal(err)
 	}

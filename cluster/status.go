@@ -7,50 +7,26 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/api"
 )
 
-// Status is GET /cluster/status.
-type Status struct {
-	NodeID        string   `json:"node_id"`
-	State         string   `json:"state"`
-	Term          uint64   `json:"term"`
-	Leader        Leader   `json:"leader"`
-	CommitIndex   uint64   `json:"commit_index"`
-	AppliedIndex  uint64   `json:"applied_index"`
-	LastContactMs int64    `json:"last_contact_ms"`
-	Members       []Member `json:"members"`
-}
-
-// Leader identifies the current leader; empty fields when none is known.
-type Leader struct {
-	ID       string `json:"id"`
-	HTTPAddr string `json:"http_addr"`
-}
-
-// Member is one server of the Raft configuration.
-type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Suffrage string `json:"suffrage"`
-	// Reachable is this node's view: the leader tracks every follower's
-	// heartbeats; a follower can only judge the leader (last contact
-	// within two heartbeat timeouts) and reports the others as reachable.
-	Reachable bool `json:"reachable"`
-}
-
-// Status reports this node's view of the cluster.
-func (n *Node) Status() Status {
+// Status reports this node's view of the cluster (GET /cluster/status).
+// Reachable is this node's view: the leader tracks every follower's
+// heartbeats; a follower can only judge the leader (last contact within
+// two heartbeat timeouts) and reports the others as reachable.
+func (n *Node) Status() api.ClusterStatus {
 	leader := n.Leader() // one read: id and address of the same leader
 	leaderID := raft.ServerID(leader.ID)
-	st := Status{
+	st := api.ClusterStatus{
 		NodeID:       n.cfg.NodeID,
 		State:        stateName(n.raft.State()),
 		Term:         n.raft.CurrentTerm(),
-		Leader:       Leader{ID: leader.ID, HTTPAddr: leader.HTTPAddr},
+		Leader:       api.LeaderRef{ID: leader.ID, HTTPAddr: leader.HTTPAddr},
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
-		Members:      []Member{},
+		CatalogIndex: n.CatalogIndex(),
+		Members:      []api.Member{},
 	}
 	if string(leaderID) != n.cfg.NodeID {
 		st.LastContactMs = lastContactMs(n.raft.Stats()["last_contact"])
@@ -59,7 +35,7 @@ func (n *Node) Status() Status {
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		n.mu.Lock()
 		for _, s := range f.Configuration().Servers {
-			m := Member{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: s.Suffrage.String(),
+			m := api.Member{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: s.Suffrage.String(),
 				Reachable: !n.unreachable[s.ID]}
 			if meta, ok := catalog.Node(string(s.ID)); ok {
 				m.HTTPAddr = meta.HTTPAddr
@@ -74,7 +50,7 @@ func (n *Node) Status() Status {
 		}
 		n.mu.Unlock()
 	}
-	slices.SortFunc(st.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Members, func(a, b api.Member) int { return cmp.Compare(a.ID, b.ID) })
 	return st
 }
 
@@ -99,11 +75,11 @@ func lastContactMs(s string) int64 {
 func stateName(s raft.RaftState) string {
 	switch s {
 	case raft.Leader:
-		return "leader"
+		return api.StateLeader
 	case raft.Follower:
-		return "follower"
+		return api.StateFollower
 	case raft.Candidate:
-		return "candidate"
+		return api.StateCandidate
 	}
-	return "shutdown"
+	return api.StateShutdown
 }

@@ -2,20 +2,24 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
 	"github.com/kvselect/kvselect/fsm"
 )
 
-// watcher delivers catalog changes to observers (indexer, scheduler) from
-// one goroutine, outside the FSM, so slow side effects never stall raft.
-// It is level-triggered: each wake-up diffs the last catalog it delivered
-// against the current one, so coalesced notifications lose nothing.
+// watcher delivers catalog changes to the node's observer (which applies
+// them to the indexer, scheduler and listeners) from one goroutine, outside
+// the FSM, so slow side effects never stall raft. It is level-triggered:
+// each wake-up diffs the last catalog it delivered against the current
+// one, so coalesced notifications lose nothing.
 type watcher struct {
-	f         *fsm.FSM
-	observers []fsm.Observer
-	stop      chan struct{}
-	done      chan struct{}
+	f        *fsm.FSM
+	observer fsm.Observer
+	log      *slog.Logger
+	skipped  uint64 // entries skipped by the FSM, as last logged
+	stop     chan struct{}
+	done     chan struct{}
 
 	mu      sync.Mutex
 	last    *fsm.Catalog
@@ -23,9 +27,9 @@ type watcher struct {
 	advance chan struct{} // closed and replaced when index moves
 }
 
-func newWatcher(f *fsm.FSM, observers []fsm.Observer) *watcher {
+func newWatcher(f *fsm.FSM, observer fsm.Observer, log *slog.Logger) *watcher {
 	return &watcher{
-		f: f, observers: observers, last: fsm.EmptyCatalog(),
+		f: f, observer: observer, log: log, last: fsm.EmptyCatalog(),
 		stop: make(chan struct{}), done: make(chan struct{}), advance: make(chan struct{}),
 	}
 }
@@ -51,8 +55,13 @@ func (w *watcher) deliver() {
 	if cur == prev {
 		return
 	}
-	for _, o := range w.observers {
-		o(prev, cur)
+	if s := w.f.Skipped(); s != w.skipped {
+		w.log.Warn("skipped log entries of a type this kvselect does not know (written by a newer version; upgrade this node)",
+			"skipped", s-w.skipped, "catalog_index", cur.Index())
+		w.skipped = s
+	}
+	if w.observer != nil {
+		w.observer(fsm.NewChange(prev, cur))
 	}
 	w.mu.Lock()
 	w.last, w.index = cur, cur.Index()

@@ -17,14 +17,34 @@ type Catalog struct {
 	nodes      map[string]NodeMeta
 }
 
-// Partition is the catalog's view of one (model, tenant) scope.
+// Partition is the catalog's view of one (model, tenant) scope. Its fields
+// are derived once per change, when the catalog is built, so that the
+// indexer, the scheduler and the listeners read the same answer instead of
+// each computing its own.
 type Partition struct {
 	Key PartitionKey
-	// BlockSize is set by the oldest worker (lowest create_index) with a
-	// positive block size; 0 when there is none.
+	// BlockSize is set by the most senior worker with a positive block
+	// size (see derivePartition); 0 when there is none.
 	BlockSize uint32
 	// Workers are the ids of all workers of the partition, ascending.
 	Workers []uint64
+	// Schedulable are the ids of its schedulable workers, ascending.
+	Schedulable []uint64
+	// Ranks are the dp ranks of its schedulable workers, by (worker,
+	// rank): what the index indexes, the scheduler scores and the
+	// listeners subscribe to.
+	Ranks []RankKey
+}
+
+// RankKey names one dp rank of one worker.
+type RankKey struct {
+	Worker uint64
+	Rank   uint32
+}
+
+// CompareRankKeys orders rank keys by worker, then rank.
+func CompareRankKeys(a, b RankKey) int {
+	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
 }
 
 // EmptyCatalog returns the catalog of a fresh cluster.
@@ -84,48 +104,58 @@ func comparePartitionKeys(a, b PartitionKey) int {
 	return cmp.Compare(a.Tenant, b.Tenant)
 }
 
-// Change is one worker's difference between two catalogs. Old is nil for an
-// insert, New is nil for a delete.
+// Change is one step of the catalog as its observers see it: the catalog
+// before and after, and what differs between them, computed once for all
+// observers.
 type Change struct {
+	Prev, Cur *Catalog
+	// Workers are the workers whose records differ, by ascending id.
+	// Records are immutable, so pointer inequality is the test; derived
+	// fields (lifecycle) count as changes.
+	Workers []WorkerChange
+	// Partitions are, sorted, the partitions that hold a changed worker
+	// before or after the change.
+	Partitions []PartitionKey
+}
+
+// WorkerChange is one worker's difference. Old is nil for an insert, New
+// is nil for a delete.
+type WorkerChange struct {
 	Old, New *Worker
 }
 
-// Diff lists the workers whose records differ between prev and cur, by
-// ascending worker id. Records are immutable, so pointer inequality is the
-// test; derived fields (lifecycle) count as changes.
-func Diff(prev, cur *Catalog) []Change {
-	var out []Change
+// Observer is told about each catalog change, in index order.
+type Observer func(*Change)
+
+// NewChange diffs two catalogs.
+func NewChange(prev, cur *Catalog) *Change {
+	ch := &Change{Prev: prev, Cur: cur}
 	for id, nw := range cur.workers {
 		if ow := prev.workers[id]; ow != nw {
-			out = append(out, Change{Old: ow, New: nw})
+			ch.Workers = append(ch.Workers, WorkerChange{Old: ow, New: nw})
 		}
 	}
 	for id, ow := range prev.workers {
 		if _, ok := cur.workers[id]; !ok {
-			out = append(out, Change{Old: ow})
+			ch.Workers = append(ch.Workers, WorkerChange{Old: ow})
 		}
 	}
-	slices.SortFunc(out, func(a, b Change) int { return cmp.Compare(a.id(), b.id()) })
-	return out
-}
-
-// ChangedPartitions lists, sorted, the partitions that hold a worker whose
-// record differs between prev and cur, before or after the change.
-func ChangedPartitions(prev, cur *Catalog) []PartitionKey {
+	slices.SortFunc(ch.Workers, func(a, b WorkerChange) int { return cmp.Compare(a.ID(), b.ID()) })
 	seen := map[PartitionKey]bool{}
-	for _, c := range Diff(prev, cur) {
+	for _, c := range ch.Workers {
 		for _, w := range []*Worker{c.Old, c.New} {
 			if w != nil {
 				seen[w.Partition()] = true
 			}
 		}
 	}
-	out := slices.Collect(maps.Keys(seen))
-	slices.SortFunc(out, comparePartitionKeys)
-	return out
+	ch.Partitions = slices.Collect(maps.Keys(seen))
+	slices.SortFunc(ch.Partitions, comparePartitionKeys)
+	return ch
 }
 
-func (c Change) id() uint64 {
+// ID is the id of the changed worker.
+func (c WorkerChange) ID() uint64 {
 	if c.New != nil {
 		return c.New.WorkerID
 	}
@@ -249,14 +279,17 @@ func (e *editor) derivePartition(k PartitionKey, ws []*Worker) *Partition {
 	}
 	for _, w := range ws {
 		reasons := reasons[w.WorkerID]
-		lifecycle := LifecycleSchedulable
-		if len(reasons) > 0 {
-			lifecycle = LifecycleIncomplete
-		}
-		if w.Lifecycle != lifecycle || !slices.Equal(w.NotSchedulableReasons, reasons) {
+		schedulable := len(reasons) == 0
+		if w.schedulable != schedulable || !slices.Equal(w.NotSchedulableReasons, reasons) {
 			c := w.clone()
-			c.Lifecycle, c.NotSchedulableReasons = lifecycle, reasons
+			c.schedulable, c.NotSchedulableReasons = schedulable, reasons
 			e.next.workers[w.WorkerID] = c
+		}
+		if schedulable {
+			p.Schedulable = append(p.Schedulable, w.WorkerID)
+			for _, rank := range w.Ranks() {
+				p.Ranks = append(p.Ranks, RankKey{Worker: w.WorkerID, Rank: rank})
+			}
 		}
 	}
 	return p

@@ -1,12 +1,15 @@
 package fsm
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "fmt"
 
 // CommandType is the first byte of every Raft log entry kvselect writes.
 // Values are part of the on-disk format: never renumber, only append.
+//
+// The high bit (IgnoreUnknown) marks an entry that a binary which does not
+// know its type may skip without diverging: one whose effect a node can do
+// without (consul's IgnoreUnknownTypeFlag). A rolling upgrade that adds
+// such a command does not stop older followers. An unknown type without
+// the flag stays fatal: skipping it would let the catalog diverge.
 type CommandType uint8
 
 const (
@@ -20,10 +23,16 @@ const (
 	CmdSetNode CommandType = 4
 	// CmdDeleteNode removes a selector node's metadata.
 	CmdDeleteNode CommandType = 5
-	// 6 and up are reserved for busy thresholds.
+	// 6 and up are reserved for busy thresholds and worker leases.
+
+	// IgnoreUnknown is the flag bit of a type an older binary may skip.
+	IgnoreUnknown CommandType = 0x80
 )
 
 func (t CommandType) String() string {
+	if t&IgnoreUnknown != 0 {
+		return (t &^ IgnoreUnknown).String() + "+ignore-unknown"
+	}
 	switch t {
 	case CmdUpsertWorker:
 		return "upsert_worker"
@@ -39,35 +48,65 @@ func (t CommandType) String() string {
 	return fmt.Sprintf("command(%d)", uint8(t))
 }
 
-// UpsertWorker is the payload of CmdUpsertWorker. Derived fields of Worker
-// (lifecycle, indexes) are ignored.
-type UpsertWorker struct {
-	Worker Worker `json:"worker"`
+// Command is a catalog change to replicate. Each command knows its type;
+// EncodeCommand renders it in the log format of logformat.go.
+type Command interface {
+	Type() CommandType
 }
 
-// PatchWorker is the payload of CmdPatchWorker.
-type PatchWorker struct {
-	WorkerID uint64      `json:"worker_id"`
-	Patch    WorkerPatch `json:"patch"`
+// UpsertWorker inserts or replaces a worker. Derived fields of Worker
+// (indexes, lifecycle) are ignored.
+type UpsertWorker struct {
+	Worker Worker
 }
+
+// PatchWorker updates the fields a patch supplies.
+type PatchWorker struct {
+	WorkerID uint64
+	Patch    WorkerPatch
+}
+
+// DeleteWorker removes a worker.
+type DeleteWorker struct {
+	WorkerID uint64
+}
+
+// SetNode inserts or replaces a node's metadata.
+type SetNode struct {
+	Node NodeMeta
+}
+
+// DeleteNode removes a node's metadata.
+type DeleteNode struct {
+	ID string
+}
+
+func (UpsertWorker) Type() CommandType { return CmdUpsertWorker }
+func (PatchWorker) Type() CommandType  { return CmdPatchWorker }
+func (DeleteWorker) Type() CommandType { return CmdDeleteWorker }
+func (SetNode) Type() CommandType      { return CmdSetNode }
+func (DeleteNode) Type() CommandType   { return CmdDeleteNode }
 
 // WorkerPatch holds the fields a PATCH supplied; nil means "keep". For the
 // optional fields an empty string or 0 clears the value.
 type WorkerPatch struct {
-	ModelName             *string            `json:"model_name,omitempty"`
-	TenantID              *string            `json:"tenant_id,omitempty"`
-	Endpoint              *string            `json:"endpoint,omitempty"`
-	BlockSize             *uint32            `json:"block_size,omitempty"`
-	DataParallelStartRank *uint32            `json:"data_parallel_start_rank,omitempty"`
-	DataParallelSize      *uint32            `json:"data_parallel_size,omitempty"`
-	KVEventsEndpoints     *map[uint32]string `json:"kv_events_endpoints,omitempty"`
+	ModelName             *string
+	TenantID              *string
+	Endpoint              *string
+	BlockSize             *uint32
+	DataParallelStartRank *uint32
+	DataParallelSize      *uint32
+	KVEventsEndpoints     *map[uint32]string
 	// KVEventsEndpoint replaces the endpoint map with a single entry for
 	// the (possibly patched) start rank.
-	KVEventsEndpoint    *string `json:"kv_events_endpoint,omitempty"`
-	ReplayEndpoint      *string `json:"replay_endpoint,omitempty"`
-	TotalKVBlocks       *uint64 `json:"total_kv_blocks,omitempty"`
-	MaxNumBatchedTokens *uint64 `json:"max_num_batched_tokens,omitempty"`
+	KVEventsEndpoint    *string
+	ReplayEndpoint      *string
+	TotalKVBlocks       *uint64
+	MaxNumBatchedTokens *uint64
 }
+
+// Empty reports whether the patch changes nothing.
+func (p *WorkerPatch) Empty() bool { return *p == WorkerPatch{} }
 
 // Apply returns a patched copy of w with defaults filled; w itself is not
 // modified. The HTTP layer uses it to validate a patch before it is
@@ -100,18 +139,4 @@ func setIf[T any](dst *T, src *T) {
 	if src != nil {
 		*dst = *src
 	}
-}
-
-// DeleteWorker is the payload of CmdDeleteWorker.
-type DeleteWorker struct {
-	WorkerID uint64 `json:"worker_id"`
-}
-
-// EncodeCommand renders a log entry: the type byte then the JSON payload.
-func EncodeCommand(t CommandType, payload any) ([]byte, error) {
-	body, err := json.Marshal(payload)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", t, err)
-	}
-	return append([]byte{byte(t)}, body...), nil
 }

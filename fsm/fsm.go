@@ -16,18 +16,29 @@ type Result struct {
 	// Index is the Raft index at which the command was applied.
 	Index uint64
 	// Worker is the record after the command (upsert, patch) or the record
-	// removed (delete).
+	// removed (delete); nil for node commands.
 	Worker *Worker
 	// Err is a deterministic outcome such as ErrWorkerNotFound.
 	Err error
+	// Skipped is set for an entry of a type this binary does not know
+	// that was flagged IgnoreUnknown.
+	Skipped bool
 }
 
-// handler applies one command type to the editor. It returns the id of the
-// worker it wrote, or the record it removed.
-type handler func(e *editor, payload []byte) (id uint64, removed *Worker, err error)
+// outcome is what a handler did: the id of the worker it wrote, or the
+// record it removed; neither for node commands.
+type outcome struct {
+	wrote   uint64
+	wroteOK bool
+	removed *Worker
+}
 
-// handlers is the dispatch table. Adding a command means adding a type in
-// command.go and a row here; nothing else changes.
+// handler decodes one command type's payload and applies it to the
+// editor. Every handler has this one shape.
+type handler func(e *editor, payload []byte) (outcome, error)
+
+// handlers is the dispatch table. Adding a command means a type in
+// command.go, its log format in logformat.go and a row here.
 var handlers = map[CommandType]handler{
 	CmdUpsertWorker: applyUpsert,
 	CmdPatchWorker:  applyPatch,
@@ -43,6 +54,7 @@ type FSM struct {
 	mu      sync.Mutex
 	cur     atomic.Pointer[Catalog]
 	changed chan struct{}
+	skipped atomic.Uint64
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -62,22 +74,34 @@ func (f *FSM) Catalog() *Catalog { return f.cur.Load() }
 // catalogs rather than count signals.
 func (f *FSM) Changed() <-chan struct{} { return f.changed }
 
-// Apply applies one log entry. It panics on an unknown command type or an
-// undecodable payload: every node would hit the same entry, and skipping it
-// silently would make this node's catalog diverge from the log.
+// Skipped counts the entries of unknown types flagged IgnoreUnknown that
+// this FSM skipped (written by a newer binary).
+func (f *FSM) Skipped() uint64 { return f.skipped.Load() }
+
+// Apply applies one log entry. It panics on an empty entry, an unknown
+// command type without the IgnoreUnknown flag, or an undecodable payload:
+// every node would hit the same entry, and skipping it silently would make
+// this node's catalog diverge from the log.
 func (f *FSM) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("fsm: empty command at index %d", l.Index))
 	}
 	t := CommandType(l.Data[0])
-	h, ok := handlers[t]
-	if !ok {
-		panic(fmt.Sprintf("fsm: unknown command type %d at index %d", l.Data[0], l.Index))
-	}
+	h, ok := handlers[t&^IgnoreUnknown]
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !ok {
+		if t&IgnoreUnknown == 0 {
+			panic(fmt.Sprintf("fsm: unknown command type %d at index %d (written by a newer kvselect?)", l.Data[0], l.Index))
+		}
+		// A newer binary's command that it marked safe to skip: the index
+		// still advances, so waiters on it are released.
+		f.skipped.Add(1)
+		f.publish(newEditor(f.cur.Load(), l.Index).next)
+		return &Result{Index: l.Index, Skipped: true}
+	}
 	e := newEditor(f.cur.Load(), l.Index)
-	id, removed, err := h(e, l.Data[1:])
+	out, err := h(e, l.Data[1:])
 	if err != nil {
 		// A rejected command changes nothing but still advances the index,
 		// so waiters on this index are released.
@@ -86,13 +110,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	next := e.finish()
 	f.publish(next)
-	switch {
-	case removed != nil:
-		return &Result{Index: l.Index, Worker: removed}
-	case t == CmdSetNode || t == CmdDeleteNode:
-		return &Result{Index: l.Index}
+	res := &Result{Index: l.Index, Worker: out.removed}
+	if out.wroteOK {
+		res.Worker = next.workers[out.wrote]
 	}
-	return &Result{Index: l.Index, Worker: next.workers[id]}
+	return res
 }
 
 func (f *FSM) publish(c *Catalog) {
@@ -103,19 +125,11 @@ func (f *FSM) publish(c *Catalog) {
 	}
 }
 
-func decode(t CommandType, payload []byte, v any) {
-	if err := json.Unmarshal(payload, v); err != nil {
-		panic(fmt.Sprintf("fsm: undecodable %s payload: %v", t, err))
-	}
-}
-
-func applyUpsert(e *editor, payload []byte) (uint64, *Worker, error) {
-	var cmd UpsertWorker
-	decode(CmdUpsertWorker, payload, &cmd)
-	w := cmd.Worker.clone()
-	w.normalize()
+func applyUpsert(e *editor, payload []byte) (outcome, error) {
+	cmd := decodePayload[upsertWorkerV1](CmdUpsertWorker, payload)
+	w := cmd.Worker.decode(false)
 	if err := ValidateSpec(w); err != nil {
-		return 0, nil, err
+		return outcome{}, err
 	}
 	w.CreateIndex, w.ModifyIndex = e.next.index, e.next.index
 	old, ok := e.next.workers[w.WorkerID]
@@ -123,27 +137,26 @@ func applyUpsert(e *editor, payload []byte) (uint64, *Worker, error) {
 		w.CreateIndex = old.CreateIndex
 	}
 	w.BlockSizeIndex = blockSizeIndex(old, w, e.next.index)
-	w.Lifecycle, w.NotSchedulableReasons = "", nil
 	e.put(w)
-	return w.WorkerID, nil, nil
+	return outcome{wrote: w.WorkerID, wroteOK: true}, nil
 }
 
-func applyPatch(e *editor, payload []byte) (uint64, *Worker, error) {
-	var cmd PatchWorker
-	decode(CmdPatchWorker, payload, &cmd)
+func applyPatch(e *editor, payload []byte) (outcome, error) {
+	cmd := decodePayload[patchWorkerV1](CmdPatchWorker, payload)
 	old, ok := e.next.workers[cmd.WorkerID]
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
+		return outcome{}, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
 	}
-	w := cmd.Patch.Apply(old)
+	patch := cmd.Patch.decode()
+	w := patch.Apply(old)
 	if err := ValidateSpec(w); err != nil {
-		return 0, nil, err
+		return outcome{}, err
 	}
 	w.ModifyIndex = e.next.index
 	w.BlockSizeIndex = blockSizeIndex(old, w, e.next.index)
-	w.Lifecycle, w.NotSchedulableReasons = "", nil
+	w.schedulable, w.NotSchedulableReasons = false, nil
 	e.put(w)
-	return w.WorkerID, nil, nil
+	return outcome{wrote: w.WorkerID, wroteOK: true}, nil
 }
 
 // blockSizeIndex keeps a worker's block-size seniority while its block
@@ -155,29 +168,15 @@ func blockSizeIndex(old, w *Worker, index uint64) uint64 {
 	return index
 }
 
-func applyDelete(e *editor, payload []byte) (uint64, *Worker, error) {
-	var cmd DeleteWorker
-	decode(CmdDeleteWorker, payload, &cmd)
+func applyDelete(e *editor, payload []byte) (outcome, error) {
+	cmd := decodePayload[deleteWorkerV1](CmdDeleteWorker, payload)
 	old, ok := e.next.workers[cmd.WorkerID]
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
+		return outcome{}, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
 	}
 	e.remove(cmd.WorkerID)
-	return 0, old, nil
+	return outcome{removed: old}, nil
 }
-
-// snapshotFormat is the on-disk form of a snapshot. Derived fields are
-// written for human readers and recomputed on restore.
-type snapshotFormat struct {
-	Version int        `json:"version"`
-	Index   uint64     `json:"index"`
-	Workers []*Worker  `json:"workers"`
-	Nodes   []NodeMeta `json:"nodes,omitempty"`
-}
-
-// snapshotVersion 2 added node metadata; version 1 snapshots (workers
-// only) still restore.
-const snapshotVersion = 2
 
 // Snapshot returns the current catalog; it is immutable, so no copy is made.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -187,13 +186,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 type snapshot struct{ c *Catalog }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	err := json.NewEncoder(sink).Encode(snapshotFormat{
-		Version: snapshotVersion,
-		Index:   s.c.index,
-		Workers: s.c.Workers("", ""),
-		Nodes:   s.c.Nodes(),
-	})
-	if err != nil {
+	if err := json.NewEncoder(sink).Encode(encodeSnapshot(s.c)); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist catalog snapshot: %w", err)
 	}
@@ -206,7 +199,7 @@ func (s *snapshot) Release() {}
 // built completely before it is swapped in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var snap snapshotFormat
+	var snap snapshotV2
 	if err := json.NewDecoder(rc).Decode(&snap); err != nil {
 		return fmt.Errorf("restore catalog snapshot: %w", err)
 	}
@@ -214,23 +207,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore catalog snapshot: unsupported version %d", snap.Version)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
-	for i, w := range snap.Workers {
-		if w == nil {
-			return fmt.Errorf("restore catalog snapshot: worker %d is null", i)
-		}
+	for i := range snap.Workers {
+		w := snap.Workers[i].decode(true)
 		if _, dup := e.next.workers[w.WorkerID]; dup {
 			return fmt.Errorf("restore catalog snapshot: worker %d appears twice", w.WorkerID)
 		}
-		w.normalize()
 		// A snapshot is only as trustworthy as the disk it came from:
 		// records must pass the same checks as commands.
 		if err := ValidateSpec(w); err != nil {
 			return fmt.Errorf("restore catalog snapshot: worker %d: %w", w.WorkerID, err)
 		}
-		w.Lifecycle, w.NotSchedulableReasons = "", nil
 		e.put(w)
 	}
-	for _, n := range snap.Nodes {
+	for _, v := range snap.Nodes {
+		n := v.decode()
 		if _, dup := e.next.nodes[n.ID]; dup {
 			return fmt.Errorf("restore catalog snapshot: node %q appears twice", n.ID)
 		}

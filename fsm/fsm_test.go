@@ -23,16 +23,16 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, log: l, f: l.FSM}
 }
 
-func (h *harness) apply(ct CommandType, payload any) *Result {
+func (h *harness) apply(c Command) *Result {
 	h.t.Helper()
-	res, err := h.log.Apply(ct, payload)
+	res, err := h.log.Apply(c)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return res
 }
 
-func (h *harness) upsert(w Worker) *Result { return h.apply(CmdUpsertWorker, UpsertWorker{Worker: w}) }
+func (h *harness) upsert(w Worker) *Result { return h.apply(UpsertWorker{Worker: w}) }
 
 func completeWorker(id uint64, bs uint32) Worker {
 	return Worker{
@@ -77,12 +77,8 @@ func Test_Lifecycle(t *testing.T) {
 			if !reflect.DeepEqual(w.NotSchedulableReasons, tt.reasons) {
 				t.Fatalf("reasons = %q, want %q", w.NotSchedulableReasons, tt.reasons)
 			}
-			want := LifecycleSchedulable
-			if len(tt.reasons) > 0 {
-				want = LifecycleIncomplete
-			}
-			if w.Lifecycle != want {
-				t.Fatalf("lifecycle = %q, want %q", w.Lifecycle, want)
+			if w.Schedulable() != (len(tt.reasons) == 0) {
+				t.Fatalf("schedulable = %v with reasons %q", w.Schedulable(), tt.reasons)
 			}
 			if w.ModelName != "m" && w.ModelName != DefaultScope || w.TenantID != DefaultScope {
 				t.Fatalf("scope defaults not applied: %q/%q", w.ModelName, w.TenantID)
@@ -108,10 +104,10 @@ func Test_BlockSizeSetByOldestWorker(t *testing.T) {
 		t.Fatal("worker 2 became schedulable after upsert of the oldest")
 	}
 	// Deleting the oldest hands the partition to worker 2.
-	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 5})
+	h.apply(DeleteWorker{WorkerID: 5})
 	w, _ := h.f.Catalog().Worker(2)
 	if !w.Schedulable() {
-		t.Fatalf("worker 2 = %s %q, want schedulable", w.Lifecycle, w.NotSchedulableReasons)
+		t.Fatalf("worker 2 is not schedulable: %q", w.NotSchedulableReasons)
 	}
 	if p, _ := h.f.Catalog().Partition(PartitionKey{"m", "default"}); p.BlockSize != 32 {
 		t.Fatalf("partition block size = %d, want 32", p.BlockSize)
@@ -134,7 +130,7 @@ func Test_Patch(t *testing.T) {
 	}{
 		{"endpoint", WorkerPatch{Endpoint: ptr("http://x")}, func(w *Worker) bool { return w.Endpoint == "http://x" }},
 		{"grow dp to incomplete", WorkerPatch{DataParallelSize: ptr[uint32](2)},
-			func(w *Worker) bool { return w.Lifecycle == LifecycleIncomplete }},
+			func(w *Worker) bool { return !w.Schedulable() }},
 		{"endpoints map completes it", WorkerPatch{KVEventsEndpoints: &map[uint32]string{0: "tcp://a:1", 1: "tcp://a:2"}},
 			func(w *Worker) bool { return w.Schedulable() && len(w.KVEventsEndpoints) == 2 }},
 		{"single endpoint shorthand", WorkerPatch{DataParallelSize: ptr[uint32](1), KVEventsEndpoint: ptr("tcp://b:1")},
@@ -144,7 +140,7 @@ func Test_Patch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := h.apply(CmdPatchWorker, PatchWorker{WorkerID: 1, Patch: tt.patch})
+			res := h.apply(PatchWorker{WorkerID: 1, Patch: tt.patch})
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
@@ -164,19 +160,18 @@ func Test_RejectedCommands(t *testing.T) {
 	before := h.f.Catalog()
 	tests := []struct {
 		name string
-		ct   CommandType
-		body any
+		body Command
 		want error
 	}{
-		{"patch unknown", CmdPatchWorker, PatchWorker{WorkerID: 9}, ErrWorkerNotFound},
-		{"delete unknown", CmdDeleteWorker, DeleteWorker{WorkerID: 9}, ErrWorkerNotFound},
-		{"patch dp size zero", CmdPatchWorker, PatchWorker{WorkerID: 1, Patch: WorkerPatch{DataParallelSize: ptr[uint32](0)}}, ErrInvalidCommand},
-		{"bad endpoint", CmdUpsertWorker, UpsertWorker{Worker: Worker{WorkerID: 2, DataParallelSize: 1,
+		{"patch unknown", PatchWorker{WorkerID: 9}, ErrWorkerNotFound},
+		{"delete unknown", DeleteWorker{WorkerID: 9}, ErrWorkerNotFound},
+		{"patch dp size zero", PatchWorker{WorkerID: 1, Patch: WorkerPatch{DataParallelSize: ptr[uint32](0)}}, ErrInvalidCommand},
+		{"bad endpoint", UpsertWorker{Worker: Worker{WorkerID: 2, DataParallelSize: 1,
 			KVEventsEndpoints: map[uint32]string{0: "http://nope"}}}, ErrInvalidCommand},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := h.apply(tt.ct, tt.body)
+			res := h.apply(tt.body)
 			if !errors.Is(res.Err, tt.want) {
 				t.Fatalf("err = %v, want %v", res.Err, tt.want)
 			}
@@ -184,7 +179,7 @@ func Test_RejectedCommands(t *testing.T) {
 			if cur.Index() != res.Index {
 				t.Fatalf("catalog index %d, want %d (rejections still advance it)", cur.Index(), res.Index)
 			}
-			if len(Diff(before, cur)) != 0 {
+			if len(NewChange(before, cur).Workers) != 0 {
 				t.Fatal("a rejected command changed the catalog")
 			}
 		})
@@ -192,7 +187,13 @@ func Test_RejectedCommands(t *testing.T) {
 }
 
 func Test_UnknownCommandIsFatal(t *testing.T) {
-	for _, data := range [][]byte{{}, {0xEE, '{', '}'}, {byte(CmdUpsertWorker), 'x'}} {
+	fatal := [][]byte{
+		{},                           // empty
+		{0x6E, '{', '}'},             // unknown type, not flagged skippable
+		{byte(CmdUpsertWorker), 'x'}, // known type, undecodable
+		{byte(CmdUpsertWorker | IgnoreUnknown), 'x'}, // the flag never excuses a known type's bad payload
+	}
+	for _, data := range fatal {
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -204,20 +205,46 @@ func Test_UnknownCommandIsFatal(t *testing.T) {
 	}
 }
 
+// Test_UnknownSkippableCommand: an entry of a type this binary does not
+// know, flagged IgnoreUnknown by the newer binary that wrote it, is skipped:
+// the catalog is unchanged but its index advances, so waiters on it are
+// released; a known type with the flag applies as usual.
+func Test_UnknownSkippableCommand(t *testing.T) {
+	h := newHarness(t)
+	h.upsert(completeWorker(1, 16))
+	before := h.f.Catalog()
+	res := h.f.Apply(&raft.Log{Index: 2, Data: []byte{0x80 | 0x6E, '{', '}'}}).(*Result)
+	if !res.Skipped || res.Err != nil || res.Index != 2 || h.f.Skipped() != 1 {
+		t.Fatalf("result = %+v, skipped %d", res, h.f.Skipped())
+	}
+	after := h.f.Catalog()
+	if after.Index() != 2 || len(NewChange(before, after).Workers) != 0 || after.Len() != 1 {
+		t.Fatalf("skipped entry changed the catalog: index %d, %d workers", after.Index(), after.Len())
+	}
+	data, err := EncodeCommand(DeleteWorker{WorkerID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] |= byte(IgnoreUnknown)
+	if res := h.f.Apply(&raft.Log{Index: 3, Data: data}).(*Result); res.Skipped || res.Err != nil || h.f.Catalog().Len() != 0 {
+		t.Fatalf("flagged known command: %+v, %d workers left", res, h.f.Catalog().Len())
+	}
+}
+
 func Test_DiffAndDelete(t *testing.T) {
 	h := newHarness(t)
 	c0 := h.f.Catalog()
 	h.upsert(completeWorker(1, 16))
 	h.upsert(completeWorker(2, 16))
 	c1 := h.f.Catalog()
-	if d := Diff(c0, c1); len(d) != 2 || d[0].Old != nil || d[0].New.WorkerID != 1 {
+	if d := NewChange(c0, c1).Workers; len(d) != 2 || d[0].Old != nil || d[0].New.WorkerID != 1 {
 		t.Fatalf("diff after inserts = %+v", d)
 	}
-	res := h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 1})
+	res := h.apply(DeleteWorker{WorkerID: 1})
 	if res.Err != nil || res.Worker.WorkerID != 1 {
 		t.Fatalf("delete = %+v", res)
 	}
-	d := Diff(c1, h.f.Catalog())
+	d := NewChange(c1, h.f.Catalog()).Workers
 	if len(d) != 1 || d[0].New != nil || d[0].Old.WorkerID != 1 {
 		t.Fatalf("diff after delete = %+v", d)
 	}
@@ -249,7 +276,7 @@ func Test_SnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Later writes must not leak into the snapshot taken before them.
-	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 3})
+	h.apply(DeleteWorker{WorkerID: 3})
 	var sink memSink
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
@@ -300,20 +327,19 @@ func mustWorkerAt(t *testing.T, snap []byte, id uint64) *Worker {
 func Test_Deterministic(t *testing.T) {
 	// Two FSMs fed the same log end with byte-identical snapshots.
 	cmds := []struct {
-		ct   CommandType
-		body any
+		body Command
 	}{
-		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(3, 16)}},
-		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(1, 32)}},
-		{CmdPatchWorker, PatchWorker{WorkerID: 3, Patch: WorkerPatch{ModelName: ptr("x")}}},
-		{CmdUpsertWorker, UpsertWorker{Worker: completeWorker(2, 32)}},
-		{CmdDeleteWorker, DeleteWorker{WorkerID: 9}},
+		{UpsertWorker{Worker: completeWorker(3, 16)}},
+		{UpsertWorker{Worker: completeWorker(1, 32)}},
+		{PatchWorker{WorkerID: 3, Patch: WorkerPatch{ModelName: ptr("x")}}},
+		{UpsertWorker{Worker: completeWorker(2, 32)}},
+		{DeleteWorker{WorkerID: 9}},
 	}
 	var outs [2][]byte
 	for i := range outs {
 		h := newHarness(t)
 		for _, c := range cmds {
-			h.apply(c.ct, c.body)
+			h.apply(c.body)
 		}
 		snap, _ := h.f.Snapshot()
 		var sink memSink
@@ -342,12 +368,12 @@ func Test_BlockSizeChangeLosesSeniority(t *testing.T) {
 		t.Fatalf("worker 2 = %q, want schedulable", w.NotSchedulableReasons)
 	}
 	// A patch that leaves the block size alone keeps seniority.
-	h.apply(CmdPatchWorker, PatchWorker{WorkerID: 2, Patch: WorkerPatch{Endpoint: ptr("http://y")}})
+	h.apply(PatchWorker{WorkerID: 2, Patch: WorkerPatch{Endpoint: ptr("http://y")}})
 	if p, _ := h.f.Catalog().Partition(PartitionKey{"m", "default"}); p.BlockSize != 16 {
 		t.Fatalf("partition block size = %d, want 16", p.BlockSize)
 	}
 	// Once worker 2 leaves, worker 1 is alone and sets the size again.
-	h.apply(CmdDeleteWorker, DeleteWorker{WorkerID: 2})
+	h.apply(DeleteWorker{WorkerID: 2})
 	if w, _ := h.f.Catalog().Worker(1); !w.Schedulable() {
 		t.Fatalf("worker 1 alone = %q", w.NotSchedulableReasons)
 	}
@@ -373,7 +399,7 @@ func Test_PartitionRankLimit(t *testing.T) {
 	}
 	res := h.upsert(big(15))
 	if res.Worker.Schedulable() || !strings.Contains(strings.Join(res.Worker.NotSchedulableReasons, ";"), "rank limit") {
-		t.Fatalf("16th worker = %s %q", res.Worker.Lifecycle, res.Worker.NotSchedulableReasons)
+		t.Fatalf("16th worker: schedulable %v, reasons %q", res.Worker.Schedulable(), res.Worker.NotSchedulableReasons)
 	}
 	// A small worker still fits in what is left (65535 − 15·4096 = 4095).
 	small := completeWorker(100, 16)

@@ -36,8 +36,8 @@ func FuzzRestore(f *testing.F) {
 				if !ok || w.Partition() != p.Key {
 					t.Fatalf("partition %v lists worker %d wrongly", p.Key, id)
 				}
-				if (w.Lifecycle == LifecycleSchedulable) != (len(w.NotSchedulableReasons) == 0) {
-					t.Fatalf("worker %d lifecycle %q with reasons %q", id, w.Lifecycle, w.NotSchedulableReasons)
+				if w.Schedulable() != (len(w.NotSchedulableReasons) == 0) {
+					t.Fatalf("worker %d schedulable %v with reasons %q", id, w.Schedulable(), w.NotSchedulableReasons)
 				}
 				count++
 			}

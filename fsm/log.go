@@ -2,13 +2,10 @@ package fsm
 
 import "github.com/hashicorp/raft"
 
-// Observer is told about each catalog change, like the cluster watcher tells
-// the indexer and scheduler.
-type Observer func(prev, cur *Catalog)
-
 // Log drives an FSM without raft: it applies commands at increasing log
-// indexes and calls its observers after each one. It exists for tests and
-// tools of the packages that consume the catalog.
+// indexes and calls its observers after each one, like the cluster's
+// watcher does. It exists for tests and tools of the packages that consume
+// the catalog.
 type Log struct {
 	FSM       *FSM
 	index     uint64
@@ -22,22 +19,24 @@ func NewLog(observers ...Observer) *Log {
 
 // Apply encodes and applies one command. It returns the command's result;
 // the error is only an encoding failure.
-func (l *Log) Apply(ct CommandType, payload any) (*Result, error) {
-	data, err := EncodeCommand(ct, payload)
+func (l *Log) Apply(c Command) (*Result, error) {
+	data, err := EncodeCommand(c)
 	if err != nil {
 		return nil, err
 	}
 	prev := l.FSM.Catalog()
 	l.index++
 	res := l.FSM.Apply(&raft.Log{Index: l.index, Type: raft.LogCommand, Data: data}).(*Result)
-	cur := l.FSM.Catalog()
-	for _, o := range l.observers {
-		o(prev, cur)
+	if len(l.observers) > 0 {
+		ch := NewChange(prev, l.FSM.Catalog())
+		for _, o := range l.observers {
+			o(ch)
+		}
 	}
 	return res, nil
 }
 
 // Upsert applies an upsert of w.
 func (l *Log) Upsert(w Worker) (*Result, error) {
-	return l.Apply(CmdUpsertWorker, UpsertWorker{Worker: w})
+	return l.Apply(UpsertWorker{Worker: w})
 }

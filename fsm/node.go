@@ -15,25 +15,14 @@ import (
 // travels through the log so every node can find the leader's HTTP address
 // and every member's replica-sync endpoint.
 type NodeMeta struct {
-	ID string `json:"id"`
+	ID string
 	// HTTPAddr is host:port of the node's API, as others should dial it.
-	HTTPAddr string `json:"http_addr"`
+	HTTPAddr string
 	// ReplicaSync is the node's ZMQ replica-sync endpoint (tcp://host:port),
 	// empty when replica sync is off.
-	ReplicaSync string `json:"replica_sync,omitempty"`
+	ReplicaSync string
 	// ModifyIndex is the Raft index of the last change.
-	ModifyIndex uint64 `json:"modify_index"`
-}
-
-// SetNode is the payload of CmdSetNode: insert or replace a node's
-// metadata.
-type SetNode struct {
-	Node NodeMeta `json:"node"`
-}
-
-// DeleteNode is the payload of CmdDeleteNode.
-type DeleteNode struct {
-	ID string `json:"id"`
+	ModifyIndex uint64
 }
 
 // ValidateNode checks a node record the way ValidateSpec checks a worker.
@@ -69,24 +58,21 @@ func (c *Catalog) Nodes() []NodeMeta {
 	return out
 }
 
-func applySetNode(e *editor, payload []byte) (uint64, *Worker, error) {
-	var cmd SetNode
-	decode(CmdSetNode, payload, &cmd)
-	n := cmd.Node
+func applySetNode(e *editor, payload []byte) (outcome, error) {
+	n := decodePayload[setNodeV1](CmdSetNode, payload).Node.decode()
 	if err := ValidateNode(&n); err != nil {
-		return 0, nil, err
+		return outcome{}, err
 	}
 	n.ModifyIndex = e.next.index
 	e.setNode(n)
-	return 0, nil, nil
+	return outcome{}, nil
 }
 
-func applyDeleteNode(e *editor, payload []byte) (uint64, *Worker, error) {
-	var cmd DeleteNode
-	decode(CmdDeleteNode, payload, &cmd)
+func applyDeleteNode(e *editor, payload []byte) (outcome, error) {
+	cmd := decodePayload[deleteNodeV1](CmdDeleteNode, payload)
 	if _, ok := e.next.nodes[cmd.ID]; !ok {
-		return 0, nil, fmt.Errorf("%w: %q", ErrNodeNotFound, cmd.ID)
+		return outcome{}, fmt.Errorf("%w: %q", ErrNodeNotFound, cmd.ID)
 	}
 	e.deleteNode(cmd.ID)
-	return 0, nil, nil
+	return outcome{}, nil
 }

@@ -15,28 +15,27 @@ func Test_NodeMetadata(t *testing.T) {
 	workersBefore := h.f.Catalog()
 	tests := []struct {
 		name    string
-		ct      CommandType
-		body    any
+		body    Command
 		wantErr error
 		want    []NodeMeta // nodes after the command, ModifyIndex ignored
 	}{
-		{"set n1", CmdSetNode, SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9001"}}, nil,
+		{"set n1", SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9001"}}, nil,
 			[]NodeMeta{{ID: "n1", HTTPAddr: "127.0.0.1:9001"}}},
-		{"set n2 with replica sync", CmdSetNode, SetNode{Node: NodeMeta{ID: "n2", HTTPAddr: "kv-1.kv:8092", ReplicaSync: "tcp://kv-1.kv:5600"}}, nil,
+		{"set n2 with replica sync", SetNode{Node: NodeMeta{ID: "n2", HTTPAddr: "kv-1.kv:8092", ReplicaSync: "tcp://kv-1.kv:5600"}}, nil,
 			[]NodeMeta{{ID: "n1", HTTPAddr: "127.0.0.1:9001"}, {ID: "n2", HTTPAddr: "kv-1.kv:8092", ReplicaSync: "tcp://kv-1.kv:5600"}}},
-		{"replace n1", CmdSetNode, SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9009"}}, nil,
+		{"replace n1", SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9009"}}, nil,
 			[]NodeMeta{{ID: "n1", HTTPAddr: "127.0.0.1:9009"}, {ID: "n2", HTTPAddr: "kv-1.kv:8092", ReplicaSync: "tcp://kv-1.kv:5600"}}},
-		{"no id", CmdSetNode, SetNode{Node: NodeMeta{HTTPAddr: "h:1"}}, ErrInvalidCommand, nil},
-		{"bad http addr", CmdSetNode, SetNode{Node: NodeMeta{ID: "n3", HTTPAddr: "nohost"}}, ErrInvalidCommand, nil},
-		{"bad replica sync", CmdSetNode, SetNode{Node: NodeMeta{ID: "n3", HTTPAddr: "h:1", ReplicaSync: "ipc:///x"}}, ErrInvalidCommand, nil},
-		{"delete unknown", CmdDeleteNode, DeleteNode{ID: "n9"}, ErrNodeNotFound, nil},
-		{"delete n1", CmdDeleteNode, DeleteNode{ID: "n1"}, nil,
+		{"no id", SetNode{Node: NodeMeta{HTTPAddr: "h:1"}}, ErrInvalidCommand, nil},
+		{"bad http addr", SetNode{Node: NodeMeta{ID: "n3", HTTPAddr: "nohost"}}, ErrInvalidCommand, nil},
+		{"bad replica sync", SetNode{Node: NodeMeta{ID: "n3", HTTPAddr: "h:1", ReplicaSync: "ipc:///x"}}, ErrInvalidCommand, nil},
+		{"delete unknown", DeleteNode{ID: "n9"}, ErrNodeNotFound, nil},
+		{"delete n1", DeleteNode{ID: "n1"}, nil,
 			[]NodeMeta{{ID: "n2", HTTPAddr: "kv-1.kv:8092", ReplicaSync: "tcp://kv-1.kv:5600"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := h.f.Catalog()
-			res := h.apply(tt.ct, tt.body)
+			res := h.apply(tt.body)
 			if !errors.Is(res.Err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", res.Err, tt.wantErr)
 			}
@@ -59,7 +58,7 @@ func Test_NodeMetadata(t *testing.T) {
 			}
 		})
 	}
-	if len(Diff(workersBefore, h.f.Catalog())) != 0 {
+	if len(NewChange(workersBefore, h.f.Catalog()).Workers) != 0 {
 		t.Fatal("node commands changed worker records")
 	}
 }
@@ -67,8 +66,8 @@ func Test_NodeMetadata(t *testing.T) {
 func Test_SnapshotKeepsNodes(t *testing.T) {
 	h := newHarness(t)
 	h.upsert(completeWorker(1, 16))
-	h.apply(CmdSetNode, SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9001", ReplicaSync: "tcp://127.0.0.1:9301"}})
-	h.apply(CmdSetNode, SetNode{Node: NodeMeta{ID: "n2", HTTPAddr: "127.0.0.1:9002"}})
+	h.apply(SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9001", ReplicaSync: "tcp://127.0.0.1:9301"}})
+	h.apply(SetNode{Node: NodeMeta{ID: "n2", HTTPAddr: "127.0.0.1:9002"}})
 	snap, err := h.f.Snapshot()
 	if err != nil {
 		t.Fatal(err)

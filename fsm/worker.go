@@ -9,12 +9,6 @@ import (
 	"strings"
 )
 
-// Lifecycle values of a worker record.
-const (
-	LifecycleSchedulable = "schedulable"
-	LifecycleIncomplete  = "incomplete"
-)
-
 // DefaultScope is the model_name and tenant_id used when a request omits them.
 const DefaultScope = "default"
 
@@ -41,38 +35,40 @@ type PartitionKey struct {
 func (k PartitionKey) String() string { return k.Model + ":" + k.Tenant }
 
 // Worker is one catalog record. Records reachable from a published Catalog
-// are immutable: never modify one in place, copy it.
+// are immutable: never modify one in place, copy it. This is the catalog's
+// own type: the API's record (api.Worker) and the log's (logformat.go) are
+// separate, so neither can change the other by accident.
 type Worker struct {
-	WorkerID  uint64 `json:"worker_id"`
-	ModelName string `json:"model_name"`
-	TenantID  string `json:"tenant_id"`
-	Endpoint  string `json:"endpoint"`
-	BlockSize uint32 `json:"block_size"`
+	WorkerID  uint64
+	ModelName string
+	TenantID  string
+	Endpoint  string
+	BlockSize uint32
 	// DataParallelStartRank and DataParallelSize give the global dp ranks
 	// [start, start+size) this worker serves.
-	DataParallelStartRank uint32 `json:"data_parallel_start_rank"`
-	DataParallelSize      uint32 `json:"data_parallel_size"`
+	DataParallelStartRank uint32
+	DataParallelSize      uint32
 	// KVEventsEndpoints maps a global dp rank to the ZMQ endpoint publishing
 	// that rank's KV events.
-	KVEventsEndpoints   map[uint32]string `json:"kv_events_endpoints"`
-	ReplayEndpoint      string            `json:"replay_endpoint,omitempty"`
-	TotalKVBlocks       uint64            `json:"total_kv_blocks,omitempty"`
-	MaxNumBatchedTokens uint64            `json:"max_num_batched_tokens,omitempty"`
+	KVEventsEndpoints   map[uint32]string
+	ReplayEndpoint      string
+	TotalKVBlocks       uint64
+	MaxNumBatchedTokens uint64
 
 	// CreateIndex is the Raft index that first inserted this worker id;
 	// ModifyIndex the one that last changed it.
-	CreateIndex uint64 `json:"create_index"`
-	ModifyIndex uint64 `json:"modify_index"`
+	CreateIndex uint64
+	ModifyIndex uint64
 	// BlockSizeIndex is the Raft index at which the worker's current
 	// block_size was set. The partition's block size comes from the worker
 	// that has held its block size longest, so a worker that changes its
 	// block size becomes the odd one out rather than its partition.
-	BlockSizeIndex uint64 `json:"block_size_index"`
+	BlockSizeIndex uint64
 
-	// Lifecycle and NotSchedulableReasons are derived from the catalog on
-	// every apply; they are never taken from a command.
-	Lifecycle             string   `json:"lifecycle"`
-	NotSchedulableReasons []string `json:"not_schedulable_reasons,omitempty"`
+	// NotSchedulableReasons and schedulable are derived from the catalog
+	// on every apply; they are never taken from a command.
+	NotSchedulableReasons []string
+	schedulable           bool
 }
 
 // Partition returns the worker's partition key.
@@ -81,7 +77,7 @@ func (w *Worker) Partition() PartitionKey {
 }
 
 // Schedulable reports whether the worker may be selected.
-func (w *Worker) Schedulable() bool { return w.Lifecycle == LifecycleSchedulable }
+func (w *Worker) Schedulable() bool { return w.schedulable }
 
 // Ranks returns the worker's global dp ranks in order.
 func (w *Worker) Ranks() []uint32 {

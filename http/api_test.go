@@ -219,7 +219,10 @@ func Test_RayFlow(t *testing.T) {
 	// Overlap scores in blocks per tier.
 	ovr := c.do("POST", "/overlap_scores", prompt)
 	ov := ovr.json(t)
-	if got := string(ovr.raw); !strings.Contains(got, `{"worker_id":1,"dp_rank":0,"device_blocks":4,"host_pinned_blocks":2,"disk_blocks":0,"credit_blocks":5.5}`) ||
+	// Tiers are cumulative, as Dynamo's: device ≤ host_pinned ≤ disk, with
+	// the extensions alone beside them.
+	if got := string(ovr.raw); !strings.Contains(got, `{"worker_id":1,"dp_rank":0,"device_blocks":4,"host_pinned_blocks":6,"disk_blocks":6,`+
+		`"host_pinned_extension_blocks":2,"disk_extension_blocks":0,"credit_blocks":5.5}`) ||
 		num(t, ov, "num_blocks") != 8 || num(t, ov, "block_size") != 16 {
 		t.Fatalf("overlap_scores = %s", got)
 	}

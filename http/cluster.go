@@ -3,94 +3,93 @@ package http
 import (
 	"net/http"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 )
 
 func (s *Service) clusterStatus(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+	return writeJSON(w, http.StatusOK, s.cfg.Cluster.Status())
 }
 
-type joinInput struct {
-	ID          *string `json:"id"`
-	RaftAddr    *string `json:"raft_addr"`
-	HTTPAddr    *string `json:"http_addr"`
-	ReplicaSync *string `json:"replica_sync"`
-	// CaughtUp is set by a joining node asking to become a voter.
-	CaughtUp bool `json:"caught_up"`
+// clusterAnswer answers a membership write with the cluster's state. The
+// catalog index header lets the forwarding follower (and a client) wait
+// for the node metadata the write changed.
+func (s *Service) clusterAnswer(w http.ResponseWriter) error {
+	st := s.cfg.Cluster.Status()
+	setIndex(w, st.CatalogIndex)
+	return writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Service) clusterJoin(w http.ResponseWriter, r *http.Request) error {
-	var in joinInput
+	var in api.JoinRequest
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	if in.ID == nil || *in.ID == "" {
+	if in.ID == "" {
 		return badRequest("id", "required")
 	}
-	if in.RaftAddr == nil || *in.RaftAddr == "" {
+	if in.RaftAddr == "" {
 		return badRequest("raft_addr", "required")
 	}
-	if err := cluster.CheckAdvertise(*in.RaftAddr); err != nil {
+	if err := cluster.CheckAdvertise(in.RaftAddr); err != nil {
 		return badRequest("raft_addr", "%v", err)
 	}
-	req := cluster.JoinRequest{ID: *in.ID, RaftAddr: *in.RaftAddr, HTTPAddr: deref(in.HTTPAddr),
-		ReplicaSync: deref(in.ReplicaSync), CaughtUp: in.CaughtUp}
-	if req.HTTPAddr != "" {
-		if err := checkNodeMeta(req.ID, req.HTTPAddr, req.ReplicaSync); err != nil {
+	if in.HTTPAddr != "" {
+		if err := checkNodeMeta(in.ID, in.HTTPAddr, in.ReplicaSync); err != nil {
 			return err
 		}
 	}
-	if err := s.cfg.Node.Join(r.Context(), req); err != nil {
+	if err := s.cfg.Cluster.Join(r.Context(), in); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+	return s.clusterAnswer(w)
 }
 
 func (s *Service) clusterRemove(w http.ResponseWriter, r *http.Request) error {
-	var in struct {
-		ID *string `json:"id"`
-	}
+	var in api.RemoveRequest
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	if in.ID == nil || *in.ID == "" {
+	if in.ID == "" {
 		return badRequest("id", "required")
 	}
-	if err := s.cfg.Node.Remove(r.Context(), *in.ID); err != nil {
+	if err := s.cfg.Cluster.Remove(r.Context(), in.ID); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+	return s.clusterAnswer(w)
 }
 
 func (s *Service) clusterStepDown(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	if err := s.cfg.Node.StepDown(r.Context()); err != nil {
+	if err := s.cfg.Cluster.StepDown(r.Context()); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.cfg.Node.Status())
+	return s.clusterAnswer(w)
 }
 
 // clusterMetadata is how a member publishes its own addresses: followers
 // send it to the leader when their metadata is missing or stale.
 func (s *Service) clusterMetadata(w http.ResponseWriter, r *http.Request) error {
-	var in joinInput
+	var in api.NodeMeta
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
-	if in.ID == nil || *in.ID == "" {
+	if in.ID == "" {
 		return badRequest("id", "required")
 	}
-	if err := checkNodeMeta(*in.ID, deref(in.HTTPAddr), deref(in.ReplicaSync)); err != nil {
+	if err := checkNodeMeta(in.ID, in.HTTPAddr, in.ReplicaSync); err != nil {
 		return err
 	}
-	meta := fsm.NodeMeta{ID: *in.ID, HTTPAddr: deref(in.HTTPAddr), ReplicaSync: deref(in.ReplicaSync)}
-	if err := s.cfg.Node.SetMetadata(r.Context(), meta); err != nil {
+	meta := fsm.NodeMeta{ID: in.ID, HTTPAddr: in.HTTPAddr, ReplicaSync: in.ReplicaSync}
+	if err := s.cfg.Cluster.SetMetadata(r.Context(), meta); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, meta)
+	st := s.cfg.Cluster.Status()
+	setIndex(w, st.CatalogIndex)
+	return writeJSON(w, http.StatusOK, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync})
 }
 
 // checkNodeMeta turns an invalid metadata record into a 400 naming the
@@ -103,11 +102,4 @@ func checkNodeMeta(id, httpAddr, replicaSync string) error {
 		return badRequest("http_addr", "%v", err)
 	}
 	return nil
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }

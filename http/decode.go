@@ -6,25 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/kvselect/kvselect/api"
 )
 
-// MaxBodyBytes bounds every request body (SPEC §3).
-const MaxBodyBytes = 8 << 20
-
-// MaxHashes bounds hashes or tokens per request (SPEC §11).
-const MaxHashes = 1 << 20
-
-// readBody reads the whole body, at most MaxBodyBytes.
+// readBody reads the whole body, at most api.MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, fmt.Errorf("%w: limit is %d bytes", errTooLarge, MaxBodyBytes)
+			return nil, fmt.Errorf("%w: limit is %d bytes", errTooLarge, api.MaxBodyBytes)
 		}
 		return nil, badRequest("", "reading body: %v", err)
 	}
@@ -48,8 +42,16 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) er
 	return decodeJSON(body, v)
 }
 
+// decodeJSON decodes one JSON object strictly: anything but an object
+// (null included), an unknown field, or data after the object is a 400.
+// Unknown fields are refused so that a misspelt field is never silently
+// replaced by its default (a misspelt reservation_id by a generated one).
 func decodeJSON(body []byte, v any) error {
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' {
+		return badRequest("", "request body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
@@ -59,6 +61,10 @@ func decodeJSON(body []byte, v any) error {
 	return nil
 }
 
+// unknownFieldPrefix is how encoding/json words a refused field (it has
+// no error type for it).
+const unknownFieldPrefix = "json: unknown field "
+
 func jsonError(err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -67,6 +73,9 @@ func jsonError(err error) error {
 		return badRequest("", "malformed JSON at offset %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
 		field := jsonPath(typ.Field)
+		if msg, ok := api.ValueProblem(typ); ok {
+			return badRequest(field, "%s", msg)
+		}
 		switch {
 		case field == "":
 			return badRequest("", "expected a JSON object, got %s", typ.Value)
@@ -77,15 +86,19 @@ func jsonError(err error) error {
 				strings.TrimPrefix(typ.Value, "number "))
 		}
 		return badRequest(field, "expected %s, got %s", typeName(typ.Type.String()), typ.Value)
+	case strings.HasPrefix(err.Error(), unknownFieldPrefix):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), unknownFieldPrefix), `"`)
+		return badRequest(name, "unknown field (check its spelling; see GET %s)", api.PathOpenAPI)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("", "malformed JSON: unexpected end of input")
 	}
 	return badRequest("", "malformed JSON: %v", err)
 }
 
-// jsonPath drops the Go names of embedded structs from a decoding error's
-// field path, leaving the JSON field names users sent. Every JSON name of
-// this API is lowercase snake_case; Go type names have capitals.
+// jsonPath turns a decoding error's field path into the JSON path users
+// sent: it drops the Go names of embedded structs (every JSON name of this
+// API is lowercase snake_case; Go type names have capitals) and joins array
+// positions to their field ("block_hashes[3]").
 func jsonPath(field string) string {
 	parts := strings.Split(field, ".")
 	kept := parts[:0]
@@ -94,7 +107,7 @@ func jsonPath(field string) string {
 			kept = append(kept, p)
 		}
 	}
-	return strings.Join(kept, ".")
+	return strings.ReplaceAll(strings.Join(kept, "."), ".[", "[")
 }
 
 // typeName words a Go type for API users.
@@ -119,100 +132,10 @@ func typeName(t string) string {
 	return t
 }
 
-// present reports whether a raw field was given with a non-null value.
-func present(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(bytes.TrimSpace(raw)) != "null"
-}
-
-// parseHashes decodes a JSON array of 64-bit hashes. Values may be signed
-// (−2^63 … −1, reinterpreted bit for bit as unsigned) or unsigned up to
-// 2^64−1. raw is already syntactically valid JSON.
-func parseHashes(field string, raw json.RawMessage) ([]uint64, error) {
-	out := []uint64{}
-	err := scanIntArray(field, raw, func(i int, neg bool, mag uint64) error {
-		if neg {
-			if mag > 1<<63 {
-				return badRequest(fmt.Sprintf("%s[%d]", field, i), "below the signed 64-bit range")
-			}
-			out = append(out, -mag)
-			return nil
-		}
-		out = append(out, mag)
-		return nil
-	})
-	return out, err
-}
-
-// parseTokens decodes a JSON array of token ids (unsigned 32-bit).
-func parseTokens(field string, raw json.RawMessage) ([]uint32, error) {
-	out := []uint32{}
-	err := scanIntArray(field, raw, func(i int, neg bool, mag uint64) error {
-		if neg || mag > math.MaxUint32 {
-			return badRequest(fmt.Sprintf("%s[%d]", field, i), "token ids are unsigned 32-bit integers")
-		}
-		out = append(out, uint32(mag))
-		return nil
-	})
-	return out, err
-}
-
-// scanIntArray walks a JSON array of integers without going through
-// interface values or json.Number, which matters for prompts of thousands
-// of hashes. It calls add with each element's sign and magnitude.
-func scanIntArray(field string, raw json.RawMessage, add func(i int, neg bool, mag uint64) error) error {
-	b := bytes.TrimSpace(raw)
-	if len(b) == 0 || b[0] != '[' {
-		return badRequest(field, "expected an array of integers")
+// checkID validates a reservation or selection id given in field.
+func checkID(field, id string) error {
+	if err := api.ValidateID(id); err != nil {
+		return badRequest(field, "%s", strings.TrimPrefix(err.Error(), api.ErrBadID.Error()+": "))
 	}
-	i, n := 1, 0
-	skip := func() {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-			i++
-		}
-	}
-	skip()
-	if i < len(b) && b[i] == ']' {
-		return nil
-	}
-	for {
-		skip()
-		if n >= MaxHashes {
-			return badRequest(field, "more than %d entries", MaxHashes)
-		}
-		elem := func() string { return fmt.Sprintf("%s[%d]", field, n) }
-		neg := i < len(b) && b[i] == '-'
-		if neg {
-			i++
-		}
-		start := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		if i == start {
-			return badRequest(elem(), "expected an integer")
-		}
-		if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
-			return badRequest(elem(), "expected an integer, got a fraction or exponent")
-		}
-		mag, err := strconv.ParseUint(string(b[start:i]), 10, 64)
-		if err != nil {
-			return badRequest(elem(), "outside the 64-bit range")
-		}
-		if err := add(n, neg && mag != 0, mag); err != nil {
-			return err
-		}
-		n++
-		skip()
-		if i >= len(b) {
-			return badRequest(field, "unterminated array")
-		}
-		switch b[i] {
-		case ',':
-			i++
-		case ']':
-			return nil
-		default:
-			return badRequest(field, "expected ',' or ']' after element %d", n-1)
-		}
-	}
+	return nil
 }

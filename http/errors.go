@@ -3,8 +3,8 @@ package http
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
@@ -35,47 +35,41 @@ func badRequest(field, format string, args ...any) error {
 	return &requestError{msg: msg}
 }
 
-// errorMapping is the one place that turns errors into HTTP statuses and
-// machine-readable codes. Order matters: the first match wins.
-var errorMapping = []struct {
-	err    error
-	status int
-	code   string
+// errorCodes is the one place that turns the node's errors into the API's
+// codes (and, through api.Code.Status, HTTP statuses). Order matters: the
+// first match wins.
+var errorCodes = []struct {
+	err  error
+	code api.Code
 }{
-	{errBadRequest, http.StatusBadRequest, "bad_request"},
-	{errTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large"},
-	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{errNoRoute, http.StatusNotFound, "not_found"},
-	{errMethod, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{fsm.ErrInvalidCommand, http.StatusBadRequest, "bad_request"},
-	{fsm.ErrWorkerNotFound, http.StatusNotFound, "not_found"},
-	{scheduler.ErrInvalid, http.StatusBadRequest, "bad_request"},
-	{scheduler.ErrNotReady, http.StatusServiceUnavailable, "not_ready"},
-	{scheduler.ErrWorkerNotFound, http.StatusNotFound, "not_found"},
-	{scheduler.ErrReservationNotFound, http.StatusNotFound, "not_found"},
-	{scheduler.ErrDuplicateReservation, http.StatusConflict, "conflict"},
-	{indexer.ErrUnknownPartition, http.StatusNotFound, "not_found"},
-	{cluster.ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
-	{cluster.ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
-	{cluster.ErrUnknownOutcome, http.StatusServiceUnavailable, "unknown_outcome"},
-	{cluster.ErrCatalogBehind, http.StatusServiceUnavailable, "catalog_behind"},
-	{cluster.ErrMembership, http.StatusConflict, "conflict"},
-	{cluster.ErrClosed, http.StatusServiceUnavailable, "shutting_down"},
+	{errBadRequest, api.CodeBadRequest},
+	{errTooLarge, api.CodePayloadTooLarge},
+	{errUnauthorized, api.CodeUnauthorized},
+	{errNoRoute, api.CodeNotFound},
+	{errMethod, api.CodeMethodNotAllowed},
+	{fsm.ErrInvalidCommand, api.CodeBadRequest},
+	{fsm.ErrWorkerNotFound, api.CodeNotFound},
+	{scheduler.ErrInvalid, api.CodeBadRequest},
+	{scheduler.ErrNotReady, api.CodeNotReady},
+	{scheduler.ErrWorkerNotFound, api.CodeNotFound},
+	{scheduler.ErrReservationNotFound, api.CodeNotFound},
+	{scheduler.ErrNoPendingSelection, api.CodeNotFound},
+	{scheduler.ErrDuplicateReservation, api.CodeConflict},
+	{indexer.ErrUnknownPartition, api.CodeNotFound},
+	{cluster.ErrNotLeader, api.CodeNotLeader},
+	{cluster.ErrNoLeader, api.CodeNoLeader},
+	{cluster.ErrUnknownOutcome, api.CodeUnknownOutcome},
+	{cluster.ErrCatalogBehind, api.CodeCatalogBehind},
+	{cluster.ErrMembership, api.CodeConflict},
+	{cluster.ErrClosed, api.CodeShuttingDown},
 }
 
-// statusOf returns the HTTP status and code for err; unknown errors are
-// 500 "internal".
-func statusOf(err error) (int, string) {
-	for _, m := range errorMapping {
+// codeOf returns the API code for err; unknown errors are "internal".
+func codeOf(err error) api.Code {
+	for _, m := range errorCodes {
 		if errors.Is(err, m.err) {
-			return m.status, m.code
+			return m.code
 		}
 	}
-	return http.StatusInternalServerError, "internal"
-}
-
-// errorBody is every error response: {"error": message, "code": code}.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	return api.CodeInternal
 }

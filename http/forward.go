@@ -10,19 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/kvselect/kvselect/cluster"
-)
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 
-// Headers of leader routing.
-const (
-	// headerServedBy names the node that served a leader-only request.
-	headerServedBy = "X-Kvselect-Served-By"
-	// headerForwardedBy marks a request a follower forwarded; its receiver
-	// never forwards it again, so a stale view of the leader cannot loop.
-	headerForwardedBy = "X-Kvselect-Forwarded-By"
+	"github.com/kvselect/kvselect/cluster"
 )
 
 // newForwardClient returns the client that forwards to the leader. Its
@@ -40,13 +35,6 @@ func newForwardClient() *http.Client {
 // relayed (a linearizable GET /workers of a large catalog).
 const maxForwardedAnswer = 64 << 20
 
-// where a route runs.
-const (
-	anyNode        = iota // this node answers from local state
-	onLeader              // only the leader; followers forward or redirect
-	onLeaderIfLinz        // the leader when ?consistency=linearizable
-)
-
 // leaderRoute runs h on the leader. On a follower it forwards the request,
 // as received, to the leader and relays the answer (or answers 307 to the
 // leader with ?redirect=true). While no leader is known it waits up to the
@@ -54,32 +42,32 @@ const (
 // anything was sent, or that the target refuses because it is not the
 // leader, is retried against the new leader; one whose fate is unknown is
 // 503 unknown_outcome.
-func (s *Service) leaderRoute(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+func (s *Service) leaderRoute(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		body, err := readBody(w, r)
 		if err != nil {
 			return err
 		}
-		node := s.cfg.Node
-		forwarded := r.Header.Get(headerForwardedBy) != ""
+		node := s.cfg.Leader
+		forwarded := r.Header.Get(api.HeaderForwardedBy) != ""
 		wait, cancel := context.WithTimeout(r.Context(), node.LeaderWait())
 		defer cancel()
 		for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 250*time.Millisecond) {
 			if forwarded || node.IsLeader() {
-				w.Header().Set(headerServedBy, node.ID())
+				w.Header().Set(api.HeaderServedBy, node.ID())
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				err := h(w, r)
 				if forwarded || !errors.Is(err, cluster.ErrNotLeader) {
 					return err
 				}
-				w.Header().Del(headerServedBy) // lost leadership before writing anything
+				w.Header().Del(api.HeaderServedBy) // lost leadership before writing anything
 			}
 			leader, err := node.WaitForLeaderHTTP(wait)
 			if err != nil {
 				return err
 			}
 			if leader.ID != node.ID() {
-				if r.URL.Query().Get("redirect") == "true" {
+				if r.URL.Query().Get(api.QueryRedirect) == api.RedirectEnabled {
 					return redirectToLeader(w, r, leader)
 				}
 				if done, err := s.forward(w, r, body, node.ID(), leader); done {
@@ -96,10 +84,10 @@ func (s *Service) leaderRoute(h func(http.ResponseWriter, *http.Request) error) 
 }
 
 // linearizableOnLeader applies leaderRoute only to linearizable reads.
-func (s *Service) linearizableOnLeader(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+func (s *Service) linearizableOnLeader(h handler) handler {
 	lead := s.leaderRoute(h)
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if r.URL.Query().Get("consistency") == "linearizable" {
+		if r.URL.Query().Get(api.QueryConsistency) == api.ConsistencyLinearizable {
 			return lead(w, r)
 		}
 		return h(w, r)
@@ -110,25 +98,28 @@ func redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.Lea
 	if leader.HTTPAddr == "" {
 		return fmt.Errorf("%w: the HTTP address of leader %s is not known yet", cluster.ErrNoLeader, leader.ID)
 	}
-	loc := cluster.BaseURL(leader.HTTPAddr) + r.URL.RequestURI()
+	loc := client.BaseURL(leader.HTTPAddr) + r.URL.RequestURI()
 	w.Header().Set("Location", loc)
-	return writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"leader": leader.ID, "location": loc})
+	return writeJSON(w, http.StatusTemporaryRedirect, api.Redirect{Leader: leader.ID, Location: loc})
 }
 
 // forwardedHeaders are the request headers a forward carries: the body's
 // type, the client's credentials and read-your-writes index.
-var forwardedHeaders = []string{"Content-Type", "Authorization", headerIndex}
+var forwardedHeaders = []string{"Content-Type", "Authorization", api.HeaderIndex}
 
 // relayedHeaders are the leader's answer headers a follower passes back.
-var relayedHeaders = []string{"Content-Type", headerIndex, headerServedBy, "Retry-After", "Location", "WWW-Authenticate"}
+var relayedHeaders = []string{"Content-Type", api.HeaderIndex, api.HeaderServedBy, "Retry-After", "Location", "WWW-Authenticate"}
 
 // forward sends the request to the leader and relays its answer. done is
 // false when nothing reached a leader (connection refused, or the target
-// says it is not the leader): the caller may try again.
+// says it is not the leader): the caller may try again. A write's answer
+// is relayed once this node has applied the write itself (up to
+// CatalogWait), so the client reads its write on the node it wrote
+// through; past the wait it is relayed with X-Kvselect-Applied: false.
 func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, self string, leader cluster.LeaderInfo) (done bool, err error) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ForwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, cluster.BaseURL(leader.DialHTTP)+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, client.BaseURL(leader.DialHTTP)+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return true, err
 	}
@@ -137,7 +128,7 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 			req.Header.Set(h, v)
 		}
 	}
-	req.Header.Set(headerForwardedBy, self)
+	req.Header.Set(api.HeaderForwardedBy, self)
 	// Nothing can have reached the leader unless a connection was
 	// obtained: a failed or timed-out dial is safe to retry.
 	var connected atomic.Bool
@@ -176,22 +167,36 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 			w.Header().Set(h, v)
 		}
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && resp.StatusCode/100 == 2 {
+		if !s.appliedHere(r, resp.Header.Get(api.HeaderIndex)) {
+			s.metrics.forwards.WithLabelValues("unapplied").Inc()
+			w.Header().Set(api.HeaderApplied, "false")
+		}
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 	return true, nil
 }
 
-// nothingWritten reports whether a 503 answer means the request never
-// reached a leader's log: the target was not (or no longer) the leader, or
-// was shutting down before it started.
-func nothingWritten(answer []byte) bool {
-	var eb errorBody
-	if json.Unmarshal(answer, &eb) != nil {
-		return false
-	}
-	switch eb.Code {
-	case "not_leader", "no_leader", "shutting_down":
+// appliedHere waits, up to CatalogWait, for this node to apply the catalog
+// index a forwarded write's answer carries; it reports whether it did (or
+// the answer carries none).
+func (s *Service) appliedHere(r *http.Request, index string) bool {
+	if index == "" {
 		return true
 	}
-	return false
+	idx, err := strconv.ParseUint(index, 10, 64)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CatalogWait)
+	defer cancel()
+	return s.cfg.Catalog.WaitApplied(ctx, idx) == nil
+}
+
+// nothingWritten reports whether a 503 answer means the request never
+// reached a leader's log (api.Code.NothingWritten).
+func nothingWritten(answer []byte) bool {
+	var eb api.Error
+	return json.Unmarshal(answer, &eb) == nil && eb.Code.NothingWritten()
 }

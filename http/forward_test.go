@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 )
 
@@ -19,13 +20,13 @@ import (
 func Test_ForwardOutcomes(t *testing.T) {
 	answer := func(status int, body string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get(headerForwardedBy) != "n2" || r.Header.Get("Authorization") != "Bearer tok" ||
-				r.Header.Get(headerIndex) != "7" {
+			if r.Header.Get(api.HeaderForwardedBy) != "n2" || r.Header.Get("Authorization") != "Bearer tok" ||
+				r.Header.Get(api.HeaderIndex) != "7" {
 				http.Error(w, "forward lost a header", http.StatusTeapot)
 				return
 			}
-			w.Header().Set(headerServedBy, "n1")
-			w.Header().Set(headerIndex, "42")
+			w.Header().Set(api.HeaderServedBy, "n1")
+			w.Header().Set(api.HeaderIndex, "42")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(body))
@@ -80,10 +81,10 @@ func Test_ForwardOutcomes(t *testing.T) {
 				defer srv.Close()
 				addr = strings.TrimPrefix(srv.URL, "http://")
 			}
-			s := New(Config{ForwardTimeout: 200 * time.Millisecond})
+			s := newFakeNode().service(func(c *Config) { c.ForwardTimeout = 200 * time.Millisecond })
 			req := httptest.NewRequest(tt.method, "/workers/1?x=y", strings.NewReader(`{"a":1}`))
 			req.Header.Set("Authorization", "Bearer tok")
-			req.Header.Set(headerIndex, "7")
+			req.Header.Set(api.HeaderIndex, "7")
 			rec := httptest.NewRecorder()
 			done, err := s.forward(rec, req, []byte(`{"a":1}`), "n2", cluster.LeaderInfo{ID: "n1", HTTPAddr: addr, DialHTTP: addr})
 			if done != tt.wantDone || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
@@ -95,7 +96,7 @@ func Test_ForwardOutcomes(t *testing.T) {
 				}
 				return
 			}
-			if rec.Code != tt.status || rec.Header().Get(headerServedBy) != "n1" || rec.Header().Get(headerIndex) != "42" {
+			if rec.Code != tt.status || rec.Header().Get(api.HeaderServedBy) != "n1" || rec.Header().Get(api.HeaderIndex) != "42" {
 				t.Fatalf("relayed %d %v %q", rec.Code, rec.Header(), rec.Body.String())
 			}
 		})

@@ -13,20 +13,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/indexer"
-	"github.com/kvselect/kvselect/ingest"
-	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/api"
 )
 
-// Config wires the service to the node's parts.
+// Config wires the service to the node's parts, each through the narrow
+// interface its handlers need (interfaces.go).
 type Config struct {
-	Node      *cluster.Node
-	Indexer   *indexer.Indexer
-	Scheduler *scheduler.Scheduler
-	// Listeners reports a worker's KV event listener per rank (nil when
-	// it has none); it adds "listeners" to worker records on reads.
-	Listeners func(worker uint64) map[string]ingest.RankStatus
+	Catalog   CatalogReader
+	Writer    CatalogWriter
+	Leader    Leadership
+	Cluster   ClusterAdmin
+	Selector  Selector
+	Loads     LoadReader
+	Index     IndexReader
+	Listeners ListenerReader // may be nil
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
@@ -34,7 +34,9 @@ type Config struct {
 	// cluster writes and /dump; with AuthAll on every route but /health.
 	AuthToken string
 	AuthAll   bool
-	// CatalogWait bounds waiting for min_catalog_index (SPEC: 2 s).
+	// CatalogWait bounds waiting for a catalog index: min_catalog_index
+	// and X-Kvselect-Index on reads, and a forwarded write's local apply
+	// (SPEC: 2 s).
 	CatalogWait time.Duration
 	// ForwardTimeout bounds one request forwarded to the leader.
 	ForwardTimeout time.Duration
@@ -46,6 +48,7 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	router  *mux.Router
+	allow   []pathMethods // the methods of each path, for 405's Allow
 	metrics *httpMetrics
 	client  *http.Client // forwards to the leader
 }
@@ -69,73 +72,24 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
 		client: newForwardClient()}
-	s.router = s.routes()
+	s.router, s.allow = s.buildRouter()
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
-
-// access levels of a route.
-const (
-	open      = iota // never needs a token
-	selection        // needs a token only with AuthAll
-	admin            // needs a token whenever one is configured
-)
-
-// routes is the whole API in one table.
-func (s *Service) routes() *mux.Router {
-	r := mux.NewRouter()
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { s.fail(w, errNoRoute) })
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { s.fail(w, errMethod) })
-	for _, rt := range []struct {
-		method, path string
-		access       int
-		where        int
-		h            func(http.ResponseWriter, *http.Request) error
-	}{
-		{"GET", "/health", open, anyNode, s.health},
-		{"GET", "/ready", selection, anyNode, s.ready},
-		{"GET", "/metrics", selection, anyNode, s.serveMetrics},
-
-		{"GET", "/workers", selection, onLeaderIfLinz, s.listWorkers},
-		{"POST", "/workers", admin, onLeader, s.upsertWorker},
-		{"GET", "/workers/{id}", selection, onLeaderIfLinz, s.getWorker},
-		{"PATCH", "/workers/{id}", admin, onLeader, s.patchWorker},
-		{"DELETE", "/workers/{id}", admin, onLeader, s.deleteWorker},
-
-		{"POST", "/select", selection, anyNode, s.selectWorker},
-		{"POST", "/select_and_reserve", selection, anyNode, s.selectAndReserve},
-		{"POST", "/reservations", selection, anyNode, s.createReservation},
-		{"POST", "/reservations/{id}/prefill_complete", selection, anyNode, s.prefillComplete},
-		{"POST", "/reservations/{id}/output_block", selection, anyNode, s.outputBlock},
-		{"DELETE", "/reservations/{id}", selection, anyNode, s.deleteReservation},
-
-		{"GET", "/loads", selection, anyNode, s.loads},
-		{"POST", "/potential_loads", selection, anyNode, s.potentialLoads},
-		{"POST", "/overlap_scores", selection, anyNode, s.overlapScores},
-		{"GET", "/dump", admin, anyNode, s.dump},
-
-		{"GET", "/cluster/status", selection, anyNode, s.clusterStatus},
-		{"POST", "/cluster/join", admin, onLeader, s.clusterJoin},
-		{"POST", "/cluster/remove", admin, onLeader, s.clusterRemove},
-		{"POST", "/cluster/stepdown", admin, onLeader, s.clusterStepDown},
-		{"POST", "/cluster/metadata", admin, onLeader, s.clusterMetadata},
-	} {
-		h := rt.h
-		switch rt.where {
-		case onLeader:
-			h = s.leaderRoute(h)
-		case onLeaderIfLinz:
-			h = s.linearizableOnLeader(h)
-		}
-		r.Handle(rt.path, s.wrap(rt.path, rt.access, h)).Methods(rt.method)
+// ServeHTTP implements http.Handler. Paths with dot or empty segments are
+// refused before routing: a cleaned path would name another resource
+// (DELETE /workers/9/../2 is not DELETE /workers/2), and the API never
+// redirects to one.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := checkPath(r.URL.Path); err != nil {
+		s.fail(w, err)
+		return
 	}
-	return r
+	s.router.ServeHTTP(w, r)
 }
 
 // wrap adds authentication, metrics and error rendering to a handler.
-func (s *Service) wrap(route string, access int, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+func (s *Service) wrap(route string, access int, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -150,9 +104,10 @@ func (s *Service) wrap(route string, access int, h func(http.ResponseWriter, *ht
 			s.fail(sw, err)
 		}
 		s.metrics.observe(route, r.Method, sw.status, time.Since(start))
-		if sw.status >= 500 {
+		switch {
+		case sw.status >= 500 && err != nil:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.status, "err", err)
-		} else {
+		default:
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"duration", time.Since(start))
 		}
@@ -172,20 +127,28 @@ func (s *Service) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.cfg.AuthToken)) == 1
 }
 
-// fail renders err as {"error", "code"} with the mapped status.
+// fail renders err as {"error", "code"} with the code's status.
 func (s *Service) fail(w http.ResponseWriter, err error) {
-	status, code := statusOf(err)
-	if status == http.StatusServiceUnavailable {
+	code := codeOf(err)
+	if code.Status() == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
+	_ = writeJSON(w, code.Status(), api.Error{Message: err.Error(), Code: code})
 }
 
+// writeJSON writes v as the answer. HTML escaping is off: error messages
+// quote user input and ranges ("must be >= 0"), which must read as sent.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// setIndex sets the catalog index header of an answer.
+func setIndex(w http.ResponseWriter, idx uint64) {
+	w.Header().Set(api.HeaderIndex, strconv.FormatUint(idx, 10))
 }
 
 type statusWriter struct {
@@ -215,7 +178,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		}, []string{"route"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_http_forwards_total",
-			Help: "Requests forwarded to the leader: relayed, retry (nothing reached a leader), unknown (outcome lost).",
+			Help: "Requests forwarded to the leader: relayed, retry (nothing reached a leader), unknown (outcome lost), unapplied (relayed before this node applied the write).",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.forwards)
@@ -228,7 +191,7 @@ func (m *httpMetrics) observe(route, method string, status int, d time.Duration)
 }
 
 func (s *Service) health(w http.ResponseWriter, _ *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return writeJSON(w, http.StatusOK, api.Health{Status: api.StatusOK})
 }
 
 func (s *Service) serveMetrics(w http.ResponseWriter, r *http.Request) error {
@@ -236,17 +199,22 @@ func (s *Service) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// waitCatalog honours min_catalog_index (body field or X-Kvselect-Index
-// header): it waits up to CatalogWait for this node to apply that index.
-func (s *Service) waitCatalog(r *http.Request, fromBody *uint64) error {
-	var idx uint64
-	if fromBody != nil {
-		idx = *fromBody
-	}
-	if h := r.Header.Get(headerIndex); h != "" {
+func (s *Service) openAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(api.OpenAPI())
+	return err
+}
+
+// waitCatalog gives read-your-writes across nodes: it waits up to
+// CatalogWait for this node to apply the catalog index a request carries
+// (the body's min_catalog_index, or the X-Kvselect-Index header; the
+// larger wins).
+func (s *Service) waitCatalog(r *http.Request, fromBody uint64) error {
+	idx := fromBody
+	if h := r.Header.Get(api.HeaderIndex); h != "" {
 		v, err := strconv.ParseUint(h, 10, 64)
 		if err != nil {
-			return badRequest(headerIndex, "must be a non-negative integer")
+			return badRequest(api.HeaderIndex, "must be a non-negative integer, got %q", h)
 		}
 		idx = max(idx, v)
 	}
@@ -255,7 +223,5 @@ func (s *Service) waitCatalog(r *http.Request, fromBody *uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CatalogWait)
 	defer cancel()
-	return s.cfg.Node.WaitApplied(ctx, idx)
+	return s.cfg.Catalog.WaitApplied(ctx, idx)
 }
-
-const headerIndex = "X-Kvselect-Index"

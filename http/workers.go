@@ -7,42 +7,33 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
-	"github.com/kvselect/kvselect/ingest"
 )
 
-// workerInput is the body of POST /workers and PATCH /workers/{id}: the
-// catalog patch plus the id. Pointers tell "absent" from zero values;
-// unknown fields are ignored.
-type workerInput struct {
-	WorkerID *uint64 `json:"worker_id"`
-	fsm.WorkerPatch
-}
-
-// patch returns the catalog patch after the checks JSON cannot express.
-func (in *workerInput) patch() (fsm.WorkerPatch, error) {
+// workerPatch turns the wire patch into the catalog's, after the checks
+// JSON cannot express.
+func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
 	if in.KVEventsEndpoints != nil && in.KVEventsEndpoint != nil {
 		return fsm.WorkerPatch{}, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
 	}
-	return in.WorkerPatch, nil
-}
-
-// workerWritten is the answer to a catalog write: the record plus the Raft
-// index it was applied at.
-type workerWritten struct {
-	*fsm.Worker
-	CatalogIndex uint64 `json:"catalog_index"`
+	return fsm.WorkerPatch{
+		ModelName: in.ModelName, TenantID: in.TenantID, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
+		DataParallelStartRank: in.DataParallelStartRank, DataParallelSize: in.DataParallelSize,
+		KVEventsEndpoints: in.KVEventsEndpoints, KVEventsEndpoint: in.KVEventsEndpoint,
+		ReplayEndpoint: in.ReplayEndpoint, TotalKVBlocks: in.TotalKVBlocks, MaxNumBatchedTokens: in.MaxNumBatchedTokens,
+	}, nil
 }
 
 func (s *Service) upsertWorker(w http.ResponseWriter, r *http.Request) error {
-	var in workerInput
+	var in api.WorkerPatch
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	if in.WorkerID == nil {
 		return badRequest("worker_id", "required")
 	}
-	p, err := in.patch()
+	p, err := workerPatch(&in)
 	if err != nil {
 		return err
 	}
@@ -51,11 +42,11 @@ func (s *Service) upsertWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := fsm.ValidateSpec(worker); err != nil {
 		return err
 	}
-	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: *worker})
+	res, err := s.cfg.Writer.Apply(r.Context(), fsm.UpsertWorker{Worker: *worker})
 	if err != nil {
 		return err
 	}
-	return s.written(w, http.StatusCreated, res)
+	return written(w, http.StatusCreated, res)
 }
 
 func (s *Service) patchWorker(w http.ResponseWriter, r *http.Request) error {
@@ -63,29 +54,32 @@ func (s *Service) patchWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in workerInput
+	var in api.WorkerPatch
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	if in.WorkerID != nil && *in.WorkerID != id {
 		return badRequest("worker_id", "%d does not match the path's %d", *in.WorkerID, id)
 	}
-	p, err := in.patch()
+	p, err := workerPatch(&in)
 	if err != nil {
 		return err
 	}
+	if p.Empty() {
+		return badRequest("", "the patch changes nothing: give at least one field to change")
+	}
 	// Check the result against the local record first so that bad input
 	// never reaches the log; the FSM checks again against the latest one.
-	if cur, ok := s.cfg.Node.Catalog().Worker(id); ok {
+	if cur, ok := s.cfg.Catalog.Catalog().Worker(id); ok {
 		if err := fsm.ValidateSpec(p.Apply(cur)); err != nil {
 			return err
 		}
 	}
-	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: id, Patch: p})
+	res, err := s.cfg.Writer.Apply(r.Context(), fsm.PatchWorker{WorkerID: id, Patch: p})
 	if err != nil {
 		return err
 	}
-	return s.written(w, http.StatusOK, res)
+	return written(w, http.StatusOK, res)
 }
 
 func (s *Service) deleteWorker(w http.ResponseWriter, r *http.Request) error {
@@ -93,27 +87,35 @@ func (s *Service) deleteWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.cfg.Node.Apply(r.Context(), fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: id})
+	res, err := s.cfg.Writer.Apply(r.Context(), fsm.DeleteWorker{WorkerID: id})
 	if err != nil {
 		return err
 	}
-	return s.written(w, http.StatusOK, res)
+	return written(w, http.StatusOK, res)
 }
 
-func (s *Service) written(w http.ResponseWriter, status int, res *fsm.Result) error {
-	w.Header().Set(headerIndex, strconv.FormatUint(res.Index, 10))
-	return writeJSON(w, status, workerWritten{Worker: res.Worker, CatalogIndex: res.Index})
+// written answers a catalog write with the record and the index it was
+// applied at.
+func written(w http.ResponseWriter, status int, res *fsm.Result) error {
+	setIndex(w, res.Index)
+	return writeJSON(w, status, api.WorkerWritten{Worker: workerView(res.Worker, nil), CatalogIndex: res.Index})
 }
 
-// catalog reads the catalog at the requested consistency.
+// catalog reads the catalog at the requested consistency. A local read
+// first waits for the catalog index the request carries (X-Kvselect-Index),
+// so a client reads its own writes on any node.
 func (s *Service) catalog(r *http.Request) (*fsm.Catalog, error) {
-	switch c := r.URL.Query().Get("consistency"); c {
-	case "", "local":
-		return s.cfg.Node.Catalog(), nil
-	case "linearizable":
-		return s.cfg.Node.LinearizableCatalog(r.Context())
+	switch c := r.URL.Query().Get(api.QueryConsistency); c {
+	case "", api.ConsistencyLocal:
+		if err := s.waitCatalog(r, 0); err != nil {
+			return nil, err
+		}
+		return s.cfg.Catalog.Catalog(), nil
+	case api.ConsistencyLinearizable:
+		return s.cfg.Catalog.LinearizableCatalog(r.Context())
 	default:
-		return nil, badRequest("consistency", "must be local or linearizable, got %q", c)
+		return nil, badRequest(api.QueryConsistency, "must be %s or %s, got %q",
+			api.ConsistencyLocal, api.ConsistencyLinearizable, c)
 	}
 }
 
@@ -123,8 +125,8 @@ func (s *Service) listWorkers(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
-	return writeJSON(w, http.StatusOK, s.views(c.Workers(q.Get("model_name"), q.Get("tenant_id"))))
+	setIndex(w, c.Index())
+	return writeJSON(w, http.StatusOK, s.views(c.Workers(q.Get(api.QueryModelName), q.Get(api.QueryTenantID))))
 }
 
 func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
@@ -140,26 +142,46 @@ func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
 	}
-	w.Header().Set(headerIndex, strconv.FormatUint(c.Index(), 10))
+	setIndex(w, c.Index())
 	return writeJSON(w, http.StatusOK, s.views([]*fsm.Worker{rec})[0])
 }
 
-// workerView is a catalog record as reads show it: with this node's
+// views renders catalog records as reads show them: with this node's
 // listener status per rank, which is local state, not catalog.
-type workerView struct {
-	*fsm.Worker
-	Listeners map[string]ingest.RankStatus `json:"listeners,omitempty"`
-}
-
-func (s *Service) views(ws []*fsm.Worker) []workerView {
-	out := make([]workerView, len(ws))
+func (s *Service) views(ws []*fsm.Worker) []api.Worker {
+	out := make([]api.Worker, len(ws))
 	for i, w := range ws {
-		out[i].Worker = w
+		var ls map[uint32]api.ListenerStatus
 		if s.cfg.Listeners != nil {
-			out[i].Listeners = s.cfg.Listeners(w.WorkerID)
+			if st := s.cfg.Listeners(w.WorkerID); len(st) > 0 {
+				ls = make(map[uint32]api.ListenerStatus, len(st))
+				for rank, l := range st {
+					ls[rank] = api.ListenerStatus{State: string(l.State), LastError: l.LastError, Endpoint: l.Endpoint,
+						ReplayEndpoint: l.ReplayEndpoint, LastSeq: l.LastSeq, Messages: l.Messages, Gaps: l.Gaps,
+						LostMessages: l.LostMessages, Restarts: l.Restarts, ReplayFailures: l.ReplayFailures,
+						DroppedFrames: l.DroppedFrames, DroppedMalformed: l.DroppedMalformed}
+				}
+			}
 		}
+		out[i] = workerView(w, ls)
 	}
 	return out
+}
+
+// workerView is a catalog record on the wire.
+func workerView(w *fsm.Worker, listeners map[uint32]api.ListenerStatus) api.Worker {
+	lifecycle := api.LifecycleIncomplete
+	if w.Schedulable() {
+		lifecycle = api.LifecycleSchedulable
+	}
+	return api.Worker{
+		WorkerID: w.WorkerID, ModelName: w.ModelName, TenantID: w.TenantID, Endpoint: w.Endpoint, BlockSize: w.BlockSize,
+		DataParallelStartRank: w.DataParallelStartRank, DataParallelSize: w.DataParallelSize,
+		KVEventsEndpoints: w.KVEventsEndpoints, ReplayEndpoint: w.ReplayEndpoint,
+		TotalKVBlocks: w.TotalKVBlocks, MaxNumBatchedTokens: w.MaxNumBatchedTokens,
+		CreateIndex: w.CreateIndex, ModifyIndex: w.ModifyIndex, BlockSizeIndex: w.BlockSizeIndex,
+		Lifecycle: lifecycle, NotSchedulableReasons: w.NotSchedulableReasons, Listeners: listeners,
+	}
 }
 
 func pathWorkerID(r *http.Request) (uint64, error) {

@@ -3,65 +3,25 @@ package indexer
 import (
 	"cmp"
 	"fmt"
+	"github.com/kvselect/kvselect/api"
 	"slices"
 
 	"github.com/kvselect/kvselect/fsm"
 )
 
-// The dump is the Dynamo standalone indexer's recovery format (a list of
-// RouterEvents per partition, parents before children) plus per-rank
-// watermarks, so a recovering node can load it and replay the rest from
-// each worker's replay endpoint.
-
-// Dump is GET /dump: partitions keyed by "<model>:<tenant>".
-type Dump map[string]*PartitionDump
-
-// PartitionDump is one partition's snapshot, taken atomically with its
-// watermarks.
-type PartitionDump struct {
-	BlockSize  uint32        `json:"block_size"`
-	Events     []RouterEvent `json:"events"`
-	Watermarks []Watermark   `json:"watermarks"`
-}
-
-// RouterEvent is one stored event of one worker rank.
-type RouterEvent struct {
-	WorkerID    uint64       `json:"worker_id"`
-	StorageTier string       `json:"storage_tier"`
-	Event       KVCacheEvent `json:"event"`
-}
-
-// KVCacheEvent carries the event id, rank and data of a RouterEvent.
-type KVCacheEvent struct {
-	EventID uint64    `json:"event_id"`
-	DPRank  uint32    `json:"dp_rank"`
-	Data    EventData `json:"data"`
-}
-
-// EventData is the externally tagged event payload; dumps only hold
-// stored events.
-type EventData struct {
-	Stored *StoredData `json:"stored,omitempty"`
-}
-
-// StoredData is a chain of blocks under ParentHash (nil: at the root).
-type StoredData struct {
-	ParentHash *uint64     `json:"parent_hash"`
-	Blocks     []DumpBlock `json:"blocks"`
-}
-
-// DumpBlock pairs the engine's block hash with the local tokens hash.
-type DumpBlock struct {
-	BlockHash  uint64 `json:"block_hash"`
-	TokensHash uint64 `json:"tokens_hash"`
-}
-
-// Watermark is the last sequence number applied for a rank.
-type Watermark struct {
-	WorkerID uint64 `json:"worker_id"`
-	DPRank   uint32 `json:"dp_rank"`
-	Seq      uint64 `json:"seq"`
-}
+// The dump's wire types are the API's (package api, SPEC §7): the Dynamo
+// standalone indexer's recovery format plus per-rank watermarks. The
+// aliases keep this package's code short.
+type (
+	Dump          = api.Dump
+	PartitionDump = api.PartitionDump
+	RouterEvent   = api.RouterEvent
+	KVCacheEvent  = api.KVCacheEvent
+	EventData     = api.EventData
+	StoredData    = api.StoredData
+	DumpBlock     = api.DumpBlock
+	Watermark     = api.Watermark
+)
 
 // Dump snapshots every partition.
 func (x *Indexer) Dump() Dump {
@@ -184,7 +144,7 @@ func (x *Indexer) Load(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error
 	}
 	for i := range d.Events {
 		re := &d.Events[i]
-		r, ok := p.ix.byRank[RankKey{re.WorkerID, re.Event.DPRank}]
+		r, ok := p.ix.byRank[RankKey{Worker: re.WorkerID, Rank: re.Event.DPRank}]
 		tier, err := ParseTier(re.StorageTier)
 		if !ok || err != nil || re.Event.Data.Stored == nil {
 			st.Skipped++
@@ -207,7 +167,7 @@ func (x *Indexer) Load(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error
 		st.Blocks += as.BlocksStored
 	}
 	for _, w := range d.Watermarks {
-		if r, ok := p.ix.byRank[RankKey{w.WorkerID, w.DPRank}]; ok {
+		if r, ok := p.ix.byRank[RankKey{Worker: w.WorkerID, Rank: w.DPRank}]; ok {
 			r.seq, r.hasSeq = w.Seq, true
 		}
 	}

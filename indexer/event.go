@@ -1,6 +1,11 @@
 package indexer
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/fsm"
+)
 
 // Tier is the storage tier a worker holds a block on.
 type Tier uint8
@@ -16,11 +21,11 @@ const (
 func (t Tier) String() string {
 	switch t {
 	case TierDevice:
-		return "device"
+		return api.TierDevice
 	case TierHost:
-		return "host_pinned"
+		return api.TierHostPinned
 	case TierDisk:
-		return "disk"
+		return api.TierDisk
 	}
 	return fmt.Sprintf("tier(%d)", uint8(t))
 }
@@ -28,11 +33,11 @@ func (t Tier) String() string {
 // ParseTier is the inverse of Tier.String.
 func ParseTier(s string) (Tier, error) {
 	switch s {
-	case "device", "":
+	case api.TierDevice, "":
 		return TierDevice, nil
-	case "host_pinned":
+	case api.TierHostPinned:
 		return TierHost, nil
-	case "disk":
+	case api.TierDisk:
 		return TierDisk, nil
 	}
 	return 0, fmt.Errorf("unknown storage tier %q", s)
@@ -40,10 +45,7 @@ func ParseTier(s string) (Tier, error) {
 
 // RankKey names one data-parallel rank of one worker. Worker ids are
 // unique across the catalog, so a RankKey is globally unique too.
-type RankKey struct {
-	Worker uint64
-	Rank   uint32
-}
+type RankKey = fsm.RankKey
 
 // EventKind tells the three KV cache events apart.
 type EventKind uint8

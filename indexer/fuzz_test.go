@@ -18,8 +18,8 @@ func FuzzLoadDump(f *testing.F) {
 			return
 		}
 		h := newCatalogHarness(&testing.T{})
-		h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
-		h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
+		h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+		h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
 		if _, err := h.x.Load(keyM, &d); err != nil {
 			return
 		}

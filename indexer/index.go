@@ -1,7 +1,6 @@
 package indexer
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -532,6 +531,4 @@ func (ix *partIndex) rankKeysSorted() []RankKey {
 	return keys
 }
 
-func compareRankKeys(a, b RankKey) int {
-	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
-}
+func compareRankKeys(a, b RankKey) int { return fsm.CompareRankKeys(a, b) }

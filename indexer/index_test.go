@@ -49,9 +49,9 @@ func seq(from, n uint64) []uint64 {
 
 func Test_MatchTiers(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
-	b := ix.addRank(RankKey{1, 1})
-	c := ix.addRank(RankKey{2, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
+	b := ix.addRank(RankKey{Worker: 1, Rank: 1})
+	c := ix.addRank(RankKey{Worker: 2, Rank: 0})
 	// a: blocks 1-4 on device, 5-6 on host, 7 on disk.
 	mustApply(t, ix, a, stored(TierDevice, 0, 1, 2, 3, 4))
 	mustApply(t, ix, a, stored(TierHost, engineHash(4), 5, 6))
@@ -87,8 +87,8 @@ func Test_MatchTiers(t *testing.T) {
 
 func Test_MatchHoles(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
-	b := ix.addRank(RankKey{2, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
+	b := ix.addRank(RankKey{Worker: 2, Rank: 0})
 	mustApply(t, ix, a, stored(TierDevice, 0, seq(1, 8)...))
 	mustApply(t, ix, b, stored(TierDevice, 0, seq(1, 8)...))
 	// a evicts a middle block: its contiguous prefix is now 2 although it
@@ -114,8 +114,8 @@ func Test_MatchHoles(t *testing.T) {
 
 func Test_RemoveClearAndRelease(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
-	b := ix.addRank(RankKey{2, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
+	b := ix.addRank(RankKey{Worker: 2, Rank: 0})
 	mustApply(t, ix, a, stored(TierDevice, 0, seq(1, 5)...))
 	mustApply(t, ix, b, stored(TierDevice, 0, 1, 2))
 	mustApply(t, ix, b, stored(TierDevice, engineHash(2), 30, 31))
@@ -150,7 +150,7 @@ func Test_RemoveClearAndRelease(t *testing.T) {
 
 func Test_StoredOutcomes(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
 	mustApply(t, ix, a, stored(TierDevice, 0, 1, 2))
 	tests := []struct {
 		name string
@@ -184,7 +184,7 @@ func Test_StoredOutcomes(t *testing.T) {
 
 func Test_SpilledChildCounts(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
 	mustApply(t, ix, a, stored(TierDevice, 0, 1))
 	// More children of one node than a uint16 can count.
 	const n = 0x10000 + 10
@@ -230,7 +230,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 			var ranks []*rankState
 			for w := range 4 {
 				for r := range 2 {
-					ranks = append(ranks, ix.addRank(RankKey{uint64(w), uint32(r)}))
+					ranks = append(ranks, ix.addRank(RankKey{Worker: uint64(w), Rank: uint32(r)}))
 				}
 			}
 			// A small alphabet of local hashes makes paths share prefixes.
@@ -330,7 +330,7 @@ func randomEvent(rng *rand.Rand, r *rankState, p []uint64) *Event {
 
 func Test_LongEventDuplicateHash(t *testing.T) {
 	ix := newPartIndex()
-	a := ix.addRank(RankKey{1, 0})
+	a := ix.addRank(RankKey{Worker: 1, Rank: 0})
 	long := stored(TierDevice, 0, seq(1, 5000)...)
 	var st ApplyStats
 	long.Blocks[4999].Hash = long.Blocks[10].Hash

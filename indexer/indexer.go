@@ -133,14 +133,15 @@ func (x *Indexer) Match(key fsm.PartitionKey, q []uint64, out []Overlap) ([]Over
 	return p.ix.match(q, out), p.blockSize, nil
 }
 
-// ApplyCatalog brings partitions and ranks in line with the catalog cur,
-// given the catalog prev it last saw. It is called from the catalog watcher
-// (outside the FSM), in index order.
-func (x *Indexer) ApplyCatalog(prev, cur *fsm.Catalog) {
+// ApplyCatalog brings partitions and ranks in line with a catalog change:
+// the partition's schedulable ranks (fsm.Partition.Ranks) are indexed,
+// nothing else. It is called by the node's one catalog observer, outside
+// the FSM, in index order.
+func (x *Indexer) ApplyCatalog(ch *fsm.Change) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for _, key := range fsm.ChangedPartitions(prev, cur) {
-		x.reconcilePartition(key, cur)
+	for _, key := range ch.Partitions {
+		x.reconcilePartition(key, ch.Cur)
 	}
 }
 
@@ -148,10 +149,8 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	desired := map[uint64][]uint32{}
 	cp, ok := cur.Partition(key)
 	if ok {
-		for _, id := range cp.Workers {
-			if w, _ := cur.Worker(id); w.Schedulable() {
-				desired[id] = w.Ranks()
-			}
+		for _, rk := range cp.Ranks {
+			desired[rk.Worker] = append(desired[rk.Worker], rk.Rank)
 		}
 	}
 	p := x.parts[key]
@@ -181,7 +180,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		want := desired[id]
 		for _, rank := range ranks {
 			if !slices.Contains(want, rank) {
-				p.ix.removeRank(RankKey{id, rank})
+				p.ix.removeRank(RankKey{Worker: id, Rank: rank})
 			}
 		}
 		if want == nil {
@@ -193,7 +192,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	}
 	for id, ranks := range desired {
 		for _, rank := range ranks {
-			if p.ix.addRank(RankKey{id, rank}) == nil {
+			if p.ix.addRank(RankKey{Worker: id, Rank: rank}) == nil {
 				// The catalog keeps partitions under the limit; this guards
 				// the index's holder counts should that ever fail.
 				x.log.Error("partition rank limit reached; rank not indexed", "partition", key.String(),

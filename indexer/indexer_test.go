@@ -25,9 +25,9 @@ func newCatalogHarness(t *testing.T) *catalogHarness {
 	return &catalogHarness{t: t, log: fsm.NewLog(x.ApplyCatalog), x: x}
 }
 
-func (h *catalogHarness) apply(ct fsm.CommandType, payload any) {
+func (h *catalogHarness) apply(c fsm.Command) {
 	h.t.Helper()
-	res, err := h.log.Apply(ct, payload)
+	res, err := h.log.Apply(c)
 	if err != nil || res.Err != nil {
 		h.t.Fatal(err, res.Err)
 	}
@@ -46,35 +46,35 @@ var keyM = fsm.PartitionKey{Model: "m", Tenant: "default"}
 
 func Test_IndexerFollowsCatalog(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
 
-	for _, rk := range []RankKey{{1, 0}, {1, 1}, {2, 0}} {
+	for _, rk := range []RankKey{{Worker: 1, Rank: 0}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 0}} {
 		if _, err := h.x.Apply(rk, Batch{Seq: 5, HasSeq: true, Events: []Event{*stored(TierDevice, 0, 1, 2, 3)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.x.Apply(RankKey{1, 7}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+	if _, err := h.x.Apply(RankKey{Worker: 1, Rank: 7}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
 		t.Fatalf("event for rank 7 of a 2-rank worker: %v", err)
 	}
 	got, bs, err := h.x.Match(keyM, []uint64{1, 2, 3}, nil)
 	if err != nil || bs != 16 || len(got) != 3 {
 		t.Fatalf("match = %+v bs=%d err=%v", got, bs, err)
 	}
-	if seq, ok := h.x.Watermark(RankKey{1, 1}); !ok || seq != 5 {
+	if seq, ok := h.x.Watermark(RankKey{Worker: 1, Rank: 1}); !ok || seq != 5 {
 		t.Fatalf("watermark = %d %v", seq, ok)
 	}
 
 	// Shrinking worker 1 to one rank drops rank 1's blocks.
-	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{
+	h.apply(fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{
 		DataParallelSize: ptr[uint32](1), KVEventsEndpoint: ptr("tcp://127.0.0.1:6000")}})
 	got, _, _ = h.x.Match(keyM, []uint64{1, 2, 3}, nil)
-	if want := []RankKey{{1, 0}, {2, 0}}; !slices.Equal(rankKeys(got), want) {
+	if want := []RankKey{{Worker: 1, Rank: 0}, {Worker: 2, Rank: 0}}; !slices.Equal(rankKeys(got), want) {
 		t.Fatalf("after shrink: %v, want %v", rankKeys(got), want)
 	}
 	// A worker turned incomplete leaves the index; a deleted one too.
-	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 2, Patch: fsm.WorkerPatch{Endpoint: ptr("")}})
-	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1})
+	h.apply(fsm.PatchWorker{WorkerID: 2, Patch: fsm.WorkerPatch{Endpoint: ptr("")}})
+	h.apply(fsm.DeleteWorker{WorkerID: 1})
 	if _, _, err := h.x.Match(keyM, []uint64{1}, nil); !errors.Is(err, ErrUnknownPartition) {
 		t.Fatalf("partition with no schedulable worker: %v", err)
 	}
@@ -85,14 +85,14 @@ func Test_IndexerFollowsCatalog(t *testing.T) {
 
 func Test_IndexerBlockSizeChangeResets(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 32, 1)}) // incomplete: mismatch
-	h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}})
-	if _, err := h.x.Apply(RankKey{2, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 32, 1)}) // incomplete: mismatch
+	h.x.Apply(RankKey{Worker: 1, Rank: 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}})
+	if _, err := h.x.Apply(RankKey{Worker: 2, Rank: 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
 		t.Fatalf("incomplete worker's events must be dropped, got %v", err)
 	}
 	// Worker 1 leaves: worker 2 now sets the block size, and starts empty.
-	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1})
+	h.apply(fsm.DeleteWorker{WorkerID: 1})
 	got, bs, err := h.x.Match(keyM, []uint64{1, 2}, nil)
 	if err != nil || bs != 32 || len(got) != 0 {
 		t.Fatalf("match = %+v bs=%d err=%v", got, bs, err)
@@ -102,7 +102,7 @@ func Test_IndexerBlockSizeChangeResets(t *testing.T) {
 func rankKeys(os []Overlap) []RankKey {
 	out := make([]RankKey, len(os))
 	for i, o := range os {
-		out[i] = RankKey{o.Worker, o.Rank}
+		out[i] = RankKey{Worker: o.Worker, Rank: o.Rank}
 	}
 	return out
 }
@@ -111,8 +111,8 @@ func ptr[T any](v T) *T { return &v }
 
 func Test_DumpFormat(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
-	h.x.Apply(RankKey{1, 0}, Batch{Seq: 9, HasSeq: true, Events: []Event{
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.x.Apply(RankKey{Worker: 1, Rank: 0}, Batch{Seq: 9, HasSeq: true, Events: []Event{
 		{Kind: EventStored, Tier: TierDevice, Blocks: []StoredBlock{{Hash: 100, Local: 1}, {Hash: 101, Local: 2}}},
 		{Kind: EventStored, Tier: TierHost, HasParent: true, Parent: 101, Blocks: []StoredBlock{{Hash: 102, Local: 3}}},
 	}})
@@ -138,10 +138,10 @@ func Test_DumpRoundTrip(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			src, dst := newCatalogHarness(t), newCatalogHarness(t)
 			for _, h := range []*catalogHarness{src, dst} {
-				h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
-				h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
+				h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+				h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
 			}
-			ranks := []RankKey{{1, 0}, {1, 1}, {2, 0}, {2, 1}}
+			ranks := []RankKey{{Worker: 1, Rank: 0}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 0}, {Worker: 2, Rank: 1}}
 			var paths [][]uint64
 			for range 8 {
 				p := make([]uint64, 1+rng.IntN(30))
@@ -186,7 +186,7 @@ func Test_DumpRoundTrip(t *testing.T) {
 
 func Test_LoadRejectsOtherBlockSize(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
 	if _, err := h.x.Load(keyM, &PartitionDump{BlockSize: 32}); !errors.Is(err, ErrBadDump) {
 		t.Fatalf("err = %v", err)
 	}
@@ -197,9 +197,9 @@ func Test_LoadRejectsOtherBlockSize(t *testing.T) {
 // order they are reconciled, and the worker's events keep flowing.
 func Test_WorkerMovesPartition(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "b", 16, 1)})
-	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{ModelName: ptr("a")}})
-	if _, err := h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}}); err != nil {
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "b", 16, 1)})
+	h.apply(fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{ModelName: ptr("a")}})
+	if _, err := h.x.Apply(RankKey{Worker: 1, Rank: 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1, 2)}}); err != nil {
 		t.Fatalf("events after the move: %v", err)
 	}
 	got, _, err := h.x.Match(fsm.PartitionKey{Model: "a", Tenant: "default"}, []uint64{1, 2}, nil)
@@ -215,20 +215,20 @@ func Test_WorkerMovesPartition(t *testing.T) {
 // changes, workers that are no longer indexed stop routing to it.
 func Test_BlockSizeResetForgetsDroppedWorkers(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(3, "m", 32, 1)}) // incomplete
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 1)})
+	h.apply(fsm.UpsertWorker{Worker: testWorker(3, "m", 32, 1)}) // incomplete
 	// Workers 1 and 2 switch to 32 (losing seniority to worker 3 in that
 	// order): the partition becomes 32, worker 1 and 2 are schedulable
 	// again at 32, but in between worker 2 was the odd one out.
-	h.apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{BlockSize: ptr[uint32](32)}})
-	if _, err := h.x.Apply(RankKey{1, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
+	h.apply(fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{BlockSize: ptr[uint32](32)}})
+	if _, err := h.x.Apply(RankKey{Worker: 1, Rank: 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); !errors.Is(err, ErrUnknownRank) {
 		t.Fatalf("worker 1 is incomplete (32 vs 16) but its events were accepted: %v", err)
 	}
-	h.apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 2})
+	h.apply(fsm.DeleteWorker{WorkerID: 2})
 	// Now 1 (32) and 3 (32) remain; the partition is 32 and both index.
 	for _, w := range []uint64{1, 3} {
-		if _, err := h.x.Apply(RankKey{w, 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); err != nil {
+		if _, err := h.x.Apply(RankKey{Worker: w, Rank: 0}, Batch{Events: []Event{*stored(TierDevice, 0, 1)}}); err != nil {
 			t.Fatalf("worker %d after the reset: %v", w, err)
 		}
 	}
@@ -243,12 +243,12 @@ func Test_BlockSizeResetForgetsDroppedWorkers(t *testing.T) {
 
 func Test_BatchResetBlockSizeAndWatermark(t *testing.T) {
 	h := newCatalogHarness(t)
-	h.apply(fsm.CmdUpsertWorker, fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
-	rk := RankKey{1, 0}
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
+	rk := RankKey{Worker: 1, Rank: 0}
 	if bs, ok := h.x.BlockSize(rk); !ok || bs != 16 {
 		t.Fatalf("BlockSize = %d %v", bs, ok)
 	}
-	if _, ok := h.x.BlockSize(RankKey{9, 0}); ok {
+	if _, ok := h.x.BlockSize(RankKey{Worker: 9, Rank: 0}); ok {
 		t.Fatalf("BlockSize of an unknown worker")
 	}
 	if _, err := h.x.Apply(rk, Batch{Seq: 3, HasSeq: true, BlockSize: 16, Events: []Event{*stored(TierDevice, 0, 1, 2)}}); err != nil {
@@ -276,10 +276,10 @@ func Test_BatchResetBlockSizeAndWatermark(t *testing.T) {
 	if got, _, _ := h.x.Match(keyM, []uint64{7}, nil); len(got) != 1 {
 		t.Fatalf("events after the reset not applied: %+v", got)
 	}
-	if !h.x.SetWatermark(RankKey{1, 1}, 9) || h.x.SetWatermark(RankKey{1, 5}, 9) {
+	if !h.x.SetWatermark(RankKey{Worker: 1, Rank: 1}, 9) || h.x.SetWatermark(RankKey{Worker: 1, Rank: 5}, 9) {
 		t.Fatalf("SetWatermark on known/unknown ranks")
 	}
-	if seq, ok := h.x.Watermark(RankKey{1, 1}); !ok || seq != 9 {
+	if seq, ok := h.x.Watermark(RankKey{Worker: 1, Rank: 1}); !ok || seq != 9 {
 		t.Fatalf("watermark = %d %v", seq, ok)
 	}
 }

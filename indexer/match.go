@@ -269,7 +269,7 @@ func (ix *partIndex) matchWalk(q []uint64, out []Overlap) []Overlap {
 			Device: sc[0], HostExt: sc[1] - sc[0], DiskExt: sc[2] - sc[1]})
 	}
 	slices.SortFunc(out[start:], func(a, b Overlap) int {
-		return compareRankKeys(RankKey{a.Worker, a.Rank}, RankKey{b.Worker, b.Rank})
+		return compareRankKeys(RankKey{Worker: a.Worker, Rank: a.Rank}, RankKey{Worker: b.Worker, Rank: b.Rank})
 	})
 	return out
 }

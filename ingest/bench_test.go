@@ -107,7 +107,7 @@ func BenchmarkIngestZMQ(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	for r := range pubs {
-		if st := m.Status(uint64(r + 1))["0"]; st.LostMessages != 0 || st.DroppedMalformed != 0 {
+		if st := m.Status(uint64(r + 1))[0]; st.LostMessages != 0 || st.DroppedMalformed != 0 {
 			b.Fatalf("rank %d lost messages: %+v", r, st)
 		}
 	}
@@ -183,13 +183,13 @@ func BenchmarkIngestKVSim(b *testing.B) {
 	for _, w := range sim.Workers() {
 		reg := w.Registration()
 		if _, err := lg.Upsert(fsm.Worker{WorkerID: reg.WorkerID, Endpoint: reg.Endpoint, BlockSize: benchBlockSize,
-			DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{0: reg.KVEventsEndpoints["0"]},
+			DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{0: reg.KVEventsEndpoints[0]},
 			ReplayEndpoint: reg.ReplayEndpoint}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for _, w := range sim.Workers() {
-		eventually(b, "listener active", func() bool { return m.Status(w.ID())["0"].State == StateActive })
+		eventually(b, "listener active", func() bool { return m.Status(w.ID())[0].State == StateActive })
 	}
 	prompts := make([][]uint32, n)
 	for i := range prompts {

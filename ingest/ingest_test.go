@@ -45,7 +45,7 @@ func (h *harness) register(id uint64, endpoint, replay string) {
 
 func (h *harness) remove(id uint64) {
 	h.t.Helper()
-	if _, err := h.log.Apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: id}); err != nil {
+	if _, err := h.log.Apply(fsm.DeleteWorker{WorkerID: id}); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -66,7 +66,7 @@ func (h *harness) held(id uint64, tokens []uint32) uint32 {
 }
 
 func (h *harness) status(id uint64) RankStatus {
-	return h.m.Status(id)["0"]
+	return h.m.Status(id)[0]
 }
 
 func (h *harness) waitSeq(id, seq uint64) {

@@ -3,10 +3,10 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"github.com/kvselect/kvselect/api"
 	"log/slog"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -85,62 +85,67 @@ func New(ix *indexer.Indexer, cfg Config) *Manager {
 func (m *Manager) acquire() { m.sem <- struct{}{} }
 func (m *Manager) release() { <-m.sem }
 
-// ApplyCatalog brings the listeners in line with the catalog cur. It runs
-// after the indexer's ApplyCatalog, so a new rank exists in the index
-// before its first event arrives. A listener whose endpoint changed is
-// stopped, its rank cleared (a new endpoint is a new engine, with its own
-// blocks and sequence numbers), and started again.
-func (m *Manager) ApplyCatalog(_, cur *fsm.Catalog) {
-	want := desired(cur, m.log)
+// ApplyCatalog brings the listeners of the changed workers in line with
+// the catalog: one per dp rank of each schedulable worker (the ranks the
+// indexer indexes). The node's catalog observer calls it after the
+// indexer's, so a new rank exists in the index before its first event
+// arrives. A listener whose endpoint changed is stopped, its rank cleared
+// (a new endpoint is a new engine, with its own blocks and sequence
+// numbers), and started again.
+func (m *Manager) ApplyCatalog(ch *fsm.Change) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
-	for rk, l := range m.listeners {
-		sp, ok := want[rk]
-		if ok && sp == l.spec {
-			continue
-		}
-		l.stop()
-		delete(m.listeners, rk)
-		if ok && sp.endpoint != l.spec.endpoint {
-			if _, err := m.ix.Apply(rk, indexer.Batch{Reset: true}); err == nil {
-				m.log.Info("kv events endpoint changed; rank cleared", "worker_id", rk.Worker, "dp_rank", rk.Rank,
-					"old", l.spec.endpoint, "new", sp.endpoint)
+	for _, wc := range ch.Workers {
+		want := m.specs(wc.New)
+		for rk, l := range m.listeners {
+			if rk.Worker != wc.ID() {
+				continue
+			}
+			sp, ok := want[rk]
+			if ok && sp == l.spec {
+				continue
+			}
+			l.stop()
+			delete(m.listeners, rk)
+			if ok && sp.endpoint != l.spec.endpoint {
+				if _, err := m.ix.Apply(rk, indexer.Batch{Reset: true}); err == nil {
+					m.log.Info("kv events endpoint changed; rank cleared", "worker_id", rk.Worker, "dp_rank", rk.Rank,
+						"old", l.spec.endpoint, "new", sp.endpoint)
+				}
 			}
 		}
-	}
-	for rk, sp := range want {
-		if _, ok := m.listeners[rk]; ok {
-			continue
+		for rk, sp := range want {
+			if _, ok := m.listeners[rk]; ok {
+				continue
+			}
+			l := newListener(m, sp)
+			m.listeners[rk] = l
+			l.start(m.ctx)
 		}
-		l := newListener(m, sp)
-		m.listeners[rk] = l
-		l.start(m.ctx)
 	}
 }
 
-// desired lists the listeners the catalog calls for: every rank of every
-// schedulable worker (the ranks the indexer indexes).
-func desired(c *fsm.Catalog, log *slog.Logger) map[indexer.RankKey]spec {
+// specs lists the listeners a worker record calls for: one per rank when
+// it is schedulable, none otherwise (or when w is nil: deleted).
+func (m *Manager) specs(w *fsm.Worker) map[indexer.RankKey]spec {
 	out := map[indexer.RankKey]spec{}
-	for _, w := range c.Workers("", "") {
-		if !w.Schedulable() {
-			continue
-		}
-		for _, rank := range w.Ranks() {
-			rk := indexer.RankKey{Worker: w.WorkerID, Rank: rank}
-			sp := spec{rk: rk, endpoint: w.KVEventsEndpoints[rank]}
-			if w.ReplayEndpoint != "" {
-				ep, err := zmqx.RankEndpoint(w.ReplayEndpoint, rank)
-				if err != nil {
-					log.Warn("no replay endpoint for rank", "worker_id", w.WorkerID, "dp_rank", rank, "err", err)
-				}
-				sp.replay = ep
+	if w == nil || !w.Schedulable() {
+		return out
+	}
+	for _, rank := range w.Ranks() {
+		rk := indexer.RankKey{Worker: w.WorkerID, Rank: rank}
+		sp := spec{rk: rk, endpoint: w.KVEventsEndpoints[rank]}
+		if w.ReplayEndpoint != "" {
+			ep, err := zmqx.RankEndpoint(w.ReplayEndpoint, rank)
+			if err != nil {
+				m.log.Warn("no replay endpoint for rank", "worker_id", w.WorkerID, "dp_rank", rank, "err", err)
 			}
-			out[rk] = sp
+			sp.replay = ep
 		}
+		out[rk] = sp
 	}
 	return out
 }
@@ -161,37 +166,37 @@ func (m *Manager) Close() {
 	}
 }
 
-// State of a listener.
+// State of a listener; the values are the API's (api.Listener*).
 type State string
 
 const (
-	StateConnecting State = "connecting"
-	StateActive     State = "active"
-	StateFailed     State = "failed"
-	stateStopped    State = "stopped"
+	StateConnecting State = api.ListenerConnecting
+	StateActive     State = api.ListenerActive
+	StateFailed     State = api.ListenerFailed
+	stateStopped    State = "stopped" // never shown: a stopped listener is gone
 )
 
-// RankStatus is what /workers and /ready show for one rank's listener.
+// RankStatus is one rank's listener state and counters, as /workers and
+// /ready show them (api.ListenerStatus).
 type RankStatus struct {
-	State            State  `json:"state"`
-	LastError        string `json:"last_error,omitempty"`
-	Endpoint         string `json:"endpoint"`
-	ReplayEndpoint   string `json:"replay_endpoint,omitempty"`
-	HasSeq           bool   `json:"-"`
-	LastSeq          uint64 `json:"last_seq"`
-	Messages         uint64 `json:"messages"`
-	Gaps             uint64 `json:"gaps"`
-	LostMessages     uint64 `json:"lost_messages"`
-	Restarts         uint64 `json:"restarts"`
-	ReplayFailures   uint64 `json:"replay_failures"`
-	DroppedFrames    uint64 `json:"dropped_frames"`
-	DroppedMalformed uint64 `json:"dropped_malformed"`
+	State            State
+	LastError        string
+	Endpoint         string
+	ReplayEndpoint   string
+	HasSeq           bool
+	LastSeq          uint64
+	Messages         uint64
+	Gaps             uint64
+	LostMessages     uint64
+	Restarts         uint64
+	ReplayFailures   uint64
+	DroppedFrames    uint64
+	DroppedMalformed uint64
 }
 
-// Status returns the listener status of each of a worker's ranks, keyed
-// by rank as a string (as kv_events_endpoints is); nil when the worker
-// has no listeners (unknown or not schedulable).
-func (m *Manager) Status(worker uint64) map[string]RankStatus {
+// Status returns the listener status of each of a worker's ranks; nil
+// when the worker has no listeners (unknown or not schedulable).
+func (m *Manager) Status(worker uint64) map[uint32]RankStatus {
 	m.mu.Lock()
 	var ls []*listener
 	for rk, l := range m.listeners {
@@ -203,9 +208,9 @@ func (m *Manager) Status(worker uint64) map[string]RankStatus {
 	if len(ls) == 0 {
 		return nil
 	}
-	out := make(map[string]RankStatus, len(ls))
+	out := make(map[uint32]RankStatus, len(ls))
 	for _, l := range ls {
-		out[strconv.FormatUint(uint64(l.spec.rk.Rank), 10)] = l.snapshot()
+		out[l.spec.rk.Rank] = l.snapshot()
 	}
 	return out
 }

@@ -9,6 +9,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 )
 
 func Test_Register(t *testing.T) {
@@ -20,13 +24,13 @@ func Test_Register(t *testing.T) {
 	}{
 		{"created", http.StatusCreated, `{"worker_id":1}`, ""},
 		{"rejected", http.StatusBadRequest, `{"error":"block_size must be greater than 0"}`, "block_size must be greater than 0"},
-		{"unauthorized", http.StatusUnauthorized, `{"error":"missing token"}`, "status 401"},
+		{"unauthorized", http.StatusUnauthorized, `{"error":"missing token","code":"unauthorized"}`, "HTTP 401"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var (
 				mu   sync.Mutex
-				regs []Registration
+				regs []api.WorkerPatch
 				auth []string
 			)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +38,7 @@ func Test_Register(t *testing.T) {
 					http.NotFound(w, r)
 					return
 				}
-				var reg Registration
+				var reg api.WorkerPatch
 				if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return
@@ -56,7 +60,7 @@ func Test_Register(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(regs) != 2 || regs[0].WorkerID != 5 || regs[1].WorkerID != 6 || len(regs[1].KVEventsEndpoints) != 2 {
+				if len(regs) != 2 || *regs[0].WorkerID != 5 || *regs[1].WorkerID != 6 || len(*regs[1].KVEventsEndpoints) != 2 {
 					t.Fatalf("registered %+v", regs)
 				}
 				if auth[0] != "Bearer secret" {
@@ -64,9 +68,9 @@ func Test_Register(t *testing.T) {
 				}
 				return
 			}
-			var herr *HTTPError
-			if err == nil || !errors.As(err, &herr) || herr.StatusCode != tt.status || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %v, want HTTPError %d mentioning %q", err, tt.status, tt.wantErr)
+			var herr *client.Error
+			if err == nil || !errors.As(err, &herr) || herr.Status != tt.status || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want client.Error %d mentioning %q", err, tt.status, tt.wantErr)
 			}
 			if len(regs) != 1 {
 				t.Fatalf("kept registering after a failure: %d calls", len(regs))
@@ -80,7 +84,11 @@ func Test_RegisterUnreachable(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 	s := mustStart(t, Config{})
-	if err := s.Register(context.Background(), url); err == nil {
+	// The client keeps retrying a node that cannot be reached (it may be
+	// starting) until the context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Register(ctx, url); err == nil {
 		t.Fatal("Register succeeded against a closed server")
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 // Sim is a set of running simulated workers. Close stops every socket and
@@ -100,22 +101,21 @@ func (s *Sim) startWorker(ctx context.Context, id uint64) (*Worker, error) {
 	return w, nil
 }
 
-func (s *Sim) registration(id uint64, pubPorts []int, replayBase int) Registration {
+func (s *Sim) registration(id uint64, pubPorts []int, replayBase int) api.WorkerSpec {
 	cfg := s.cfg
-	events := make(map[string]string, len(pubPorts))
+	events := make(map[uint32]string, len(pubPorts))
 	for rank, port := range pubPorts {
-		events[strconv.Itoa(rank)] = tcpEndpoint(cfg.AdvertiseHost, port)
+		events[uint32(rank)] = tcpEndpoint(cfg.AdvertiseHost, port)
 	}
-	return Registration{
-		WorkerID:              id,
-		ModelName:             cfg.Model,
-		TenantID:              cfg.Tenant,
-		Endpoint:              fmt.Sprintf("http://%s/kvsim/%d", net.JoinHostPort(cfg.AdvertiseHost, "0"), id),
-		BlockSize:             cfg.BlockSize,
-		DataParallelStartRank: 0,
-		DataParallelSize:      cfg.DPSize,
-		KVEventsEndpoints:     events,
-		ReplayEndpoint:        tcpEndpoint(cfg.AdvertiseHost, replayBase),
+	return api.WorkerSpec{
+		WorkerID:          id,
+		ModelName:         cfg.Model,
+		TenantID:          cfg.Tenant,
+		Endpoint:          fmt.Sprintf("http://%s/kvsim/%d", net.JoinHostPort(cfg.AdvertiseHost, "0"), id),
+		BlockSize:         uint32(cfg.BlockSize),
+		DataParallelSize:  uint32(cfg.DPSize),
+		KVEventsEndpoints: events,
+		ReplayEndpoint:    tcpEndpoint(cfg.AdvertiseHost, replayBase),
 	}
 }
 

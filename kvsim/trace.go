@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"strings"
 	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 )
 
 // Trace limits and defaults.
@@ -114,6 +115,9 @@ type ReplayOptions struct {
 	// worker and rank its POST /select returns. Otherwise requests go
 	// round-robin over every (worker, rank).
 	SelectURL string
+	// Client, when set, makes the selection calls instead of a client for
+	// SelectURL.
+	Client *client.Client
 	// Limit caps the number of requests replayed (0 = all).
 	Limit int
 	// Speed paces requests by their timestamps: 1 is real time, 2 twice
@@ -121,9 +125,6 @@ type ReplayOptions struct {
 	Speed float64
 	// ProgressEvery logs progress every that many requests (500).
 	ProgressEvery int
-	// Client makes the selection calls (default: a client with a 30 s
-	// timeout).
-	Client *http.Client
 	// Log receives progress and errors (default: the Sim's logger).
 	Log *slog.Logger
 }
@@ -168,8 +169,15 @@ func ReplayTrace(ctx context.Context, sim *Sim, reqs []TraceRequest, opts Replay
 		reqs = reqs[:opts.Limit]
 	}
 	choose := roundRobin(sim)
-	if opts.SelectURL != "" {
-		choose = selectByKvselect(sim, opts)
+	if opts.Client == nil && opts.SelectURL != "" {
+		c, err := sim.newClient(opts.SelectURL)
+		if err != nil {
+			return ReplayStats{}, fmt.Errorf("kvsim: %w", err)
+		}
+		opts.Client = c
+	}
+	if opts.Client != nil {
+		choose = selectByKvselect(sim, opts.Client)
 	}
 	var st ReplayStats
 	start := time.Now()
@@ -205,13 +213,9 @@ func (opts ReplayOptions) withDefaults(sim *Sim) ReplayOptions {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = defaultProgressEvery
 	}
-	if opts.Client == nil {
-		opts.Client = defaultHTTPClient
-	}
 	if opts.Log == nil {
 		opts.Log = sim.cfg.Log
 	}
-	opts.SelectURL = strings.TrimRight(opts.SelectURL, "/")
 	return opts
 }
 
@@ -267,38 +271,21 @@ func roundRobin(sim *Sim) chooser {
 	}
 }
 
-// selectRequest and selectResponse are the parts of kvselect's /select
-// body and answer that the replay uses.
-type selectRequest struct {
-	ModelName string   `json:"model_name"`
-	TenantID  string   `json:"tenant_id"`
-	TokenIDs  []uint32 `json:"token_ids"`
-}
-
-type selectResponse struct {
-	WorkerID *uint64 `json:"worker_id"`
-	DPRank   *int    `json:"dp_rank"`
-}
-
 // errBadSelection is wrapped when kvselect picks a worker or rank this Sim
 // does not have.
 var errBadSelection = errors.New("kvsim: selection names no simulated worker rank")
 
-func selectByKvselect(sim *Sim, opts ReplayOptions) chooser {
-	url := opts.SelectURL + "/select"
+func selectByKvselect(sim *Sim, c *client.Client) chooser {
 	return func(ctx context.Context, tokens []uint32) (target, error) {
-		body := selectRequest{ModelName: sim.cfg.Model, TenantID: sim.cfg.Tenant, TokenIDs: tokens}
-		var resp selectResponse
-		if err := postJSON(ctx, opts.Client, url, sim.cfg.AuthToken, body, http.StatusOK, &resp); err != nil {
+		sel, err := c.Select(ctx, api.SelectRequest{Prompt: api.Prompt{
+			ModelName: sim.cfg.Model, TenantID: sim.cfg.Tenant, TokenIDs: tokens}})
+		if err != nil {
 			return target{}, fmt.Errorf("select: %w", err)
 		}
-		if resp.WorkerID == nil || resp.DPRank == nil {
-			return target{}, fmt.Errorf("%w: answer lacks worker_id or dp_rank", errBadSelection)
+		w := sim.Worker(sel.WorkerID)
+		if w == nil || int(sel.DPRank) >= len(w.ranks) {
+			return target{}, fmt.Errorf("%w: worker %d dp_rank %d", errBadSelection, sel.WorkerID, sel.DPRank)
 		}
-		w := sim.Worker(*resp.WorkerID)
-		if w == nil || *resp.DPRank < 0 || *resp.DPRank >= len(w.ranks) {
-			return target{}, fmt.Errorf("%w: worker %d dp_rank %d", errBadSelection, *resp.WorkerID, *resp.DPRank)
-		}
-		return target{worker: w, rank: *resp.DPRank}, nil
+		return target{worker: w, rank: int(sel.DPRank)}, nil
 	}
 }

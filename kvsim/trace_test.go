@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 func Test_ReadTrace(t *testing.T) {
@@ -156,14 +158,14 @@ func Test_ReplayTraceSelect(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var (
 				mu     sync.Mutex
-				bodies []selectRequest
+				bodies []api.SelectRequest
 			)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method != http.MethodPost || r.URL.Path != "/select" {
 					http.NotFound(w, r)
 					return
 				}
-				var body selectRequest
+				var body api.SelectRequest
 				if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return

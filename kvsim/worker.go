@@ -6,6 +6,8 @@ import (
 	"maps"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 // Errors returned by Worker methods.
@@ -19,24 +21,6 @@ var (
 // AllRanks, passed as the rank to Reset or Restart, applies it to every
 // rank of the worker.
 const AllRanks = -1
-
-// Registration is the body of kvselect's POST /workers for one worker.
-type Registration struct {
-	WorkerID  uint64 `json:"worker_id"`
-	ModelName string `json:"model_name"`
-	TenantID  string `json:"tenant_id"`
-	// Endpoint is a label (http://host:0/kvsim/<id>); kvselect never
-	// calls it.
-	Endpoint              string `json:"endpoint"`
-	BlockSize             int    `json:"block_size"`
-	DataParallelStartRank int    `json:"data_parallel_start_rank"`
-	DataParallelSize      int    `json:"data_parallel_size"`
-	// KVEventsEndpoints maps each global dp rank ("0", "1", ...) to its
-	// PUB endpoint.
-	KVEventsEndpoints map[string]string `json:"kv_events_endpoints"`
-	// ReplayEndpoint is rank 0's ROUTER; rank r listens on its port + r.
-	ReplayEndpoint string `json:"replay_endpoint"`
-}
 
 // ServeResult reports what serving one prompt did on one rank, in blocks.
 type ServeResult struct {
@@ -52,14 +36,17 @@ type Worker struct {
 	id        uint64
 	blockSize int
 	ranks     []*rankState
-	reg       Registration
+	reg       api.WorkerSpec
 }
 
 // ID returns the worker id.
 func (w *Worker) ID() uint64 { return w.id }
 
-// Registration returns the body that registers this worker with kvselect.
-func (w *Worker) Registration() Registration {
+// Registration returns the worker's registration with kvselect: its
+// endpoint is a label (http://host:0/kvsim/<id>) kvselect never calls,
+// each dp rank has its PUB endpoint, and the replay endpoint is rank 0's
+// ROUTER (rank r listens on its port + r).
+func (w *Worker) Registration() api.WorkerSpec {
 	reg := w.reg
 	reg.KVEventsEndpoints = maps.Clone(w.reg.KVEventsEndpoints)
 	return reg

@@ -107,7 +107,7 @@ func Test_Registration(t *testing.T) {
 		t.Fatalf("kv_events_endpoints = %v", reg.KVEventsEndpoints)
 	}
 	for rank := range 3 {
-		ep := reg.KVEventsEndpoints[strconv.Itoa(rank)]
+		ep := reg.KVEventsEndpoints[uint32(rank)]
 		if !strings.HasPrefix(ep, "tcp://127.0.0.1:") {
 			t.Fatalf("rank %d endpoint %q", rank, ep)
 		}
@@ -120,8 +120,8 @@ func Test_Registration(t *testing.T) {
 		}
 	}
 	// Registration returns a copy.
-	reg.KVEventsEndpoints["0"] = "changed"
-	if s.Worker(11).Registration().KVEventsEndpoints["0"] == "changed" {
+	reg.KVEventsEndpoints[0] = "changed"
+	if s.Worker(11).Registration().KVEventsEndpoints[0] == "changed" {
 		t.Fatal("Registration shares its map")
 	}
 }

@@ -84,7 +84,7 @@ func mustSubscribe(t *testing.T, w *Worker, rank int) *socketReader {
 	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
 		t.Fatal(err)
 	}
-	r := newSocketReader(t, sub, w.Registration().KVEventsEndpoints[strconv.Itoa(rank)])
+	r := newSocketReader(t, sub, w.Registration().KVEventsEndpoints[uint32(rank)])
 	deadline := time.Now().Add(testTimeout)
 	var got uint64
 	for seen := false; !seen; {
@@ -258,7 +258,7 @@ func Test_CloseStopsSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The ports are free again.
-	for _, ep := range []string{w.Registration().KVEventsEndpoints["0"], w.Registration().ReplayEndpoint} {
+	for _, ep := range []string{w.Registration().KVEventsEndpoints[0], w.Registration().ReplayEndpoint} {
 		ctx, cancel := context.WithCancel(context.Background())
 		sock := zmq4.NewPub(ctx)
 		if err := sock.Listen(ep); err != nil {

@@ -116,7 +116,7 @@ func Test_ConcurrentUse(t *testing.T) {
 				}
 			}
 			f.logMu.Lock()
-			_, err := f.log.Apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: w, Patch: patch})
+			_, err := f.log.Apply(fsm.PatchWorker{WorkerID: w, Patch: patch})
 			f.logMu.Unlock()
 			if err != nil {
 				t.Error(err)

@@ -16,4 +16,7 @@ var (
 	ErrReservationNotFound = errors.New("reservation not found")
 	// ErrDuplicateReservation: the id is already booked on this node.
 	ErrDuplicateReservation = errors.New("reservation already exists")
+	// ErrNoPendingSelection: no remembered /select choice has that
+	// selection_id (never made, expired, or already booked).
+	ErrNoPendingSelection = errors.New("no pending selection")
 )

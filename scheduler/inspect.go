@@ -85,13 +85,15 @@ func (s *Scheduler) PotentialLoads(key fsm.PartitionKey, pr Prompt) ([]Potential
 	return out, err
 }
 
-// OverlapRow is one schedulable rank's tiered match, in blocks.
+// OverlapRow is one schedulable rank's tiered match, in blocks: the device
+// prefix, then the further blocks found on host after it (HostExt), then
+// the further ones found on disk after those (DiskExt).
 type OverlapRow struct {
 	WorkerID     uint64
 	DPRank       uint32
 	DeviceBlocks uint32
-	HostBlocks   uint32 // further blocks found on host after the device prefix
-	DiskBlocks   uint32 // further blocks found on disk after that
+	HostExt      uint32
+	DiskExt      uint32
 	CreditBlocks float64
 }
 
@@ -109,7 +111,7 @@ func (s *Scheduler) OverlapScores(key fsm.PartitionKey, pr Prompt) (OverlapScore
 		out = OverlapScores{BlockSize: p.blockSize, NumBlocks: len(pr.BlockHashes), Rows: make([]OverlapRow, len(cands))}
 		for i, c := range cands {
 			out.Rows[i] = OverlapRow{WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
-				DeviceBlocks: c.dev, HostBlocks: c.hostExt, DiskBlocks: c.diskExt,
+				DeviceBlocks: c.dev, HostExt: c.hostExt, DiskExt: c.diskExt,
 				CreditBlocks: c.credit}
 		}
 	})

@@ -22,22 +22,31 @@ func (s *Scheduler) claimID(id string, p *partition) error {
 	return nil
 }
 
-func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt, prefill int64) {
+// book records a reservation on a rank; p.mu is held and the id claimed.
+// verified says whether seq was checked to chain the prompt's block hashes.
+func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, verified bool, isl, prefill int64) {
 	res := &reservation{
 		id: id, handle: s.handles.Add(1), rank: rl,
-		isl: pr.ISL, prefill: prefill, admitted: s.now(),
-		verified: chained(pr.SequenceHashes, pr.BlockHashes),
+		isl: isl, prefill: prefill, admitted: s.now(), verified: verified,
 	}
-	p.book(res, pr.SequenceHashes)
+	p.book(res, seq)
+}
+
+func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt, prefill int64) {
+	s.book(p, id, rl, pr.SequenceHashes, chained(pr.SequenceHashes, pr.BlockHashes), pr.ISL, prefill)
 }
 
 // ReserveRequest books a request on a rank chosen elsewhere (the Ray
-// select-then-reserve flow).
+// select-then-reserve flow): either a selection /select remembered
+// (SelectionID), or a worker rank and a prompt.
 type ReserveRequest struct {
-	ID        string
-	Partition fsm.PartitionKey
-	WorkerID  uint64
-	DPRank    uint32
+	ID string
+	// SelectionID books the choice remembered under it; the fields
+	// below are then unused.
+	SelectionID string
+	Partition   fsm.PartitionKey
+	WorkerID    uint64
+	DPRank      uint32
 	// Prompt needs SequenceHashes and ISL; BlockHashes (or tokens) let the
 	// node compute the effective prefill when it is not supplied.
 	Prompt Prompt
@@ -46,12 +55,28 @@ type ReserveRequest struct {
 	EffectivePrefill *int64
 }
 
-// Reserve books a reservation on the given rank. It returns the prefill
-// tokens booked.
-func (s *Scheduler) Reserve(req ReserveRequest) (int64, error) {
+// Booking is what a reservation booked.
+type Booking struct {
+	Partition     fsm.PartitionKey
+	WorkerID      uint64
+	DPRank        uint32
+	PrefillTokens int64
+}
+
+// Reserve books a reservation on the given rank, or the remembered
+// selection.
+func (s *Scheduler) Reserve(req ReserveRequest) (Booking, error) {
 	if req.ID == "" {
-		return 0, fmt.Errorf("%w: reservation_id is required", ErrInvalid)
+		return Booking{}, fmt.Errorf("%w: reservation_id is required", ErrInvalid)
 	}
+	if req.SelectionID != "" {
+		return s.reserveSelection(req.ID, req.SelectionID)
+	}
+	prefill, err := s.reserveRank(req)
+	return Booking{Partition: req.Partition, WorkerID: req.WorkerID, DPRank: req.DPRank, PrefillTokens: prefill}, err
+}
+
+func (s *Scheduler) reserveRank(req ReserveRequest) (int64, error) {
 	if ep := req.EffectivePrefill; ep != nil && (*ep < 0 || *ep > req.Prompt.ISL) {
 		return 0, fmt.Errorf("%w: effective_prefill_tokens %d must be between 0 and isl_tokens %d",
 			ErrInvalid, *ep, req.Prompt.ISL)
@@ -173,6 +198,7 @@ func (s *Scheduler) SweepExpired() int {
 		p.mu.Unlock()
 		freed += len(ids)
 	}
+	s.pending.sweep(s.now())
 	if freed > 0 {
 		s.metrics.expired.Add(float64(freed))
 		s.log.Info("expired reservations freed", "count", freed, "expiry", s.cfg.ActiveRequestExpiry)

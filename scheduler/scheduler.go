@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"container/list"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	mrand "math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +35,8 @@ type Scheduler struct {
 
 	resMu    sync.Mutex
 	resIndex map[string]*partition
+
+	pending *pendingSelections
 
 	handles atomic.Uint64
 }
@@ -81,6 +81,7 @@ func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error)
 	return &Scheduler{
 		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
 		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
+		pending: newPendingSelections(),
 	}, nil
 }
 
@@ -104,13 +105,14 @@ func (s *Scheduler) newPartition(key fsm.PartitionKey) *partition {
 	}
 }
 
-// ApplyCatalog brings ranks in line with the catalog: ranks of schedulable
-// workers become candidates; ranks of workers that left the catalog (or
-// the rank range) lose their reservations; ranks of workers that are only
-// incomplete stop being candidates but keep their load until it ends.
-func (s *Scheduler) ApplyCatalog(prev, cur *fsm.Catalog) {
-	for _, key := range fsm.ChangedPartitions(prev, cur) {
-		s.reconcilePartition(key, cur)
+// ApplyCatalog brings ranks in line with a catalog change: the
+// partition's schedulable ranks (fsm.Partition.Ranks) become candidates;
+// ranks of workers that left the catalog (or the rank range) lose their
+// reservations; ranks of workers that are only incomplete stop being
+// candidates but keep their load until it ends.
+func (s *Scheduler) ApplyCatalog(ch *fsm.Change) {
+	for _, key := range ch.Partitions {
+		s.reconcilePartition(key, ch.Cur)
 	}
 }
 
@@ -129,15 +131,21 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	s.mu.Unlock()
 
 	p.mu.Lock()
-	members := map[uint64]*fsm.Worker{}
+	worker := func(id uint64) *fsm.Worker {
+		if !inCatalog {
+			return nil
+		}
+		w, ok := cur.Worker(id)
+		if !ok || w.Partition() != key {
+			return nil
+		}
+		return w
+	}
 	if inCatalog {
 		p.blockSize = cp.BlockSize
-		for _, id := range cp.Workers {
-			members[id], _ = cur.Worker(id)
-		}
 	}
 	for rk, rl := range p.byKey {
-		w := members[rk.Worker]
+		w := worker(rk.Worker)
 		if w == nil || !w.HasRank(rk.Rank) {
 			s.dropRank(p, rl)
 			continue
@@ -145,13 +153,10 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		rl.worker, rl.schedulable = w, w.Schedulable()
 	}
 	p.ranks, p.workers = p.ranks[:0], map[uint64]*fsm.Worker{}
-	for _, w := range members {
-		if !w.Schedulable() {
-			continue
-		}
-		p.workers[w.WorkerID] = w
-		for _, rank := range w.Ranks() {
-			rk := indexer.RankKey{Worker: w.WorkerID, Rank: rank}
+	if inCatalog {
+		for _, rk := range cp.Ranks {
+			w := worker(rk.Worker)
+			p.workers[w.WorkerID] = w
 			rl := p.byKey[rk]
 			if rl == nil {
 				rl = &rankLoad{key: rk, slot: p.allocSlot()}
@@ -161,7 +166,6 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 			p.ranks = append(p.ranks, rl)
 		}
 	}
-	slices.SortFunc(p.ranks, func(a, b *rankLoad) int { return compareRankKeys(a.key, b.key) })
 	empty := len(p.byKey) == 0
 	p.mu.Unlock()
 
@@ -215,9 +219,7 @@ func (s *Scheduler) forget(ids ...string) {
 	s.resMu.Unlock()
 }
 
-func compareRankKeys(a, b indexer.RankKey) int {
-	return cmp.Or(cmp.Compare(a.Worker, b.Worker), cmp.Compare(a.Rank, b.Rank))
-}
+func compareRankKeys(a, b indexer.RankKey) int { return fsm.CompareRankKeys(a, b) }
 
 // MaxISLTokens bounds a prompt's length in tokens. It is far above any
 // model's context, and keeps sums of prefill tokens over any number of

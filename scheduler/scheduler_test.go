@@ -130,8 +130,8 @@ func Test_CostFunctionAndOverlap(t *testing.T) {
 	}
 	wantRows := []OverlapRow{
 		{WorkerID: 1, DPRank: 0, DeviceBlocks: 4, CreditBlocks: 4},
-		{WorkerID: 2, DPRank: 0, DeviceBlocks: 2, HostBlocks: 2, CreditBlocks: 3.5},
-		{WorkerID: 2, DPRank: 1, DeviceBlocks: 1, DiskBlocks: 4, CreditBlocks: 2},
+		{WorkerID: 2, DPRank: 0, DeviceBlocks: 2, HostExt: 2, CreditBlocks: 3.5},
+		{WorkerID: 2, DPRank: 1, DeviceBlocks: 1, DiskExt: 4, CreditBlocks: 2},
 	}
 	if scores.BlockSize != 16 || scores.NumBlocks != 8 || !slices.Equal(scores.Rows, wantRows) {
 		t.Fatalf("overlap scores = %+v", scores)
@@ -337,7 +337,7 @@ func Test_SelectAndReserve(t *testing.T) {
 		t.Fatalf("load = %+v", l)
 	}
 	// Deleting the worker drops its reservations on every node.
-	if res, err := f.log.Apply(fsm.CmdDeleteWorker, fsm.DeleteWorker{WorkerID: 1}); err != nil || res.Err != nil {
+	if res, err := f.log.Apply(fsm.DeleteWorker{WorkerID: 1}); err != nil || res.Err != nil {
 		t.Fatal(err, res.Err)
 	}
 	if err := f.s.Free(sel.ReservationID); !errors.Is(err, ErrReservationNotFound) {
@@ -434,7 +434,7 @@ func Test_IncompleteWorkerKeepsLoad(t *testing.T) {
 	f := newFixture(t)
 	f.worker(1, 1)
 	f.mustReserve("r", 1, 0, prompt(1))
-	if res, err := f.log.Apply(fsm.CmdPatchWorker, fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{Endpoint: ptr("")}}); err != nil || res.Err != nil {
+	if res, err := f.log.Apply(fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{Endpoint: ptr("")}}); err != nil || res.Err != nil {
 		t.Fatal(err, res.Err)
 	}
 	if _, err := f.s.Select(SelectRequest{Partition: keyM, Prompt: prompt(1)}); !errors.Is(err, ErrNotReady) {

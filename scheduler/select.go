@@ -19,6 +19,9 @@ type SelectRequest struct {
 	// the choice, under ReservationID (a UUID is generated when empty).
 	Reserve       bool
 	ReservationID string
+	// SelectionID, without Reserve, makes the node remember the choice
+	// for PendingTTL, for a booking by selection id.
+	SelectionID string
 }
 
 // Selection is the answer of /select and /select_and_reserve.
@@ -59,12 +62,15 @@ type candidate struct {
 // books it.
 func (s *Scheduler) Select(req SelectRequest) (Selection, error) {
 	start := s.now()
-	sel, err := s.selectRank(req)
+	sel, err := s.selectRank(&req)
+	if err == nil && req.SelectionID != "" && !req.Reserve {
+		s.rememberSelection(req.SelectionID, sel, &req.Prompt)
+	}
 	s.metrics.observeSelect(req.Reserve, err, time.Since(start))
 	return sel, err
 }
 
-func (s *Scheduler) selectRank(req SelectRequest) (Selection, error) {
+func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	p := s.partition(req.Partition)
 	if p == nil {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -102,10 +102,10 @@ func workerIDs(t *testing.T, s *server.Server) []uint64 {
 	return ids
 }
 
-func statusOf(t *testing.T, s *server.Server) cluster.Status {
+func statusOf(t *testing.T, s *server.Server) api.ClusterStatus {
 	t.Helper()
 	r := call(t, "GET", s.URL()+"/cluster/status", "")
-	var st cluster.Status
+	var st api.ClusterStatus
 	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
 		t.Fatalf("status: %v: %s", err, r.body)
 	}

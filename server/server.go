@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/fsm"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
@@ -86,9 +87,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Ingest.Logger = cfg.Logger
 	}
 	s.Ingest = ingest.New(s.Indexer, cfg.Ingest)
-	// Listeners start after the indexer has the rank, so no event arrives
-	// for a rank the index does not know yet.
-	if s.Node, err = cluster.Open(cfg.Cluster, s.Indexer.ApplyCatalog, s.Scheduler.ApplyCatalog, s.Ingest.ApplyCatalog); err != nil {
+	if s.Node, err = cluster.Open(cfg.Cluster, s.applyCatalogChange); err != nil {
 		s.Ingest.Close()
 		ln.Close()
 		return nil, err
@@ -98,7 +97,8 @@ func Start(cfg Config) (*Server, error) {
 		s.Registry.MustRegister(cs...)
 	}
 	api := httpd.New(httpd.Config{
-		Node: s.Node, Indexer: s.Indexer, Scheduler: s.Scheduler, Listeners: s.Ingest.Status,
+		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node,
+		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status,
 		Gatherer: s.Registry, Registerer: s.Registry,
 		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
 		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
@@ -125,6 +125,22 @@ func Start(cfg Config) (*Server, error) {
 		s.log.Warn("running without authentication: catalog and cluster writes are open to anyone who can reach the port (set --auth-token-file)")
 	}
 	return s, nil
+}
+
+// applyCatalogChange is the one place catalog changes reach this node's
+// parts, called by the cluster's watcher outside the FSM, in index order.
+// The order matters:
+//
+//  1. the indexer creates and drops partitions and ranks, and forgets a
+//     deleted worker's blocks;
+//  2. the scheduler makes ranks candidates or drops them with their
+//     reservations (its matches read the index of step 1);
+//  3. the listeners start last, so no KV event arrives for a rank the
+//     index does not know yet, and stop for ranks already gone.
+func (s *Server) applyCatalogChange(ch *fsm.Change) {
+	s.Indexer.ApplyCatalog(ch)
+	s.Scheduler.ApplyCatalog(ch)
+	s.Ingest.ApplyCatalog(ch)
 }
 
 // httpAdvertise is the default --http-advertise: the bound address, or for

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/api"
 )
 
 // buildKvselect compiles this package into a temporary directory. Only the
@@ -385,8 +385,8 @@ func getJSON(node *procNode, path string, v any) error {
 	return nil
 }
 
-func clusterStatus(node *procNode) (cluster.Status, error) {
-	var st cluster.Status
+func clusterStatus(node *procNode) (api.ClusterStatus, error) {
+	var st api.ClusterStatus
 	err := getJSON(node, "/cluster/status", &st)
 	return st, err
 }

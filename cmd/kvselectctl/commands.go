@@ -34,8 +34,11 @@ func commandTable() []command {
 		{"workers add", "(<json> | @file | --id N [field flags])", "register or replace a worker (POST /workers); 'workers add -h' lists the field flags", workersAddCmd},
 		{"workers patch", "<id> (<json> | @file | field flags as for add)", "change only the given fields of a worker (PATCH /workers/{id})", workersPatchCmd},
 		{"workers rm", "<id>", "remove a worker (DELETE /workers/{id})", workersRemoveCmd},
-		{"select", "[--model M] [--tenant T] (--tokens 1,2,3 | --json-body JSON|@file) [--min-index N] [--reserve ID]",
+		{"select", "[--model M] [--tenant T] (--tokens 1,2,3 | --json-body JSON|@file) [--min-index N] [--selection-id ID] [--reserve ID]",
 			"choose a worker and rank for a prompt (POST /select); with --reserve, book it too (/select_and_reserve)", selectCmd},
+		{"reservations list", "[--model M] [--tenant T] [--worker N] [--limit N] [--cursor C]",
+			"the node's bookings, sorted by id, a page at a time (GET /reservations)", reservationsListCmd},
+		{"reservations show", "<id>", "one booking (GET /reservations/{id})", reservationsShowCmd},
 		{"loads", "[--model M] [--tenant T]", "active load of every rank, per partition (GET /loads)", loadsCmd},
 		{"dump", "[--out FILE]", "the index snapshot, as the server sends it (GET /dump)", dumpCmd},
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -49,7 +50,7 @@ func Test_EndToEnd(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^1\s+llama\s+default\s+http://w1:8000\s+16\s+0\s+schedulable\s+0:\w+$`).MatchString(out) {
 		t.Fatalf("workers list:\n%s", out)
 	}
-	var listed []workerRecord
+	var listed []api.Worker
 	if err := json.Unmarshal([]byte(mustCtl("workers", "list", "--linearizable", "--json")), &listed); err != nil ||
 		len(listed) != 1 || listed[0].WorkerID != 1 || listed[0].Lifecycle != "schedulable" {
 		t.Fatalf("workers list --linearizable --json: %+v, %v", listed, err)

@@ -1,23 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"net/http"
 	"os"
-)
 
-// partitionLoads is one partition of GET /loads.
-type partitionLoads struct {
-	ModelName string `json:"model_name"`
-	TenantID  string `json:"tenant_id"`
-	Loads     []struct {
-		WorkerID            uint64  `json:"worker_id"`
-		DPRank              uint32  `json:"dp_rank"`
-		ActivePrefillTokens int64   `json:"active_prefill_tokens"`
-		ActiveDecodeBlocks  float64 `json:"active_decode_blocks"`
-		ActiveRequests      int64   `json:"active_requests"`
-	} `json:"loads"`
-}
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
 
 func loadsCmd(e *env, args []string) error {
 	fs := e.flags()
@@ -26,19 +16,15 @@ func loadsCmd(e *env, args []string) error {
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	resp, err := c.read(e.ctx, request{method: http.MethodGet, path: withEncodedQuery("/loads", partitionQuery(*model, *tenant))})
-	if err != nil {
-		return err
-	}
-	return show(e.out(), resp, printLoads)
+	return show(e, func(ctx context.Context, c *client.Client) ([]api.PartitionLoads, error) {
+		return c.Loads(ctx, *model, *tenant)
+	}, func(p *printer, parts []api.PartitionLoads, _ *client.ResponseInfo) error {
+		return printLoads(p, parts)
+	})
 }
 
 // printLoads prints a title and a table per partition.
-func printLoads(p *printer, parts []partitionLoads) error {
+func printLoads(p *printer, parts []api.PartitionLoads) error {
 	if len(parts) == 0 {
 		p.linef("no partitions")
 	}
@@ -50,7 +36,7 @@ func printLoads(p *printer, parts []partitionLoads) error {
 		rows := make([][]string, 0, len(part.Loads))
 		for _, l := range part.Loads {
 			rows = append(rows, []string{formatUint(l.WorkerID), formatUint(uint64(l.DPRank)),
-				formatInt(l.ActivePrefillTokens), formatFloat(l.ActiveDecodeBlocks), formatInt(l.ActiveRequests)})
+				formatInt(l.ActivePrefillTokens), formatFloat(l.ActiveDecodeBlocks), formatInt(int64(l.ActiveRequests))})
 		}
 		if err := p.table([]string{"WORKER", "RANK", "PREFILL_TOKENS", "DECODE_BLOCKS", "REQUESTS"}, rows); err != nil {
 			return err
@@ -59,6 +45,7 @@ func printLoads(p *printer, parts []partitionLoads) error {
 	return nil
 }
 
+// dumpCmd writes the index dump as the server sent it.
 func dumpCmd(e *env, args []string) error {
 	fs := e.flags()
 	out := fs.String("out", "", "write the dump to this `file` instead of stdout")
@@ -69,19 +56,22 @@ func dumpCmd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.read(e.ctx, request{method: http.MethodGet, path: "/dump"})
-	if err != nil {
+	var info client.ResponseInfo
+	if _, err := c.Dump(client.WithResponseInfo(e.ctx, &info)); err != nil {
 		return err
 	}
 	if *out == "" {
-		_, err = e.stdout.Write(resp.body)
+		if e.g.json {
+			return e.out().indented(info.Body)
+		}
+		_, err = e.stdout.Write(info.Body)
 		return err
 	}
-	if err := os.WriteFile(*out, resp.body, 0o644); err != nil {
+	if err := os.WriteFile(*out, info.Body, 0o644); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	if !e.g.json {
-		e.out().linef("wrote %d bytes to %s", len(resp.body), *out)
+		e.out().linef("wrote %d bytes to %s", len(info.Body), *out)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/envflag"
 )
 
@@ -83,11 +85,9 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
-// client builds the HTTP client from the global flags, once the command
+// client builds the API client from the global flags, once the command
 // line has been parsed in full.
-func (e *env) client() (*client, error) {
-	return newClient(e.g.addr, e.g.tokenFile, e.g.timeout)
-}
+func (e *env) client() (*client.Client, error) { return newClient(e.g) }
 
 // out is where tables and JSON go.
 func (e *env) out() *printer { return &printer{w: e.stdout, json: e.g.json} }
@@ -159,7 +159,7 @@ func flagError(err error) error {
 // report prints err and returns the exit code for it.
 func report(stderr io.Writer, err error) int {
 	var usage *usageError
-	var api *apiError
+	var apiErr *client.Error
 	switch {
 	case err == nil:
 		return exitOK
@@ -171,10 +171,13 @@ func report(stderr io.Writer, err error) int {
 			fmt.Fprintln(stderr, "Run 'kvselectctl -h' for usage.")
 		}
 		return exitUsage
-	case errors.As(err, &api):
-		fmt.Fprintf(stderr, "kvselectctl: %v\n", api)
-		if api.code == codeUnknownOutcome {
+	case errors.As(err, &apiErr):
+		fmt.Fprintf(stderr, "kvselectctl: %s: %s (HTTP %d)\n", apiErr.Code, apiErr.Message, apiErr.Status)
+		switch {
+		case apiErr.Code == api.CodeUnknownOutcome:
 			fmt.Fprintln(stderr, "kvselectctl: the write may or may not have been applied; catalog writes are idempotent, so it is safe to run the command again")
+		case apiErr.AfterUnknownOutcome:
+			fmt.Fprintln(stderr, "kvselectctl: this answered a retry after an unknown outcome: the first attempt has probably been applied")
 		}
 		return exitError
 	default:

@@ -7,7 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/api"
 )
+
+// workerBody is a registration, as the typed client encodes it.
+const workerBody = `{"worker_id":7,"endpoint":"http://w7:8000","block_size":16}`
 
 // leaderNode is a fake node that leads its cluster.
 func leaderNode(t *testing.T) *fakeNode {
@@ -36,12 +41,12 @@ func Test_ExitCodes(t *testing.T) {
 	}{
 		{name: "not found", args: []string{"workers", "rm", "9"}, wantCode: exitError,
 			wantStderr: "kvselectctl: not_found: worker not found: 9 (HTTP 404)"},
-		{name: "unknown outcome", args: []string{"workers", "rm", "8"}, wantCode: exitError,
+		{name: "unknown outcome, retried until --timeout", args: []string{"--timeout", "300ms", "workers", "rm", "8"}, wantCode: exitError,
 			wantStderr: "kvselectctl: unknown_outcome: leader lost mid-request (HTTP 503)"},
 		{name: "unauthorized", args: []string{"workers", "rm", "6"}, wantCode: exitError,
 			wantStderr: "kvselectctl: unauthorized: missing or invalid bearer token (HTTP 401)"},
 		{name: "busy body of seed 001", args: []string{"select", "--tokens", "1,2"}, wantCode: exitError,
-			wantStderr: "kvselectctl: service_unavailable: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
+			wantStderr: "kvselectctl: overloaded: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
 		{name: "not JSON", args: []string{"loads"}, wantCode: exitError,
 			wantStderr: "kvselectctl: bad_gateway: bad gateway (HTTP 502)"},
 		{name: "help", args: []string{"-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl [global flags] <command> [args]"},
@@ -83,14 +88,16 @@ func Test_ExitCodes(t *testing.T) {
 			}
 		})
 	}
-	if got := len(n.requests("DELETE /workers/8")); got != 1 {
-		t.Fatalf("unknown_outcome: %d tries, want 1", got)
+	// A delete is idempotent: the client sends it again after an unknown
+	// outcome, until --timeout.
+	if got := len(n.requests("DELETE /workers/8")); got < 2 {
+		t.Fatalf("unknown_outcome: %d tries, want several", got)
 	}
 }
 
 func Test_Unreachable(t *testing.T) {
 	_, errOut, code := runCLI(t, "--addr", deadAddr(t)+","+deadAddr(t), "cluster", "status")
-	if code != exitError || !strings.Contains(errOut, "kvselectctl: no node reachable") || !strings.Contains(errOut, "refused") {
+	if code != exitError || !strings.Contains(errOut, "kvselectctl: no kvselect node reachable") || !strings.Contains(errOut, "refused") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
@@ -176,7 +183,7 @@ WORKER  DP_RANK  ENDPOINT        OVERLAP_GPU  OVERLAP_CPU  OVERLAP_DISK  EFFECTI
 func Test_JSONOutput(t *testing.T) {
 	n := leaderNode(t)
 	n.answer("GET /workers", http.StatusOK, []map[string]any{{"worker_id": 1, "lifecycle": "schedulable"}})
-	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 7, "catalog_index": 12}, headerIndex, "12")
+	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 7, "catalog_index": 12}, api.HeaderIndex, "12")
 	tests := []struct {
 		name string
 		args []string
@@ -228,27 +235,31 @@ func Test_RequestBodies(t *testing.T) {
 		{name: "add, flags, ranks", args: []string{"workers", "add", "--id", "3", "--model", "llama", "--endpoint", "http://w3",
 			"--block-size", "16", "--dp-size", "2", "--dp-start", "0", "--kv-events", "0=tcp://h:1", "--kv-events", "1=tcp://h:2", "--replay", "tcp://h:9"},
 			wantRoute: "POST /workers",
-			wantBody: `{"block_size":16,"data_parallel_size":2,"data_parallel_start_rank":0,"endpoint":"http://w3",` +
-				`"kv_events_endpoints":{"0":"tcp://h:1","1":"tcp://h:2"},"model_name":"llama","replay_endpoint":"tcp://h:9","worker_id":3}`},
+			wantBody: `{"worker_id":3,"model_name":"llama","endpoint":"http://w3","block_size":16,"data_parallel_start_rank":0,` +
+				`"data_parallel_size":2,"kv_events_endpoints":{"0":"tcp://h:1","1":"tcp://h:2"},"replay_endpoint":"tcp://h:9"}`},
 		{name: "add, flags, one endpoint", args: []string{"workers", "add", "--id", "4", "--kv-events", "tcp://h:1", "--tenant", "t"},
-			wantRoute: "POST /workers", wantBody: `{"kv_events_endpoint":"tcp://h:1","tenant_id":"t","worker_id":4}`},
+			wantRoute: "POST /workers", wantBody: `{"worker_id":4,"tenant_id":"t","kv_events_endpoint":"tcp://h:1"}`},
 		{name: "add, @file", args: []string{"workers", "add", "@" + workerFile}, wantRoute: "POST /workers", wantBody: workerBody},
 		{name: "patch, flags after the id", args: []string{"workers", "patch", "4", "--endpoint", "http://x", "--total-kv-blocks", "100"},
 			wantRoute: "PATCH /workers/4", wantBody: `{"endpoint":"http://x","total_kv_blocks":100}`},
 		{name: "patch, JSON", args: []string{"workers", "patch", "4", `{"block_size": 32}`},
-			wantRoute: "PATCH /workers/4", wantBody: `{"block_size": 32}`},
+			wantRoute: "PATCH /workers/4", wantBody: `{"block_size":32}`},
 		{name: "rm", args: []string{"workers", "rm", "0004"}, wantRoute: "DELETE /workers/4"},
 		{name: "select, tokens", args: []string{"select", "--model", "llama", "--tokens", "1, 2,3"},
 			wantRoute: "POST /select", wantBody: `{"model_name":"llama","token_ids":[1,2,3]}`},
-		{name: "select, JSON body keeps hashes exact, flags override",
-			args: []string{"select", "--tenant", "t", "--min-index", "5", "--json-body",
+		{name: "select, JSON body keeps hashes exact (signed read as unsigned), flags override",
+			args: []string{"select", "--tenant", "t", "--min-index", "5", "--selection-id", "s-1", "--json-body",
 				`{"block_hashes":[-1,18446744073709551615],"sequence_hashes":[1,2],"isl_tokens":32,"tenant_id":"x"}`},
 			wantRoute: "POST /select",
-			wantBody:  `{"block_hashes":[-1,18446744073709551615],"isl_tokens":32,"min_catalog_index":5,"sequence_hashes":[1,2],"tenant_id":"t"}`},
+			wantBody: `{"tenant_id":"t","block_hashes":[18446744073709551615,18446744073709551615],"sequence_hashes":[1,2],` +
+				`"isl_tokens":32,"min_catalog_index":5,"selection_id":"s-1"}`},
 		{name: "select and reserve, node picks the id", args: []string{"select", "--tokens", "7", "--reserve", ""},
 			wantRoute: "POST /select_and_reserve", wantBody: `{"token_ids":[7]}`},
 		{name: "cluster join", args: []string{"cluster", "join", "n2", "127.0.0.1:7002", "127.0.0.1:8002"},
-			wantRoute: "POST /cluster/join", wantBody: `{"http_addr":"127.0.0.1:8002","id":"n2","raft_addr":"127.0.0.1:7002"}`},
+			wantRoute: "POST /cluster/join", wantBody: `{"id":"n2","raft_addr":"127.0.0.1:7002","http_addr":"127.0.0.1:8002"}`},
+		{name: "reservations list", args: []string{"reservations", "list", "--worker", "0", "--limit", "5"},
+			wantRoute: "GET /reservations", wantQuery: "limit=5&worker_id=0"},
+		{name: "reservations show", args: []string{"reservations", "show", "req-1"}, wantRoute: "GET /reservations/req-1"},
 		{name: "cluster remove", args: []string{"cluster", "remove", "n2"}, wantRoute: "POST /cluster/remove", wantBody: `{"id":"n2"}`},
 		{name: "cluster stepdown", args: []string{"cluster", "stepdown"}, wantRoute: "POST /cluster/stepdown"},
 		{name: "loads, filters", args: []string{"loads", "--model", "llama", "--tenant", "a b"},
@@ -260,6 +271,7 @@ func Test_RequestBodies(t *testing.T) {
 			n.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 				writeTestJSON(w, http.StatusOK, map[string]any{})
 			})
+			n.answer("GET /loads", http.StatusOK, []any{})
 			out, errOut, code := runCLI(t, append([]string{"--json", "--addr", n.URL}, tt.args...)...)
 			if code != exitOK {
 				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -299,7 +311,7 @@ func Test_Environment(t *testing.T) {
 
 func Test_Dump(t *testing.T) {
 	n := leaderNode(t)
-	const dump = `{"version":1,"partitions":[]}` + "\n"
+	const dump = `{"llama:default":{"block_size":16,"events":[],"watermarks":[]}}` + "\n"
 	n.mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
 	out, _, code := runCLI(t, "--addr", n.URL, "dump")
 	if code != exitOK || out != dump {
@@ -318,7 +330,7 @@ func Test_WriteOutput(t *testing.T) {
 	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 5, "lifecycle": "incomplete",
 		"not_schedulable_reasons": []string{"endpoint is required"}, "catalog_index": 30})
 	n.answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
-		headerIndex, "31", headerServed, "n1")
+		api.HeaderIndex, "31", api.HeaderServedBy, "n1")
 	n.answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
 		"leader": map[string]string{"id": "n2"}, "members": []map[string]any{
 			{"id": "n1", "raft_addr": "r1", "suffrage": "Voter", "reachable": true},

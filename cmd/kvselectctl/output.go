@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/kvselect/kvselect/client"
 )
 
 // printer writes a command's result: a table for people, or with --json
@@ -21,17 +24,25 @@ func newTabWriter(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
-// show prints resp: its JSON with --json, else render applied to the
-// decoded body.
-func show[T any](p *printer, resp *response, render func(p *printer, v T) error) error {
+// show makes one API call and prints its result: the server's JSON with
+// --json, else render applied to the typed result and what the answer said
+// besides (the index and node of a write).
+func show[T any](e *env, call func(ctx context.Context, c *client.Client) (T, error),
+	render func(p *printer, v T, info *client.ResponseInfo) error) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var info client.ResponseInfo
+	v, err := call(client.WithResponseInfo(e.ctx, &info), c)
+	if err != nil {
+		return err
+	}
+	p := e.out()
 	if p.json {
-		return p.indented(resp.body)
+		return p.indented(info.Body)
 	}
-	var v T
-	if err := json.Unmarshal(resp.body, &v); err != nil {
-		return fmt.Errorf("decoding the answer: %w", err)
-	}
-	return render(p, v)
+	return render(p, v, &info)
 }
 
 // indented prints a JSON body indented; a body that is not JSON is printed
@@ -73,19 +84,21 @@ func (p *printer) linef(format string, args ...any) {
 // applied prints where a write landed, from the X-Kvselect-Index and
 // X-Kvselect-Served-By headers: "applied at index 12 by n1". index is the
 // fallback when the header is missing (the body's catalog_index).
-func (p *printer) applied(resp *response, index uint64) {
-	idx := resp.header.Get(headerIndex)
-	if idx == "" && index > 0 {
-		idx = strconv.FormatUint(index, 10)
+func (p *printer) applied(info *client.ResponseInfo, index uint64) {
+	idx, by := info.CatalogIndex, info.ServedBy
+	if idx == 0 {
+		idx = index
 	}
-	by := resp.header.Get(headerServed)
 	switch {
-	case idx != "" && by != "":
-		p.linef("applied at index %s by %s", idx, by)
-	case idx != "":
-		p.linef("applied at index %s", idx)
+	case idx != 0 && by != "":
+		p.linef("applied at index %d by %s", idx, by)
+	case idx != 0:
+		p.linef("applied at index %d", idx)
 	case by != "":
 		p.linef("applied by %s", by)
+	}
+	if info.NotApplied {
+		p.linef("(%s had not applied it yet when it answered; reads there may lag for a moment)", info.Node)
 	}
 }
 

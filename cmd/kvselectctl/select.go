@@ -1,33 +1,19 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"flag"
-	"net/http"
 	"strconv"
 	"strings"
-)
 
-// selection is the answer of /select and /select_and_reserve.
-type selection struct {
-	ReservationID string `json:"reservation_id"`
-	ModelName     string `json:"model_name"`
-	TenantID      string `json:"tenant_id"`
-	WorkerID      uint64 `json:"worker_id"`
-	DPRank        uint32 `json:"dp_rank"`
-	Endpoint      string `json:"endpoint"`
-	Overlap       struct {
-		GPU  int64 `json:"gpu"`
-		CPU  int64 `json:"cpu"`
-		Disk int64 `json:"disk"`
-	} `json:"overlap"`
-	EffectivePrefillTokens int64 `json:"effective_prefill_tokens"`
-}
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
 
 // selectFlags are select's flags.
 type selectFlags struct {
-	model, tenant, tokens, jsonBody, reserve string
-	minIndex                                 uint64
+	model, tenant, tokens, jsonBody, reserve, selectionID string
+	minIndex                                              uint64
 }
 
 func selectCmd(e *env, args []string) error {
@@ -39,83 +25,82 @@ func selectCmd(e *env, args []string) error {
 	fs.StringVar(&sf.jsonBody, "json-body", "", "the request body as a JSON object, or @file (flags given too override its fields)")
 	fs.Uint64Var(&sf.minIndex, "min-index", 0, "min_catalog_index: wait until the node has applied this catalog index")
 	fs.StringVar(&sf.reserve, "reserve", "", "book the selection with this reservation_id (/select_and_reserve; \"\" lets the node pick one)")
+	fs.StringVar(&sf.selectionID, "selection-id", "", "selection_id: the node remembers the choice for 60 s, for 'reservations add --selection-id'")
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	reserve := given(fs, "reserve")
-	body, err := sf.body(reserve)
+	req, err := sf.request(reserve)
 	if err != nil {
 		return err
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	path := "/select"
-	if reserve {
-		path = "/select_and_reserve"
-	}
-	resp, err := c.read(e.ctx, request{method: http.MethodPost, path: path, body: body})
-	if err != nil {
-		return err
-	}
-	return show(e.out(), resp, func(p *printer, s selection) error { return printSelection(p, s, reserve) })
+	return show(e, func(ctx context.Context, c *client.Client) (*api.Selection, error) {
+		if reserve {
+			return c.SelectAndReserve(ctx, req)
+		}
+		return c.Select(ctx, req)
+	}, func(p *printer, s *api.Selection, _ *client.ResponseInfo) error { return printSelection(p, s, reserve) })
 }
 
-// body builds the request from --json-body or --tokens plus the other
+// request builds the request from --json-body or --tokens plus the other
 // flags.
-func (sf *selectFlags) body(reserve bool) ([]byte, error) {
+func (sf *selectFlags) request(reserve bool) (api.SelectRequest, error) {
+	var req api.SelectRequest
 	if (sf.tokens == "") == (sf.jsonBody == "") {
-		return nil, usageErrorf("select: give the prompt as --tokens or --json-body, one of them")
+		return req, usageErrorf("select: give the prompt as --tokens or --json-body, one of them")
 	}
-	fields := map[string]json.RawMessage{}
 	if sf.jsonBody != "" {
-		raw, err := jsonArg(sf.jsonBody)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			return nil, usageErrorf("--json-body: %v", err)
+		if err := jsonArg(sf.jsonBody, &req); err != nil {
+			return req, err
 		}
 	} else {
 		tokens, err := parseTokens(sf.tokens)
 		if err != nil {
-			return nil, err
+			return req, err
 		}
-		fields["token_ids"] = tokens
+		req.TokenIDs = tokens
 	}
-	setString(fields, "model_name", sf.model)
-	setString(fields, "tenant_id", sf.tenant)
+	setIfGiven(&req.ModelName, sf.model)
+	setIfGiven(&req.TenantID, sf.tenant)
 	if sf.minIndex > 0 {
-		fields["min_catalog_index"] = json.RawMessage(strconv.FormatUint(sf.minIndex, 10))
+		req.MinCatalogIndex = sf.minIndex
 	}
-	if reserve {
-		setString(fields, "reservation_id", sf.reserve)
+	for _, id := range []struct {
+		flag string
+		dst  *api.ID
+		v    string
+	}{{"--selection-id", &req.SelectionID, sf.selectionID}, {"--reserve", &req.ReservationID, sf.reserve}} {
+		if id.v == "" {
+			continue
+		}
+		if err := api.ValidateID(id.v); err != nil {
+			return req, usageErrorf("%s: %v", id.flag, err)
+		}
+		*id.dst = api.ID(id.v)
 	}
-	return json.Marshal(fields)
+	if !reserve && req.ReservationID != "" {
+		return req, usageErrorf("select: reservation_id books a reservation: use --reserve")
+	}
+	return req, nil
 }
 
-// parseTokens turns "1,2,3" into the JSON array [1,2,3].
-func parseTokens(list string) (json.RawMessage, error) {
+// parseTokens turns "1,2,3" into token ids.
+func parseTokens(list string) (api.TokenIDs, error) {
 	parts := strings.Split(list, ",")
-	out := make([]byte, 0, 4*len(parts)+2)
-	out = append(out, '[')
-	for i, p := range parts {
+	out := make(api.TokenIDs, 0, len(parts))
+	for _, p := range parts {
 		v, err := strconv.ParseUint(strings.TrimSpace(p), 10, 32)
 		if err != nil {
 			return nil, usageErrorf("--tokens: %q is not a token id (an unsigned 32-bit integer)", p)
 		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = strconv.AppendUint(out, v, 10)
+		out = append(out, uint32(v))
 	}
-	return append(out, ']'), nil
+	return out, nil
 }
 
-func setString(fields map[string]json.RawMessage, name, value string) {
-	if value != "" {
-		fields[name], _ = json.Marshal(value)
+func setIfGiven(dst *string, v string) {
+	if v != "" {
+		*dst = v
 	}
 }
 
@@ -126,7 +111,7 @@ func given(fs *flag.FlagSet, name string) bool {
 	return found
 }
 
-func printSelection(p *printer, s selection, reserve bool) error {
+func printSelection(p *printer, s *api.Selection, reserve bool) error {
 	header := []string{"WORKER", "DP_RANK", "ENDPOINT", "OVERLAP_GPU", "OVERLAP_CPU", "OVERLAP_DISK", "EFFECTIVE_PREFILL_TOKENS"}
 	row := []string{formatUint(s.WorkerID), formatUint(uint64(s.DPRank)), orDash(s.Endpoint),
 		formatInt(s.Overlap.GPU), formatInt(s.Overlap.CPU), formatInt(s.Overlap.Disk), formatInt(s.EffectivePrefillTokens)}

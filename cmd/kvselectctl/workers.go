@@ -2,66 +2,32 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 )
-
-// workerRecord is a catalog record as GET /workers and the write answers
-// show it.
-type workerRecord struct {
-	WorkerID              uint64                    `json:"worker_id"`
-	ModelName             string                    `json:"model_name"`
-	TenantID              string                    `json:"tenant_id"`
-	Endpoint              string                    `json:"endpoint"`
-	BlockSize             uint32                    `json:"block_size"`
-	DataParallelStartRank uint32                    `json:"data_parallel_start_rank"`
-	DataParallelSize      uint32                    `json:"data_parallel_size"`
-	Lifecycle             string                    `json:"lifecycle"`
-	NotSchedulableReasons []string                  `json:"not_schedulable_reasons"`
-	Listeners             map[string]listenerStatus `json:"listeners"`
-	CatalogIndex          uint64                    `json:"catalog_index"`
-}
-
-type listenerStatus struct {
-	State     string `json:"state"`
-	LastError string `json:"last_error"`
-}
 
 func workersListCmd(e *env, args []string) error {
 	fs := e.flags()
-	model := fs.String("model", "", "only workers of this model_name")
-	tenant := fs.String("tenant", "", "only workers of this tenant_id")
-	linearizable := fs.Bool("linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
+	var opts client.WorkersOptions
+	fs.StringVar(&opts.ModelName, "model", "", "only workers of this model_name")
+	fs.StringVar(&opts.TenantID, "tenant", "", "only workers of this tenant_id")
+	fs.BoolVar(&opts.Linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
 	if _, err := e.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	q := partitionQuery(*model, *tenant)
-	if *linearizable {
-		q.Set("consistency", "linearizable")
-	}
-	req := request{method: http.MethodGet, path: withEncodedQuery("/workers", q)}
-	var resp *response
-	if *linearizable {
-		resp, err = c.viaLeader(e.ctx, req, false)
-	} else {
-		resp, err = c.read(e.ctx, req)
-	}
-	if err != nil {
-		return err
-	}
-	return show(e.out(), resp, printWorkers)
+	return show(e, func(ctx context.Context, c *client.Client) ([]api.Worker, error) { return c.Workers(ctx, opts) },
+		func(p *printer, ws []api.Worker, _ *client.ResponseInfo) error { return printWorkers(p, ws) })
 }
 
 func workersAddCmd(e *env, args []string) error {
@@ -75,7 +41,9 @@ func workersAddCmd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return workerWrite(e, request{method: http.MethodPost, path: "/workers", body: body}, "stored")
+	return workerWrite(e, "stored", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+		return c.UpsertWorker(ctx, body)
+	})
 }
 
 func workersPatchCmd(e *env, args []string) error {
@@ -93,7 +61,9 @@ func workersPatchCmd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return workerWrite(e, request{method: http.MethodPatch, path: "/workers/" + id, body: body}, "updated")
+	return workerWrite(e, "updated", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+		return c.PatchWorker(ctx, id, body)
+	})
 }
 
 func workersRemoveCmd(e *env, args []string) error {
@@ -105,40 +75,34 @@ func workersRemoveCmd(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return workerWrite(e, request{method: http.MethodDelete, path: "/workers/" + id}, "removed")
+	return workerWrite(e, "removed", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+		return c.DeleteWorker(ctx, id)
+	})
 }
 
-func parseWorkerID(s string) (string, error) {
+func parseWorkerID(s string) (uint64, error) {
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return "", usageErrorf("worker id %q is not an unsigned 64-bit integer", s)
+		return 0, usageErrorf("worker id %q is not an unsigned 64-bit integer", s)
 	}
-	return strconv.FormatUint(id, 10), nil
+	return id, nil
 }
 
-// workerWrite sends a catalog write to the leader and prints the record
-// and where the write was applied.
-func workerWrite(e *env, req request, verb string) error {
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	resp, err := c.viaLeader(e.ctx, req, true)
-	if err != nil {
-		return err
-	}
-	return show(e.out(), resp, func(p *printer, w workerRecord) error {
+// workerWrite makes a catalog write (the client follows the leader) and
+// prints the record and where the write was applied.
+func workerWrite(e *env, verb string, write func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error)) error {
+	return show(e, write, func(p *printer, w *api.WorkerWritten, info *client.ResponseInfo) error {
 		state := ""
 		if verb != "removed" {
-			state = ": " + lifecycle(w)
+			state = ": " + lifecycle(&w.Worker)
 		}
 		p.linef("worker %d %s%s", w.WorkerID, verb, state)
-		p.applied(resp, w.CatalogIndex)
+		p.applied(info, w.CatalogIndex)
 		return nil
 	})
 }
 
-func lifecycle(w workerRecord) string {
+func lifecycle(w *api.Worker) string {
 	if len(w.NotSchedulableReasons) == 0 {
 		return w.Lifecycle
 	}
@@ -147,10 +111,11 @@ func lifecycle(w workerRecord) string {
 
 // printWorkers prints one row per worker, then why incomplete workers are
 // not schedulable and which listeners failed.
-func printWorkers(p *printer, ws []workerRecord) error {
+func printWorkers(p *printer, ws []api.Worker) error {
 	rows := make([][]string, 0, len(ws))
 	var notes []string
-	for _, w := range ws {
+	for i := range ws {
+		w := &ws[i]
 		rows = append(rows, []string{formatUint(w.WorkerID), w.ModelName, w.TenantID, orDash(w.Endpoint),
 			formatUint(uint64(w.BlockSize)), dpRanks(w), w.Lifecycle, listeners(w)})
 		notes = append(notes, workerNotes(w)...)
@@ -168,7 +133,7 @@ func printWorkers(p *printer, ws []workerRecord) error {
 }
 
 // dpRanks shows the global ranks a worker serves: "0", "0-1", "4-7".
-func dpRanks(w workerRecord) string {
+func dpRanks(w *api.Worker) string {
 	if w.DataParallelSize <= 1 {
 		return formatUint(uint64(w.DataParallelStartRank))
 	}
@@ -177,63 +142,34 @@ func dpRanks(w workerRecord) string {
 
 // listeners shows each rank's listener state in rank order:
 // "0:active 1:connecting".
-func listeners(w workerRecord) string {
-	ranks := sortedRanks(w.Listeners)
+func listeners(w *api.Worker) string {
+	ranks := slices.Sorted(maps.Keys(w.Listeners))
 	parts := make([]string, len(ranks))
 	for i, r := range ranks {
-		parts[i] = r + ":" + w.Listeners[r].State
+		parts[i] = formatUint(uint64(r)) + ":" + w.Listeners[r].State
 	}
 	return orDash(strings.Join(parts, " "))
 }
 
-func workerNotes(w workerRecord) []string {
+func workerNotes(w *api.Worker) []string {
 	var notes []string
 	if len(w.NotSchedulableReasons) > 0 {
 		notes = append(notes, fmt.Sprintf("worker %d %s: %s", w.WorkerID, w.Lifecycle, strings.Join(w.NotSchedulableReasons, "; ")))
 	}
-	for _, r := range sortedRanks(w.Listeners) {
+	for _, r := range slices.Sorted(maps.Keys(w.Listeners)) {
 		if l := w.Listeners[r]; l.LastError != "" {
-			notes = append(notes, fmt.Sprintf("worker %d rank %s listener %s: %s", w.WorkerID, r, l.State, l.LastError))
+			notes = append(notes, fmt.Sprintf("worker %d rank %d listener %s: %s", w.WorkerID, r, l.State, l.LastError))
 		}
 	}
 	return notes
 }
 
-// sortedRanks returns the rank keys in numeric order.
-func sortedRanks(m map[string]listenerStatus) []string {
-	ranks := make([]string, 0, len(m))
-	for r := range m {
-		ranks = append(ranks, r)
-	}
-	slices.SortFunc(ranks, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(a) - len(b)
-		}
-		return strings.Compare(a, b)
-	})
-	return ranks
-}
-
 // workerFlags is the flags form of a worker body: each flag given on the
-// command line becomes its JSON field; absent flags stay absent, so a
-// PATCH changes only what was given.
+// command line becomes its field; absent flags stay absent, so a PATCH
+// changes only what was given.
 type workerFlags struct {
 	fs       *flag.FlagSet
 	kvEvents []string
-}
-
-// workerFields maps each scalar worker flag to its JSON field.
-var workerFields = map[string]string{
-	"id":                 "worker_id",
-	"model":              "model_name",
-	"tenant":             "tenant_id",
-	"endpoint":           "endpoint",
-	"block-size":         "block_size",
-	"dp-size":            "data_parallel_size",
-	"dp-start":           "data_parallel_start_rank",
-	"replay":             "replay_endpoint",
-	"total-kv-blocks":    "total_kv_blocks",
-	"max-batched-tokens": "max_num_batched_tokens",
 }
 
 func addWorkerFlags(fs *flag.FlagSet, withID bool) *workerFlags {
@@ -257,59 +193,77 @@ func addWorkerFlags(fs *flag.FlagSet, withID bool) *workerFlags {
 
 // bodyOr returns the request body: the JSON argument when there is one,
 // else the one built from the flags.
-func (wf *workerFlags) bodyOr(pos []string, needID bool) ([]byte, error) {
-	fields := wf.fields()
-	if len(pos) == 1 {
-		if len(fields) > 0 || len(wf.kvEvents) > 0 {
-			return nil, usageErrorf("give the worker as a JSON argument or as flags, not both")
-		}
-		return jsonArg(pos[0])
-	}
-	if len(fields) == 0 && len(wf.kvEvents) == 0 {
-		return nil, usageErrorf("give the worker as a JSON argument, @file, or flags (see -h)")
-	}
-	if _, ok := fields["worker_id"]; needID && !ok {
-		return nil, usageErrorf("--id is required in the flags form")
-	}
-	if len(wf.kvEvents) > 0 {
-		name, value, err := kvEventsField(wf.kvEvents)
-		if err != nil {
-			return nil, err
-		}
-		fields[name] = value
-	}
-	return json.Marshal(fields)
-}
-
-// fields returns the JSON fields of the scalar flags given.
-func (wf *workerFlags) fields() map[string]any {
-	fields := map[string]any{}
+func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error) {
+	var body api.WorkerPatch
+	given := map[string]bool{} // the field flags given
 	wf.fs.Visit(func(f *flag.Flag) {
-		if name, ok := workerFields[f.Name]; ok {
-			fields[name] = f.Value.(flag.Getter).Get()
+		if !isGlobal(f.Name) && f.Name != "kv-events" {
+			given[f.Name] = true
 		}
 	})
-	return fields
+	if len(pos) == 1 {
+		if len(given) > 0 || len(wf.kvEvents) > 0 {
+			return body, usageErrorf("give the worker as a JSON argument or as flags, not both")
+		}
+		return body, jsonArg(pos[0], &body)
+	}
+	if len(given) == 0 && len(wf.kvEvents) == 0 {
+		return body, usageErrorf("give the worker as a JSON argument, @file, or flags (see -h)")
+	}
+	if needID && !given["id"] {
+		return body, usageErrorf("--id is required in the flags form")
+	}
+	get := func(name string) any { return wf.fs.Lookup(name).Value.(flag.Getter).Get() }
+	str := func(name string) *string {
+		if !given[name] {
+			return nil
+		}
+		return api.Ptr(get(name).(string))
+	}
+	u32 := func(name string) *uint32 {
+		if !given[name] {
+			return nil
+		}
+		return api.Ptr(uint32(get(name).(uint)))
+	}
+	u64 := func(name string) *uint64 {
+		if !given[name] {
+			return nil
+		}
+		return api.Ptr(get(name).(uint64))
+	}
+	body = api.WorkerPatch{WorkerID: u64("id"), ModelName: str("model"), TenantID: str("tenant"), Endpoint: str("endpoint"),
+		BlockSize: u32("block-size"), DataParallelSize: u32("dp-size"), DataParallelStartRank: u32("dp-start"),
+		ReplayEndpoint: str("replay"), TotalKVBlocks: u64("total-kv-blocks"), MaxNumBatchedTokens: u64("max-batched-tokens")}
+	if len(wf.kvEvents) > 0 {
+		if err := kvEventsField(wf.kvEvents, &body); err != nil {
+			return body, err
+		}
+	}
+	return body, nil
 }
 
 // kvEventsField turns --kv-events values into kv_events_endpoint (one
 // endpoint) or kv_events_endpoints (rank=endpoint each).
-func kvEventsField(values []string) (string, any, error) {
+func kvEventsField(values []string, body *api.WorkerPatch) error {
 	if len(values) == 1 && !hasRank(values[0]) {
-		return "kv_events_endpoint", values[0], nil
+		body.KVEventsEndpoint = &values[0]
+		return nil
 	}
-	endpoints := map[string]string{}
+	endpoints := map[uint32]string{}
 	for _, v := range values {
 		rank, endpoint, _ := strings.Cut(v, "=")
 		if !hasRank(v) || endpoint == "" {
-			return "", nil, usageErrorf("--kv-events %q: with several ranks give rank=endpoint for each", v)
+			return usageErrorf("--kv-events %q: with several ranks give rank=endpoint for each", v)
 		}
-		if _, dup := endpoints[rank]; dup {
-			return "", nil, usageErrorf("--kv-events: rank %s given twice", rank)
+		r, _ := strconv.ParseUint(rank, 10, 32)
+		if _, dup := endpoints[uint32(r)]; dup {
+			return usageErrorf("--kv-events: rank %s given twice", rank)
 		}
-		endpoints[rank] = endpoint
+		endpoints[uint32(r)] = endpoint
 	}
-	return "kv_events_endpoints", endpoints, nil
+	body.KVEventsEndpoints = &endpoints
+	return nil
 }
 
 // hasRank reports whether v starts with "<rank>=".
@@ -322,20 +276,26 @@ func hasRank(v string) bool {
 	return err == nil
 }
 
-// jsonArg reads a JSON object given inline, as @file, or as @- (stdin).
-func jsonArg(arg string) ([]byte, error) {
+// jsonArg decodes a JSON object given inline, as @file, or as @- (stdin)
+// into v, refusing fields v does not have, as the server would.
+func jsonArg(arg string, v any) error {
 	data := []byte(arg)
 	if name, ok := strings.CutPrefix(arg, "@"); ok {
 		var err error
 		if data, err = readArgFile(name); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	data = bytes.TrimSpace(data)
 	if !json.Valid(data) || len(data) == 0 || data[0] != '{' {
-		return nil, usageErrorf("%s is not a JSON object", shorten(arg))
+		return usageErrorf("%s is not a JSON object", shorten(arg))
 	}
-	return data, nil
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return usageErrorf("%s: %s", shorten(arg), strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }
 
 func readArgFile(name string) ([]byte, error) {
@@ -351,23 +311,4 @@ func shorten(s string) string {
 		return strconv.Quote(s[:max] + "...")
 	}
 	return strconv.Quote(s)
-}
-
-// partitionQuery holds the model_name and tenant_id filters that are set.
-func partitionQuery(model, tenant string) url.Values {
-	q := url.Values{}
-	if model != "" {
-		q.Set("model_name", model)
-	}
-	if tenant != "" {
-		q.Set("tenant_id", tenant)
-	}
-	return q
-}
-
-func withEncodedQuery(path string, q url.Values) string {
-	if len(q) == 0 {
-		return path
-	}
-	return path + "?" + q.Encode()
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -60,9 +61,9 @@ func (c *controlAPI) handler() http.Handler {
 }
 
 func (c *controlAPI) listWorkers(w http.ResponseWriter, _ *http.Request) {
-	regs := make([]kvsim.Registration, 0, len(c.sim.Workers()))
+	regs := make([]api.WorkerPatch, 0, len(c.sim.Workers()))
 	for _, wk := range c.sim.Workers() {
-		regs = append(regs, wk.Registration())
+		regs = append(regs, wk.Registration().Body())
 	}
 	writeJSON(w, http.StatusOK, regs)
 }

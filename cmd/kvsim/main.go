@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -137,9 +138,8 @@ func printWorkers(w io.Writer, sim *kvsim.Sim) {
 	for _, wk := range sim.Workers() {
 		reg := wk.Registration()
 		ranks := make([]string, 0, reg.DataParallelSize)
-		for rank := range reg.DataParallelSize {
-			key := strconv.Itoa(reg.DataParallelStartRank + rank)
-			ranks = append(ranks, key+"="+reg.KVEventsEndpoints[key])
+		for rank := reg.DataParallelStartRank; rank < reg.DataParallelStartRank+max(reg.DataParallelSize, 1); rank++ {
+			ranks = append(ranks, strconv.FormatUint(uint64(rank), 10)+"="+reg.KVEventsEndpoints[rank])
 		}
 		fmt.Fprintf(w, "worker %d model=%s tenant=%s block_size=%d kv_events=%s replay=%s\n",
 			reg.WorkerID, reg.ModelName, reg.TenantID, reg.BlockSize, strings.Join(ranks, ","), reg.ReplayEndpoint)
@@ -174,8 +174,8 @@ func registerWithRetry(ctx context.Context, sim *kvsim.Sim, url string, log *slo
 		if err = sim.Register(ctx, url); err == nil {
 			return nil
 		}
-		var herr *kvsim.HTTPError
-		if errors.As(err, &herr) && herr.StatusCode < 500 {
+		var herr *client.Error
+		if errors.As(err, &herr) && herr.Status < 500 {
 			return err
 		}
 		if attempt == registerAttempts {

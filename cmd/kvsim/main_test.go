@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -360,10 +361,10 @@ func Test_Run(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var regs []kvsim.Registration
+	var regs []api.WorkerPatch
 	err = json.NewDecoder(resp.Body).Decode(&regs)
 	resp.Body.Close()
-	if err != nil || len(regs) != 2 || regs[1].WorkerID != 8 {
+	if err != nil || len(regs) != 2 || regs[1].WorkerID == nil || *regs[1].WorkerID != 8 {
 		t.Fatalf("GET /workers = %+v, %v", regs, err)
 	}
 

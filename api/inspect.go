@@ -1,0 +1,72 @@
+package api
+
+// Health answers GET /health.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// Ready answers GET /ready, with 200 when Ready and 503 otherwise.
+type Ready struct {
+	Ready              bool         `json:"ready"`
+	SchedulableWorkers int          `json:"schedulable_workers"`
+	Workers            []Worker     `json:"workers"`
+	Cluster            ReadyCluster `json:"cluster"`
+}
+
+// ReadyCluster is the node's place in the cluster, as /ready shows it.
+type ReadyCluster struct {
+	NodeID       string `json:"node_id"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	AppliedIndex uint64 `json:"applied_index"`
+	CatalogIndex uint64 `json:"catalog_index"`
+}
+
+// PartitionLoads is one partition of GET /loads.
+type PartitionLoads struct {
+	ModelName string     `json:"model_name"`
+	TenantID  string     `json:"tenant_id"`
+	Loads     []RankLoad `json:"loads"`
+}
+
+// RankLoad is one rank's active load.
+type RankLoad struct {
+	WorkerID            uint64  `json:"worker_id"`
+	DPRank              uint32  `json:"dp_rank"`
+	ActivePrefillTokens int64   `json:"active_prefill_tokens"`
+	ActiveDecodeBlocks  float64 `json:"active_decode_blocks"`
+	ActiveRequests      int     `json:"active_requests"`
+}
+
+// PotentialLoad is one row of POST /potential_loads: a rank's load if the
+// prompt were booked on it.
+type PotentialLoad struct {
+	WorkerID               uint64  `json:"worker_id"`
+	DPRank                 uint32  `json:"dp_rank"`
+	PotentialPrefillTokens int64   `json:"potential_prefill_tokens"`
+	PotentialDecodeBlocks  float64 `json:"potential_decode_blocks"`
+	ActiveRequests         int     `json:"active_requests"`
+}
+
+// OverlapScores answers POST /overlap_scores.
+type OverlapScores struct {
+	BlockSize uint32       `json:"block_size"`
+	NumBlocks int          `json:"num_blocks"`
+	Workers   []OverlapRow `json:"workers"`
+}
+
+// OverlapRow is one schedulable rank's tiered match, in blocks. As in
+// Dynamo the tiers are cumulative: HostPinnedBlocks counts the device
+// prefix plus the further blocks found on host, DiskBlocks adds the further
+// ones found on disk, so DeviceBlocks ≤ HostPinnedBlocks ≤ DiskBlocks. The
+// extension fields give the further blocks alone.
+type OverlapRow struct {
+	WorkerID                  uint64  `json:"worker_id"`
+	DPRank                    uint32  `json:"dp_rank"`
+	DeviceBlocks              uint32  `json:"device_blocks"`
+	HostPinnedBlocks          uint32  `json:"host_pinned_blocks"`
+	DiskBlocks                uint32  `json:"disk_blocks"`
+	HostPinnedExtensionBlocks uint32  `json:"host_pinned_extension_blocks"`
+	DiskExtensionBlocks       uint32  `json:"disk_extension_blocks"`
+	CreditBlocks              float64 `json:"credit_blocks"`
+}

@@ -1,0 +1,109 @@
+package api
+
+import (
+	"net/url"
+	"strconv"
+)
+
+// Headers of leader routing and session consistency.
+const (
+	// HeaderIndex carries a catalog index: on every catalog write answer
+	// (the Raft index the write was applied at) and catalog read answer
+	// (the index of the catalog read); on a request, the index the node
+	// must have applied before it answers (read-your-writes across
+	// nodes), like the body field min_catalog_index.
+	HeaderIndex = "X-Kvselect-Index"
+	// HeaderServedBy names the node that served a leader-only request.
+	HeaderServedBy = "X-Kvselect-Served-By"
+	// HeaderApplied is "false" on a forwarded write's answer when the
+	// follower that forwarded it had not applied the write itself within
+	// the bounded wait; absent otherwise.
+	HeaderApplied = "X-Kvselect-Applied"
+	// HeaderForwardedBy marks a request a follower forwarded to the
+	// leader; its receiver never forwards it again, so two nodes with
+	// stale views of the leader cannot bounce a request between them.
+	HeaderForwardedBy = "X-Kvselect-Forwarded-By"
+)
+
+// Query parameters.
+const (
+	// QueryConsistency selects a catalog read's consistency:
+	// ConsistencyLocal (default) or ConsistencyLinearizable.
+	QueryConsistency = "consistency"
+	// QueryRedirect "true" asks a follower to answer a leader-only request
+	// with 307 to the leader instead of forwarding it.
+	QueryRedirect   = "redirect"
+	QueryModelName  = "model_name"
+	QueryTenantID   = "tenant_id"
+	QueryWorkerID   = "worker_id"
+	QueryCursor     = "cursor"
+	QueryLimit      = "limit"
+	RedirectEnabled = "true"
+)
+
+// Consistency levels of catalog reads.
+const (
+	ConsistencyLocal        = "local"
+	ConsistencyLinearizable = "linearizable"
+)
+
+// Paths of every route. Templates hold {id}; the functions below fill it.
+const (
+	PathHealth           = "/health"
+	PathReady            = "/ready"
+	PathMetrics          = "/metrics"
+	PathOpenAPI          = "/openapi.json"
+	PathWorkers          = "/workers"
+	PathWorker           = "/workers/{id}"
+	PathSelect           = "/select"
+	PathSelectAndReserve = "/select_and_reserve"
+	PathReservations     = "/reservations"
+	PathReservation      = "/reservations/{id}"
+	PathPrefillComplete  = "/reservations/{id}/prefill_complete"
+	PathOutputBlock      = "/reservations/{id}/output_block"
+	PathLoads            = "/loads"
+	PathPotentialLoads   = "/potential_loads"
+	PathOverlapScores    = "/overlap_scores"
+	PathDump             = "/dump"
+	PathClusterStatus    = "/cluster/status"
+	PathClusterJoin      = "/cluster/join"
+	PathClusterRemove    = "/cluster/remove"
+	PathClusterStepDown  = "/cluster/stepdown"
+	PathClusterMetadata  = "/cluster/metadata"
+)
+
+// WorkerPath is PathWorker for one worker id.
+func WorkerPath(id uint64) string { return PathWorkers + "/" + strconv.FormatUint(id, 10) }
+
+// ReservationPath is PathReservation for one reservation id.
+func ReservationPath(id string) string { return PathReservations + "/" + url.PathEscape(id) }
+
+// PrefillCompletePath is PathPrefillComplete for one reservation id.
+func PrefillCompletePath(id string) string { return ReservationPath(id) + "/prefill_complete" }
+
+// OutputBlockPath is PathOutputBlock for one reservation id.
+func OutputBlockPath(id string) string { return ReservationPath(id) + "/output_block" }
+
+// Limits both ends check (SPEC §3, §11).
+const (
+	// MaxBodyBytes bounds a request body (413 past it).
+	MaxBodyBytes = 8 << 20
+	// MaxHashes bounds the hashes or token ids of one request.
+	MaxHashes = 1 << 20
+	// MaxISLTokens bounds isl_tokens.
+	MaxISLTokens = 1 << 32
+	// MaxIDLen bounds reservation and selection ids.
+	MaxIDLen = 256
+	// MaxNameLen bounds model_name, tenant_id, endpoints and node ids.
+	MaxNameLen = 1024
+	// DefaultScope is the model_name and tenant_id of a request that
+	// omits them.
+	DefaultScope = "default"
+	// DefaultReservationsLimit and MaxReservationsLimit bound a page of
+	// GET /reservations.
+	DefaultReservationsLimit = 100
+	MaxReservationsLimit     = 1000
+)
+
+// Ptr returns a pointer to v, for the optional fields of request bodies.
+func Ptr[T any](v T) *T { return &v }

@@ -1,0 +1,142 @@
+package api
+
+// Lifecycle values of a worker record (SPEC §3.1).
+const (
+	LifecycleSchedulable = "schedulable"
+	LifecycleIncomplete  = "incomplete"
+)
+
+// WorkerPatch is the body of PATCH /workers/{id}, and of POST /workers,
+// where worker_id is required and the fields left out take their defaults
+// (model_name and tenant_id "default", data_parallel_size 1). In a patch,
+// an absent (nil) field keeps its value; for the optional fields an empty
+// string or 0 clears it. Go callers registering a worker may find
+// WorkerSpec easier to write.
+type WorkerPatch struct {
+	// WorkerID is required by POST; in a PATCH it may be given only
+	// with the id of the path.
+	WorkerID              *uint64 `json:"worker_id,omitempty"`
+	ModelName             *string `json:"model_name,omitempty"`
+	TenantID              *string `json:"tenant_id,omitempty"`
+	Endpoint              *string `json:"endpoint,omitempty"`
+	BlockSize             *uint32 `json:"block_size,omitempty"`
+	DataParallelStartRank *uint32 `json:"data_parallel_start_rank,omitempty"`
+	DataParallelSize      *uint32 `json:"data_parallel_size,omitempty"`
+	// KVEventsEndpoints maps each global dp rank to the ZMQ endpoint
+	// publishing its KV events; it replaces the whole map.
+	KVEventsEndpoints *map[uint32]string `json:"kv_events_endpoints,omitempty"`
+	// KVEventsEndpoint is the one-rank form: the map becomes this single
+	// endpoint for the (possibly patched) start rank.
+	KVEventsEndpoint    *string `json:"kv_events_endpoint,omitempty"`
+	ReplayEndpoint      *string `json:"replay_endpoint,omitempty"`
+	TotalKVBlocks       *uint64 `json:"total_kv_blocks,omitempty"`
+	MaxNumBatchedTokens *uint64 `json:"max_num_batched_tokens,omitempty"`
+}
+
+// WorkerSpec is a worker registration as a Go caller writes it: zero
+// values mean "the default". Body turns it into the POST /workers body.
+type WorkerSpec struct {
+	WorkerID              uint64
+	ModelName             string
+	TenantID              string
+	Endpoint              string
+	BlockSize             uint32
+	DataParallelStartRank uint32
+	DataParallelSize      uint32 // 0 means 1
+	KVEventsEndpoints     map[uint32]string
+	ReplayEndpoint        string
+	TotalKVBlocks         uint64
+	MaxNumBatchedTokens   uint64
+}
+
+// Body is the registration as the wire body: worker_id always, every
+// other field only when it is not zero.
+func (s WorkerSpec) Body() WorkerPatch {
+	p := WorkerPatch{WorkerID: Ptr(s.WorkerID)}
+	setNonZero(&p.ModelName, s.ModelName)
+	setNonZero(&p.TenantID, s.TenantID)
+	setNonZero(&p.Endpoint, s.Endpoint)
+	setNonZero(&p.BlockSize, s.BlockSize)
+	setNonZero(&p.DataParallelStartRank, s.DataParallelStartRank)
+	setNonZero(&p.DataParallelSize, s.DataParallelSize)
+	setNonZero(&p.ReplayEndpoint, s.ReplayEndpoint)
+	setNonZero(&p.TotalKVBlocks, s.TotalKVBlocks)
+	setNonZero(&p.MaxNumBatchedTokens, s.MaxNumBatchedTokens)
+	if len(s.KVEventsEndpoints) > 0 {
+		eps := make(map[uint32]string, len(s.KVEventsEndpoints))
+		for r, ep := range s.KVEventsEndpoints {
+			eps[r] = ep
+		}
+		p.KVEventsEndpoints = &eps
+	}
+	return p
+}
+
+func setNonZero[T comparable](dst **T, v T) {
+	var zero T
+	if v != zero {
+		*dst = &v
+	}
+}
+
+// Worker is a catalog record as reads show it (GET /workers, /ready).
+type Worker struct {
+	WorkerID              uint64            `json:"worker_id"`
+	ModelName             string            `json:"model_name"`
+	TenantID              string            `json:"tenant_id"`
+	Endpoint              string            `json:"endpoint"`
+	BlockSize             uint32            `json:"block_size"`
+	DataParallelStartRank uint32            `json:"data_parallel_start_rank"`
+	DataParallelSize      uint32            `json:"data_parallel_size"`
+	KVEventsEndpoints     map[uint32]string `json:"kv_events_endpoints"`
+	ReplayEndpoint        string            `json:"replay_endpoint,omitempty"`
+	TotalKVBlocks         uint64            `json:"total_kv_blocks,omitempty"`
+	MaxNumBatchedTokens   uint64            `json:"max_num_batched_tokens,omitempty"`
+	// CreateIndex is the Raft index that first inserted this worker id;
+	// ModifyIndex the one that last changed it; BlockSizeIndex the one at
+	// which its current block size was set.
+	CreateIndex    uint64 `json:"create_index"`
+	ModifyIndex    uint64 `json:"modify_index"`
+	BlockSizeIndex uint64 `json:"block_size_index"`
+	// Lifecycle is LifecycleSchedulable or LifecycleIncomplete, a pure
+	// function of the catalog; NotSchedulableReasons says why a worker is
+	// incomplete.
+	Lifecycle             string   `json:"lifecycle"`
+	NotSchedulableReasons []string `json:"not_schedulable_reasons,omitempty"`
+	// Listeners is this node's KV event listener per dp rank: local
+	// state, absent from write answers and for workers without listeners.
+	Listeners map[uint32]ListenerStatus `json:"listeners,omitempty"`
+}
+
+// Schedulable reports whether the record may be selected.
+func (w *Worker) Schedulable() bool { return w.Lifecycle == LifecycleSchedulable }
+
+// WorkerWritten answers a catalog write: the record after the write (the
+// removed one for DELETE) and the Raft index the write was applied at.
+type WorkerWritten struct {
+	Worker
+	CatalogIndex uint64 `json:"catalog_index"`
+}
+
+// States of a KV event listener.
+const (
+	ListenerConnecting = "connecting"
+	ListenerActive     = "active"
+	ListenerFailed     = "failed"
+)
+
+// ListenerStatus is one rank's KV event listener on the node that answers.
+type ListenerStatus struct {
+	State            string `json:"state"`
+	LastError        string `json:"last_error,omitempty"`
+	Endpoint         string `json:"endpoint"`
+	ReplayEndpoint   string `json:"replay_endpoint,omitempty"`
+	LastSeq          uint64 `json:"last_seq"`
+	Messages         uint64 `json:"messages"`
+	Gaps             uint64 `json:"gaps"`
+	LostMessages     uint64 `json:"lost_messages"`
+	Restarts         uint64 `json:"restarts"`
+	ReplayFailures   uint64 `json:"replay_failures"`
+	DroppedFrames    uint64 `json:"dropped_frames"`
+	DroppedMalformed uint64 `json:"dropped_malformed"`
+}

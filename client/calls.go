@@ -1,0 +1,268 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/kvselect/kvselect/api"
+)
+
+// send marshals body (when not nil) into the call and runs it.
+func (c *Client) send(ctx context.Context, cl call, body, out any) error {
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("client: encoding the %s %s body: %w", cl.method, cl.path, err)
+		}
+		cl.body = raw
+	}
+	return c.do(ctx, cl, out)
+}
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// Health is GET /health.
+func (c *Client) Health(ctx context.Context) (*api.Health, error) {
+	var out api.Health
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathHealth, kind: read}, nil, &out)
+}
+
+// Ready is GET /ready. A node that is not ready answers 503 with the same
+// body; that is not an error: the result's Ready is false.
+func (c *Client) Ready(ctx context.Context) (*api.Ready, error) {
+	var out api.Ready
+	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReady, kind: read, accept: accept}, nil, &out)
+}
+
+// Metrics is GET /metrics, in Prometheus' text format.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	var info ResponseInfo
+	err := c.do(WithResponseInfo(ctx, &info), call{method: http.MethodGet, path: api.PathMetrics, kind: read}, nil)
+	return string(info.Body), err
+}
+
+// OpenAPI is GET /openapi.json, the API's description.
+func (c *Client) OpenAPI(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.send(ctx, call{method: http.MethodGet, path: api.PathOpenAPI, kind: read}, nil, &out)
+}
+
+// RegisterWorker registers a worker, or replaces the record of its id
+// (POST /workers).
+func (c *Client) RegisterWorker(ctx context.Context, spec api.WorkerSpec) (*api.WorkerWritten, error) {
+	return c.UpsertWorker(ctx, spec.Body())
+}
+
+// UpsertWorker is POST /workers with the body as given; WorkerID is
+// required.
+func (c *Client) UpsertWorker(ctx context.Context, body api.WorkerPatch) (*api.WorkerWritten, error) {
+	var out api.WorkerWritten
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathWorkers, kind: write}, body, &out)
+}
+
+// PatchWorker changes the given fields of a worker (PATCH /workers/{id}).
+func (c *Client) PatchWorker(ctx context.Context, id uint64, patch api.WorkerPatch) (*api.WorkerWritten, error) {
+	var out api.WorkerWritten
+	return &out, c.send(ctx, call{method: http.MethodPatch, path: api.WorkerPath(id), kind: write}, patch, &out)
+}
+
+// DeleteWorker removes a worker and returns its last record (DELETE
+// /workers/{id}).
+func (c *Client) DeleteWorker(ctx context.Context, id uint64) (*api.WorkerWritten, error) {
+	var out api.WorkerWritten
+	return &out, c.send(ctx, call{method: http.MethodDelete, path: api.WorkerPath(id), kind: write}, nil, &out)
+}
+
+// WorkersOptions filters and qualifies a catalog read.
+type WorkersOptions struct {
+	ModelName, TenantID string
+	// Linearizable reads on the leader after it confirms its leadership,
+	// instead of the home node's catalog (which still reflects this
+	// client's own writes).
+	Linearizable bool
+}
+
+// Workers lists the catalog (GET /workers).
+func (c *Client) Workers(ctx context.Context, opts WorkersOptions) ([]api.Worker, error) {
+	q := url.Values{}
+	if opts.ModelName != "" {
+		q.Set(api.QueryModelName, opts.ModelName)
+	}
+	if opts.TenantID != "" {
+		q.Set(api.QueryTenantID, opts.TenantID)
+	}
+	var out []api.Worker
+	return out, c.send(ctx, catalogRead(api.PathWorkers, q, opts.Linearizable), nil, &out)
+}
+
+// Worker reads one catalog record (GET /workers/{id}).
+func (c *Client) Worker(ctx context.Context, id uint64, linearizable bool) (*api.Worker, error) {
+	var out api.Worker
+	return &out, c.send(ctx, catalogRead(api.WorkerPath(id), url.Values{}, linearizable), nil, &out)
+}
+
+func catalogRead(path string, q url.Values, linearizable bool) call {
+	cl := call{method: http.MethodGet, kind: read, session: true}
+	if linearizable {
+		q.Set(api.QueryConsistency, api.ConsistencyLinearizable)
+		cl.kind, cl.session = leaderRead, false
+	}
+	cl.path = withQuery(path, q)
+	return cl
+}
+
+// Select chooses a worker rank for a prompt and books nothing (POST
+// /select). With a SelectionID the node remembers the choice for
+// ReserveSelection.
+func (c *Client) Select(ctx context.Context, req api.SelectRequest) (*api.Selection, error) {
+	if req.ReservationID != "" {
+		return nil, fmt.Errorf("client: Select books nothing; use SelectAndReserve to book under reservation_id %q", req.ReservationID)
+	}
+	var out api.Selection
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathSelect, kind: read, session: true}, req, &out)
+}
+
+// SelectAndReserve chooses and books atomically on the home node (POST
+// /select_and_reserve); without a ReservationID the node generates one.
+func (c *Client) SelectAndReserve(ctx context.Context, req api.SelectRequest) (*api.Selection, error) {
+	var out api.Selection
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathSelectAndReserve, kind: booking, session: true}, req, &out)
+}
+
+// Reserve books a request on a worker rank chosen elsewhere (POST
+// /reservations): Ray's select-then-reserve.
+func (c *Client) Reserve(ctx context.Context, req api.ReserveRequest) (*api.Reservation, error) {
+	var out api.Reservation
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathReservations, kind: booking, session: true}, req, &out)
+}
+
+// ReserveSelection books exactly the choice a Select with selectionID
+// made on the home node, under reservationID.
+func (c *Client) ReserveSelection(ctx context.Context, reservationID, selectionID string) (*api.Reservation, error) {
+	return c.Reserve(ctx, api.ReserveRequest{ReservationID: api.ID(reservationID), SelectionID: api.ID(selectionID)})
+}
+
+// PrefillComplete clears a booking's prefill load (POST
+// /reservations/{id}/prefill_complete); repeating it is a no-op.
+func (c *Client) PrefillComplete(ctx context.Context, id string) error {
+	return c.send(ctx, call{method: http.MethodPost, path: api.PrefillCompletePath(id), kind: booking}, nil, nil)
+}
+
+// OutputBlock adds one output block to a booking's decode load (POST
+// /reservations/{id}/output_block); decay, when not nil, is in [0, 1].
+func (c *Client) OutputBlock(ctx context.Context, id string, decay *float64) error {
+	var body any
+	if decay != nil {
+		body = api.OutputBlockRequest{DecayFraction: decay}
+	}
+	return c.send(ctx, call{method: http.MethodPost, path: api.OutputBlockPath(id), kind: booking}, body, nil)
+}
+
+// Free ends a booking (DELETE /reservations/{id}).
+func (c *Client) Free(ctx context.Context, id string) error {
+	return c.send(ctx, call{method: http.MethodDelete, path: api.ReservationPath(id), kind: booking}, nil, nil)
+}
+
+// Reservations lists the home node's bookings, one page at a time (GET
+// /reservations); pass the page's NextCursor as q.Cursor for the next.
+func (c *Client) Reservations(ctx context.Context, q api.ReservationsQuery) (*api.ReservationPage, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{api.QueryModelName: q.ModelName, api.QueryTenantID: q.TenantID, api.QueryCursor: q.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.WorkerID != nil {
+		v.Set(api.QueryWorkerID, strconv.FormatUint(*q.WorkerID, 10))
+	}
+	if q.Limit > 0 {
+		v.Set(api.QueryLimit, strconv.Itoa(q.Limit))
+	}
+	var out api.ReservationPage
+	return &out, c.send(ctx, call{method: http.MethodGet, path: withQuery(api.PathReservations, v), kind: read}, nil, &out)
+}
+
+// Reservation shows one booking of the home node (GET
+// /reservations/{id}).
+func (c *Client) Reservation(ctx context.Context, id string) (*api.ReservationInfo, error) {
+	var out api.ReservationInfo
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.ReservationPath(id), kind: read}, nil, &out)
+}
+
+// Loads is the home node's active load per rank (GET /loads); empty
+// filters do not filter.
+func (c *Client) Loads(ctx context.Context, model, tenant string) ([]api.PartitionLoads, error) {
+	q := url.Values{}
+	if model != "" {
+		q.Set(api.QueryModelName, model)
+	}
+	if tenant != "" {
+		q.Set(api.QueryTenantID, tenant)
+	}
+	var out []api.PartitionLoads
+	return out, c.send(ctx, call{method: http.MethodGet, path: withQuery(api.PathLoads, q), kind: read}, nil, &out)
+}
+
+// PotentialLoads projects every schedulable rank's load if the prompt were
+// booked on it (POST /potential_loads).
+func (c *Client) PotentialLoads(ctx context.Context, prompt api.Prompt) ([]api.PotentialLoad, error) {
+	var out []api.PotentialLoad
+	return out, c.send(ctx, call{method: http.MethodPost, path: api.PathPotentialLoads, kind: read, session: true}, prompt, &out)
+}
+
+// OverlapScores reports every schedulable rank's tiered match for the
+// prompt (POST /overlap_scores).
+func (c *Client) OverlapScores(ctx context.Context, prompt api.Prompt) (*api.OverlapScores, error) {
+	var out api.OverlapScores
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathOverlapScores, kind: read, session: true}, prompt, &out)
+}
+
+// Dump is the home node's index snapshot (GET /dump).
+func (c *Client) Dump(ctx context.Context) (api.Dump, error) {
+	var out api.Dump
+	return out, c.send(ctx, call{method: http.MethodGet, path: api.PathDump, kind: read}, nil, &out)
+}
+
+// ClusterStatus is the home node's view of the cluster (GET
+// /cluster/status).
+func (c *Client) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathClusterStatus, kind: read}, nil, &out)
+}
+
+// Join asks the cluster to admit a member (POST /cluster/join).
+func (c *Client) Join(ctx context.Context, req api.JoinRequest) (*api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterJoin, kind: write}, req, &out)
+}
+
+// Remove removes a member (POST /cluster/remove); removing an absent id is
+// a no-op.
+func (c *Client) Remove(ctx context.Context, id string) (*api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterRemove, kind: write}, api.RemoveRequest{ID: id}, &out)
+}
+
+// StepDown hands leadership to another voter (POST /cluster/stepdown). It
+// is not retried once it may have acted: a second step-down would move
+// leadership again.
+func (c *Client) StepDown(ctx context.Context) (*api.ClusterStatus, error) {
+	var out api.ClusterStatus
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterStepDown, kind: writeOnce}, nil, &out)
+}
+
+// SetMetadata publishes a member's addresses (POST /cluster/metadata).
+func (c *Client) SetMetadata(ctx context.Context, meta api.NodeMeta) (*api.NodeMeta, error) {
+	var out api.NodeMeta
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterMetadata, kind: write}, meta, &out)
+}

@@ -1,0 +1,354 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+)
+
+func mustClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Test_WriteRouting checks where a catalog write lands, given which nodes
+// are up and what they answer.
+func Test_WriteRouting(t *testing.T) {
+	spec := api.WorkerSpec{WorkerID: 7, Endpoint: "http://w7:8000", BlockSize: 16}
+	const wantBody = `{"worker_id":7,"endpoint":"http://w7:8000","block_size":16}`
+	tests := []struct {
+		name string
+		// setup wires nodes a and b and returns Config.Addrs.
+		setup func(t *testing.T, a, b *fakeNode) []string
+		// tries is how many times each node gets the write.
+		triesA, triesB int
+		servedBy       string
+	}{
+		{
+			name: "the home node takes it (it forwards to the leader itself)",
+			setup: func(t *testing.T, a, b *fakeNode) []string {
+				a.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c")
+				return []string{a.URL, b.URL}
+			},
+			triesA: 1, servedBy: "c",
+		},
+		{
+			name: "home knows no leader: the client finds it and writes there",
+			setup: func(t *testing.T, a, b *fakeNode) []string {
+				a.answer("POST /workers", http.StatusServiceUnavailable, api.Error{Message: "no leader", Code: api.CodeNoLeader})
+				a.status("a", api.StateFollower, "b", b.host())
+				b.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
+				return []string{a.URL}
+			},
+			triesA: 1, triesB: 1, servedBy: "b",
+		},
+		{
+			name: "home unreachable: the next address takes it",
+			setup: func(t *testing.T, a, b *fakeNode) []string {
+				b.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
+				return []string{deadAddr(t), b.URL}
+			},
+			triesB: 1, servedBy: "b",
+		},
+		{
+			name: "the leader's address cannot be dialled: back through home, which now forwards",
+			setup: func(t *testing.T, a, b *fakeNode) []string {
+				a.answers("POST /workers", apiError(api.CodeNotLeader, "leader is c"),
+					ok(http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c"))
+				a.status("a", api.StateFollower, "c", deadAddr(t))
+				return []string{a.URL}
+			},
+			triesA: 2, servedBy: "c",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := newFakeNode(t), newFakeNode(t)
+			c := mustClient(t, Config{Addrs: tt.setup(t, a, b), Token: "s3cret"})
+			var info ResponseInfo
+			w, err := c.RegisterWorker(WithResponseInfo(ctxFor(t), &info), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.WorkerID != 7 || w.CatalogIndex != 12 || info.ServedBy != tt.servedBy || info.CatalogIndex != 12 {
+				t.Fatalf("answer %+v, info %+v", w, info)
+			}
+			for name, n := range map[string]*fakeNode{"a": a, "b": b} {
+				want := map[string]int{"a": tt.triesA, "b": tt.triesB}[name]
+				got := n.requests("POST /workers")
+				if len(got) != want {
+					t.Fatalf("node %s got the write %d times, want %d", name, len(got), want)
+				}
+				for _, g := range got {
+					if g.body != wantBody || g.auth != "Bearer s3cret" {
+						t.Fatalf("node %s got %+v", name, g)
+					}
+				}
+			}
+			if c.CatalogIndex() != 12 {
+				t.Fatalf("session index %d, want 12", c.CatalogIndex())
+			}
+		})
+	}
+}
+
+// Test_Retries checks which answers a call is sent again after: only those
+// that prove nothing happened, and for idempotent catalog writes an
+// unknown outcome.
+func Test_Retries(t *testing.T) {
+	deleted := ok(http.StatusOK, storedWorker)
+	tests := []struct {
+		name      string
+		route     string
+		seq       []func(http.ResponseWriter, *http.Request)
+		call      func(ctx context.Context, c *Client) error
+		retryFor  time.Duration
+		wantTries int
+		wantCode  api.Code // "" for success
+		wantAfter bool     // Error.AfterUnknownOutcome
+	}{
+		{"not_leader, then success", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNotLeader, "x"), deleted},
+			deleteWorker7, 0, 2, "", false},
+		{"no_leader twice, then success", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNoLeader, "x"), apiError(api.CodeNoLeader, "x"), deleted},
+			deleteWorker7, 0, 3, "", false},
+		{"unknown outcome of an idempotent write: sent again", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "leader lost"), deleted},
+			deleteWorker7, 0, 2, "", false},
+		{"unknown outcome, then gone: reported as such", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "leader lost"), apiError(api.CodeNotFound, "worker not found: 7")},
+			deleteWorker7, 0, 2, api.CodeNotFound, true},
+		{"lost answer of an idempotent write: sent again", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){hangUp, deleted},
+			deleteWorker7, 0, 2, "", false},
+		{"a verdict is final", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeConflict, "no")},
+			deleteWorker7, 0, 1, api.CodeConflict, false},
+		{"gives up after RetryTimeout", "DELETE /workers/7",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNotLeader, "x")},
+			deleteWorker7, 200 * time.Millisecond, 0, api.CodeNotLeader, false},
+		{"step down: an unknown outcome is not retried", "POST /cluster/stepdown",
+			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "x"), ok(http.StatusOK, api.ClusterStatus{})},
+			func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx); return err }, 0, 1, api.CodeUnknownOutcome, false},
+		{"step down: a lost answer is not retried", "POST /cluster/stepdown",
+			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, api.ClusterStatus{})},
+			func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx); return err }, 0, 1, "", false},
+		{"a booking whose answer was lost is not sent again", "POST /select_and_reserve",
+			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, api.Selection{})},
+			func(ctx context.Context, c *Client) error {
+				_, err := c.SelectAndReserve(ctx, api.SelectRequest{ReservationID: "r1"})
+				return err
+			}, 0, 1, "", false},
+		{"a read whose answer was lost is sent again", "GET /loads",
+			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, []api.PartitionLoads{})},
+			func(ctx context.Context, c *Client) error { _, err := c.Loads(ctx, "", ""); return err }, 0, 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newFakeNode(t)
+			n.status("a", api.StateLeader, "a", n.host())
+			n.answers(tt.route, tt.seq...)
+			// The same node twice: a read that moves on lands on it again.
+			c := mustClient(t, Config{Addrs: []string{n.URL, n.URL}, RetryTimeout: tt.retryFor})
+			err := tt.call(ctxFor(t), c)
+			var e *Error
+			switch {
+			case tt.wantCode == "" && tt.name == "step down: a lost answer is not retried":
+				if err == nil || CodeOf(err) != "" || !strings.Contains(err.Error(), "may or may not have taken effect") {
+					t.Fatalf("error %v, want a transport error saying the outcome is unknown", err)
+				}
+			case tt.wantCode == "" && tt.name == "a booking whose answer was lost is not sent again":
+				if err == nil {
+					t.Fatal("a lost booking answer was reported as success")
+				}
+			case tt.wantCode == "":
+				if err != nil {
+					t.Fatalf("error %v", err)
+				}
+			case !errors.As(err, &e) || e.Code != tt.wantCode || e.AfterUnknownOutcome != tt.wantAfter:
+				t.Fatalf("error %#v, want code %s (after unknown %v)", err, tt.wantCode, tt.wantAfter)
+			}
+			got := len(n.requests(tt.route))
+			switch {
+			case tt.wantTries > 0 && got != tt.wantTries:
+				t.Fatalf("%d tries, want %d", got, tt.wantTries)
+			case tt.wantTries == 0 && got < 2:
+				t.Fatalf("%d tries, want several", got)
+			}
+		})
+	}
+}
+
+func deleteWorker7(ctx context.Context, c *Client) error {
+	_, err := c.DeleteWorker(ctx, 7)
+	return err
+}
+
+// Test_RedirectChain checks that 307s are followed with the method, body
+// and token, at most maxRedirects times.
+func Test_RedirectChain(t *testing.T) {
+	for _, hops := range []int{1, maxRedirects, maxRedirects + 1} {
+		n := newFakeNode(t)
+		n.mux.HandleFunc("PATCH /workers/{id}", func(w http.ResponseWriter, r *http.Request) {
+			if hop := len(n.requests("PATCH /workers/7")); hop <= hops {
+				// A relative Location, as a proxy might send.
+				http.Redirect(w, r, "/workers/7?hop="+string(rune('0'+hop)), http.StatusTemporaryRedirect)
+				return
+			}
+			writeJSON(w, http.StatusOK, storedWorker)
+		})
+		c := mustClient(t, Config{Addrs: []string{n.URL}, Token: "tok", Pinned: true})
+		_, err := c.PatchWorker(ctxFor(t), 7, api.WorkerPatch{Endpoint: api.Ptr("x")})
+		if wantErr := hops > maxRedirects; (err != nil) != wantErr || wantErr && !strings.Contains(err.Error(), "stopped after 5 redirects") {
+			t.Fatalf("%d hops: error %v", hops, err)
+		}
+		for _, g := range n.requests("PATCH /workers/7") {
+			if g.body != `{"endpoint":"x"}` || g.auth != "Bearer tok" {
+				t.Fatalf("hop lost the body or token: %+v", g)
+			}
+		}
+	}
+}
+
+// Test_HomeNode checks node affinity: reads and bookings go to the first
+// node that answers, skip dead addresses, never ask for the leader, and
+// stay on the node found.
+func Test_HomeNode(t *testing.T) {
+	a, b := newFakeNode(t), newFakeNode(t)
+	for _, n := range []*fakeNode{a, b} {
+		n.answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
+		n.answer("POST /select", http.StatusOK, api.Selection{WorkerID: 1})
+	}
+	c := mustClient(t, Config{Addrs: []string{deadAddr(t), a.host(), b.URL}})
+	ctx := ctxFor(t)
+	if _, err := c.Loads(ctx, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Select(ctx, api.SelectRequest{Prompt: api.Prompt{TokenIDs: api.TokenIDs{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Home() != a.URL || len(a.requests("GET /loads")) != 1 || len(a.requests("POST /select")) != 1 ||
+		len(b.got) != 0 || len(a.requests("GET /cluster/status")) != 0 {
+		t.Fatalf("home %s; a got %+v, b got %+v", c.Home(), a.got, b.got)
+	}
+}
+
+// Test_SessionConsistency: the highest catalog index any answer carried is
+// sent with every selection and catalog read, never lowered.
+func Test_SessionConsistency(t *testing.T) {
+	n := newFakeNode(t)
+	n.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12")
+	n.answer("POST /select", http.StatusOK, api.Selection{})
+	n.answer("POST /reservations", http.StatusCreated, api.Reservation{})
+	n.answer("GET /workers", http.StatusOK, []api.Worker{}, api.HeaderIndex, "9")
+	n.answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
+	c := mustClient(t, Config{Addrs: []string{n.URL}})
+	ctx := ctxFor(t)
+	if _, err := c.Select(ctx, api.SelectRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterWorker(ctx, api.WorkerSpec{WorkerID: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []func() error{
+		func() error { _, err := c.Select(ctx, api.SelectRequest{}); return err },
+		func() error { _, err := c.Reserve(ctx, api.ReserveRequest{ReservationID: "r"}); return err },
+		func() error { _, err := c.Workers(ctx, WorkersOptions{}); return err },
+		func() error { _, err := c.Loads(ctx, "", ""); return err },
+	} {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.ObserveCatalogIndex(5) // lower: ignored
+	if _, err := c.Select(ctx, api.SelectRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveCatalogIndex(40)
+	if _, err := c.Select(ctx, api.SelectRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var idx []string
+	for _, g := range n.got {
+		idx = append(idx, g.route()+"="+g.index)
+	}
+	want := "POST /select= POST /workers= POST /select=12 POST /reservations=12 GET /workers=12 GET /loads= POST /select=12 POST /select=40"
+	if strings.Join(idx, " ") != want {
+		t.Fatalf("indexes sent:\n%s\nwant\n%s", strings.Join(idx, " "), want)
+	}
+}
+
+// Test_ErrorBodies: both error shapes decode to a code, and a body that is
+// not JSON keeps the status's text.
+func Test_ErrorBodies(t *testing.T) {
+	n := newFakeNode(t)
+	n.answer("POST /select", http.StatusServiceUnavailable, api.Busy{Message: api.BusyMessage, Type: api.BusyType, Code: 503})
+	n.mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) })
+	n.answer("GET /ready", http.StatusServiceUnavailable, api.Ready{Ready: false, Workers: []api.Worker{}})
+	c := mustClient(t, Config{Addrs: []string{n.URL}})
+	ctx := ctxFor(t)
+	_, err := c.Select(ctx, api.SelectRequest{})
+	if e := (*Error)(nil); !errors.As(err, &e) || e.Code != api.CodeOverloaded || e.Message != api.BusyMessage || e.Status != 503 {
+		t.Fatalf("busy: %v", err)
+	}
+	if _, err := c.Loads(ctx, "", ""); CodeOf(err) != "bad_gateway" || !strings.Contains(err.Error(), "bad gateway (HTTP 502)") {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if r, err := c.Ready(ctx); err != nil || r.Ready {
+		t.Fatalf("ready 503 = %+v, %v; want not ready, no error", r, err)
+	}
+	if _, err := c.Select(ctx, api.SelectRequest{ReservationID: "r"}); err == nil || CodeOf(err) != "" {
+		t.Fatalf("Select with a reservation id: %v", err)
+	}
+}
+
+// Test_Pinned: a pinned client tries its one address once.
+func Test_Pinned(t *testing.T) {
+	n := newFakeNode(t)
+	n.answer("POST /cluster/join", http.StatusServiceUnavailable, api.Error{Message: "x", Code: api.CodeNotLeader})
+	n.status("a", api.StateFollower, "b", "127.0.0.1:1")
+	c := mustClient(t, Config{Addrs: []string{n.URL}, Pinned: true})
+	if _, err := c.Join(ctxFor(t), api.JoinRequest{ID: "n4"}); CodeOf(err) != api.CodeNotLeader {
+		t.Fatalf("join: %v", err)
+	}
+	if len(n.requests("POST /cluster/join")) != 1 || len(n.requests("GET /cluster/status")) != 0 {
+		t.Fatalf("pinned client retried or looked for the leader: %+v", n.got)
+	}
+}
+
+func Test_New(t *testing.T) {
+	tests := []struct {
+		addrs   []string
+		want    string
+		wantErr bool
+	}{
+		{addrs: []string{"127.0.0.1:8092"}, want: "http://127.0.0.1:8092"},
+		{addrs: []string{" n1:1", " http://n2:2/ ", "https://n3"}, want: "http://n1:1 http://n2:2 https://n3"},
+		{addrs: nil, wantErr: true},
+		{addrs: []string{" ", ""}, wantErr: true},
+		{addrs: []string{"http://"}, wantErr: true},
+		{addrs: []string{"ftp://x:1"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		c, err := New(Config{Addrs: tt.addrs})
+		if (err != nil) != tt.wantErr || err == nil && strings.Join(c.addrs, " ") != tt.want {
+			t.Errorf("New(%q) = %v, %v", tt.addrs, c, err)
+		}
+	}
+}

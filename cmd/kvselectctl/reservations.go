@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+func reservationsListCmd(e *env, args []string) error {
+	fs := e.flags()
+	var q api.ReservationsQuery
+	fs.StringVar(&q.ModelName, "model", "", "only bookings of this model_name")
+	fs.StringVar(&q.TenantID, "tenant", "", "only bookings of this tenant_id")
+	worker := fs.Uint64("worker", 0, "only bookings on this worker_id")
+	fs.IntVar(&q.Limit, "limit", api.DefaultReservationsLimit, "bookings per page")
+	fs.StringVar(&q.Cursor, "cursor", "", "the next_cursor of the previous page")
+	if _, err := e.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if given(fs, "worker") {
+		q.WorkerID = worker
+	}
+	return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationPage, error) {
+		return c.Reservations(ctx, q)
+	},
+		func(p *printer, page *api.ReservationPage, _ *client.ResponseInfo) error {
+			if err := printReservations(p, page.Reservations); err != nil {
+				return err
+			}
+			if page.NextCursor != "" {
+				p.linef("\nmore: kvselectctl reservations list --cursor %s", page.NextCursor)
+			}
+			return nil
+		})
+}
+
+func reservationsShowCmd(e *env, args []string) error {
+	pos, err := e.parse(e.flags(), args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationInfo, error) {
+		return c.Reservation(ctx, pos[0])
+	},
+		func(p *printer, r *api.ReservationInfo, _ *client.ResponseInfo) error {
+			return printReservations(p, []api.ReservationInfo{*r})
+		})
+}
+
+// printReservations prints one row per booking; ages are from now.
+func printReservations(p *printer, rs []api.ReservationInfo) error {
+	rows := make([][]string, 0, len(rs))
+	for _, r := range rs {
+		origin := r.Origin
+		if r.OriginNode != "" {
+			origin += ":" + r.OriginNode
+		}
+		rows = append(rows, []string{r.ReservationID, r.ModelName, r.TenantID, formatUint(r.WorkerID),
+			formatUint(uint64(r.DPRank)), formatInt(int64(r.Blocks)), formatInt(r.PrefillTokens), yesNo(r.PrefillComplete),
+			formatInt(r.OutputBlocks), time.Since(r.AdmittedAt).Round(time.Second).String(), origin})
+	}
+	return p.table([]string{"RESERVATION", "MODEL", "TENANT", "WORKER", "RANK", "BLOCKS", "PREFILL_TOKENS",
+		"PREFILL_DONE", "OUTPUT_BLOCKS", "AGE", "ORIGIN"}, rows)
+}

@@ -1,0 +1,206 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// The log format. A Raft log entry is one CommandType byte followed by the
+// command's JSON payload; a snapshot is one JSON document. Both are encoded
+// from the types of this file and from nothing else: the public API's
+// structs (package api) may rename or reshape fields freely without
+// changing how an old entry decodes.
+//
+// Format 1 is the payload of every command type 1-5, field for field as
+// the first releases wrote it. Golden files in testdata/log pin it: each
+// must decode to the same catalog forever, and the current encoder must
+// still produce them byte for byte. To change a payload incompatibly, add
+// a new command type (and keep decoding the old one); to add an optional
+// field, add it with omitempty, so older binaries read the entry as
+// before.
+//
+// Snapshots carry a version: 1 held workers only, 2 added node metadata.
+
+// workerV1 is a worker record in entries and snapshots. Derived fields are
+// written (as zero in commands, for human readers in snapshots) and
+// recomputed on apply and restore, never trusted.
+type workerV1 struct {
+	WorkerID              uint64            `json:"worker_id"`
+	ModelName             string            `json:"model_name"`
+	TenantID              string            `json:"tenant_id"`
+	Endpoint              string            `json:"endpoint"`
+	BlockSize             uint32            `json:"block_size"`
+	DataParallelStartRank uint32            `json:"data_parallel_start_rank"`
+	DataParallelSize      uint32            `json:"data_parallel_size"`
+	KVEventsEndpoints     map[uint32]string `json:"kv_events_endpoints"`
+	ReplayEndpoint        string            `json:"replay_endpoint,omitempty"`
+	TotalKVBlocks         uint64            `json:"total_kv_blocks,omitempty"`
+	MaxNumBatchedTokens   uint64            `json:"max_num_batched_tokens,omitempty"`
+	CreateIndex           uint64            `json:"create_index"`
+	ModifyIndex           uint64            `json:"modify_index"`
+	BlockSizeIndex        uint64            `json:"block_size_index"`
+	Lifecycle             string            `json:"lifecycle"`
+	NotSchedulableReasons []string          `json:"not_schedulable_reasons,omitempty"`
+}
+
+// Lifecycle words written into snapshots for people reading them.
+const (
+	snapshotSchedulable = "schedulable"
+	snapshotIncomplete  = "incomplete"
+)
+
+func encodeWorker(w *Worker, derived bool) workerV1 {
+	v := workerV1{
+		WorkerID: w.WorkerID, ModelName: w.ModelName, TenantID: w.TenantID, Endpoint: w.Endpoint,
+		BlockSize: w.BlockSize, DataParallelStartRank: w.DataParallelStartRank, DataParallelSize: w.DataParallelSize,
+		KVEventsEndpoints: w.KVEventsEndpoints, ReplayEndpoint: w.ReplayEndpoint,
+		TotalKVBlocks: w.TotalKVBlocks, MaxNumBatchedTokens: w.MaxNumBatchedTokens,
+	}
+	if derived {
+		v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex = w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex
+		v.Lifecycle, v.NotSchedulableReasons = snapshotIncomplete, w.NotSchedulableReasons
+		if w.schedulable {
+			v.Lifecycle = snapshotSchedulable
+		}
+	}
+	return v
+}
+
+// decodeWorker takes the specification of a record; indexes are kept only
+// when restoring a snapshot.
+func (v *workerV1) decode(withIndexes bool) *Worker {
+	w := &Worker{
+		WorkerID: v.WorkerID, ModelName: v.ModelName, TenantID: v.TenantID, Endpoint: v.Endpoint,
+		BlockSize: v.BlockSize, DataParallelStartRank: v.DataParallelStartRank, DataParallelSize: v.DataParallelSize,
+		KVEventsEndpoints: v.KVEventsEndpoints, ReplayEndpoint: v.ReplayEndpoint,
+		TotalKVBlocks: v.TotalKVBlocks, MaxNumBatchedTokens: v.MaxNumBatchedTokens,
+	}
+	if withIndexes {
+		w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex = v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex
+	}
+	w.normalize()
+	return w
+}
+
+type upsertWorkerV1 struct {
+	Worker workerV1 `json:"worker"`
+}
+
+type patchWorkerV1 struct {
+	WorkerID uint64        `json:"worker_id"`
+	Patch    workerPatchV1 `json:"patch"`
+}
+
+type workerPatchV1 struct {
+	ModelName             *string            `json:"model_name,omitempty"`
+	TenantID              *string            `json:"tenant_id,omitempty"`
+	Endpoint              *string            `json:"endpoint,omitempty"`
+	BlockSize             *uint32            `json:"block_size,omitempty"`
+	DataParallelStartRank *uint32            `json:"data_parallel_start_rank,omitempty"`
+	DataParallelSize      *uint32            `json:"data_parallel_size,omitempty"`
+	KVEventsEndpoints     *map[uint32]string `json:"kv_events_endpoints,omitempty"`
+	KVEventsEndpoint      *string            `json:"kv_events_endpoint,omitempty"`
+	ReplayEndpoint        *string            `json:"replay_endpoint,omitempty"`
+	TotalKVBlocks         *uint64            `json:"total_kv_blocks,omitempty"`
+	MaxNumBatchedTokens   *uint64            `json:"max_num_batched_tokens,omitempty"`
+}
+
+type deleteWorkerV1 struct {
+	WorkerID uint64 `json:"worker_id"`
+}
+
+type nodeV1 struct {
+	ID          string `json:"id"`
+	HTTPAddr    string `json:"http_addr"`
+	ReplicaSync string `json:"replica_sync,omitempty"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+type setNodeV1 struct {
+	Node nodeV1 `json:"node"`
+}
+
+type deleteNodeV1 struct {
+	ID string `json:"id"`
+}
+
+func encodeNode(n NodeMeta) nodeV1 {
+	return nodeV1{ID: n.ID, HTTPAddr: n.HTTPAddr, ReplicaSync: n.ReplicaSync, ModifyIndex: n.ModifyIndex}
+}
+
+func (v nodeV1) decode() NodeMeta {
+	return NodeMeta{ID: v.ID, HTTPAddr: v.HTTPAddr, ReplicaSync: v.ReplicaSync, ModifyIndex: v.ModifyIndex}
+}
+
+// EncodeCommand renders a command as a log entry.
+func EncodeCommand(c Command) ([]byte, error) {
+	var payload any
+	switch c := c.(type) {
+	case UpsertWorker:
+		payload = upsertWorkerV1{Worker: encodeWorker(&c.Worker, false)}
+	case PatchWorker:
+		p := c.Patch
+		payload = patchWorkerV1{WorkerID: c.WorkerID, Patch: workerPatchV1{
+			ModelName: p.ModelName, TenantID: p.TenantID, Endpoint: p.Endpoint, BlockSize: p.BlockSize,
+			DataParallelStartRank: p.DataParallelStartRank, DataParallelSize: p.DataParallelSize,
+			KVEventsEndpoints: p.KVEventsEndpoints, KVEventsEndpoint: p.KVEventsEndpoint,
+			ReplayEndpoint: p.ReplayEndpoint, TotalKVBlocks: p.TotalKVBlocks, MaxNumBatchedTokens: p.MaxNumBatchedTokens,
+		}}
+	case DeleteWorker:
+		payload = deleteWorkerV1{WorkerID: c.WorkerID}
+	case SetNode:
+		payload = setNodeV1{Node: encodeNode(c.Node)}
+	case DeleteNode:
+		payload = deleteNodeV1{ID: c.ID}
+	default:
+		return nil, fmt.Errorf("encode: unknown command %T", c)
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Type(), err)
+	}
+	return append([]byte{byte(c.Type())}, body...), nil
+}
+
+// decodePayload decodes a command's payload. It panics when the payload
+// cannot be decoded: every node would hit the same entry, and skipping it
+// silently would make this node's catalog diverge from the log.
+func decodePayload[T any](t CommandType, payload []byte) T {
+	var v T
+	if err := json.Unmarshal(payload, &v); err != nil {
+		panic(fmt.Sprintf("fsm: undecodable %s payload: %v", t, err))
+	}
+	return v
+}
+
+func (v workerPatchV1) decode() WorkerPatch {
+	return WorkerPatch{
+		ModelName: v.ModelName, TenantID: v.TenantID, Endpoint: v.Endpoint, BlockSize: v.BlockSize,
+		DataParallelStartRank: v.DataParallelStartRank, DataParallelSize: v.DataParallelSize,
+		KVEventsEndpoints: v.KVEventsEndpoints, KVEventsEndpoint: v.KVEventsEndpoint,
+		ReplayEndpoint: v.ReplayEndpoint, TotalKVBlocks: v.TotalKVBlocks, MaxNumBatchedTokens: v.MaxNumBatchedTokens,
+	}
+}
+
+// snapshotV2 is the on-disk form of a snapshot; version 1 is the same
+// without nodes.
+type snapshotV2 struct {
+	Version int        `json:"version"`
+	Index   uint64     `json:"index"`
+	Workers []workerV1 `json:"workers"`
+	Nodes   []nodeV1   `json:"nodes,omitempty"`
+}
+
+// snapshotVersion is the version Snapshot writes.
+const snapshotVersion = 2
+
+func encodeSnapshot(c *Catalog) snapshotV2 {
+	s := snapshotV2{Version: snapshotVersion, Index: c.index, Workers: []workerV1{}}
+	for _, w := range c.Workers("", "") {
+		s.Workers = append(s.Workers, encodeWorker(w, true))
+	}
+	for _, n := range c.Nodes() {
+		s.Nodes = append(s.Nodes, encodeNode(n))
+	}
+	return s
+}

@@ -1,0 +1,137 @@
+package http
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/scheduler"
+)
+
+// fakeNode stands in for a node's parts behind the handlers' interfaces,
+// in the style of rqlite's MockStore: each behaviour a test wants to change
+// is a function field; the others answer as a lone, healthy leader would,
+// with a catalog driven by an fsm.Log.
+type fakeNode struct {
+	log *fsm.Log
+
+	apply       func(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+	waitApplied func(ctx context.Context, idx uint64) error
+	isLeader    func() bool
+	leader      func(ctx context.Context) (cluster.LeaderInfo, error)
+	sel         func(req scheduler.SelectRequest) (scheduler.Selection, error)
+	reserve     func(req scheduler.ReserveRequest) (scheduler.Booking, error)
+}
+
+func newFakeNode() *fakeNode { return &fakeNode{log: fsm.NewLog()} }
+
+// service returns the HTTP API over the fake.
+func (f *fakeNode) service(mutate ...func(*Config)) *Service {
+	cfg := Config{Catalog: f, Writer: f, Leader: f, Cluster: f, Selector: f, Loads: f, Index: f,
+		CatalogWait: 200 * time.Millisecond, ForwardTimeout: time.Second}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	return New(cfg)
+}
+
+func (f *fakeNode) Catalog() *fsm.Catalog { return f.log.FSM.Catalog() }
+
+func (f *fakeNode) WaitApplied(ctx context.Context, idx uint64) error {
+	if f.waitApplied != nil {
+		return f.waitApplied(ctx, idx)
+	}
+	if f.Catalog().Index() < idx {
+		return fmt.Errorf("%w: fake at %d, want %d", cluster.ErrCatalogBehind, f.Catalog().Index(), idx)
+	}
+	return nil
+}
+
+func (f *fakeNode) LinearizableCatalog(context.Context) (*fsm.Catalog, error) {
+	return f.Catalog(), nil
+}
+
+func (f *fakeNode) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) {
+	if f.apply != nil {
+		return f.apply(ctx, cmd)
+	}
+	res, err := f.log.Apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.Err
+}
+
+func (f *fakeNode) ID() string { return "n1" }
+
+func (f *fakeNode) IsLeader() bool { return f.isLeader == nil || f.isLeader() }
+
+func (f *fakeNode) WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, error) {
+	if f.leader != nil {
+		return f.leader(ctx)
+	}
+	return cluster.LeaderInfo{ID: "n1"}, nil
+}
+
+func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
+
+func (f *fakeNode) Status() api.ClusterStatus {
+	return api.ClusterStatus{NodeID: "n1", State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
+}
+
+func (f *fakeNode) Join(context.Context, api.JoinRequest) error     { return nil }
+func (f *fakeNode) Remove(context.Context, string) error            { return nil }
+func (f *fakeNode) StepDown(context.Context) error                  { return nil }
+func (f *fakeNode) SetMetadata(context.Context, fsm.NodeMeta) error { return nil }
+
+func (f *fakeNode) Select(req scheduler.SelectRequest) (scheduler.Selection, error) {
+	if f.sel != nil {
+		return f.sel(req)
+	}
+	return scheduler.Selection{Partition: req.Partition, WorkerID: 1, Endpoint: "http://w1",
+		BlockSize: 16, ReservationID: req.ReservationID}, nil
+}
+
+func (f *fakeNode) Reserve(req scheduler.ReserveRequest) (scheduler.Booking, error) {
+	if f.reserve != nil {
+		return f.reserve(req)
+	}
+	return scheduler.Booking{Partition: req.Partition, WorkerID: req.WorkerID, DPRank: req.DPRank}, nil
+}
+
+func (f *fakeNode) PrefillComplete(string) error       { return nil }
+func (f *fakeNode) OutputBlock(string, *float64) error { return nil }
+func (f *fakeNode) Free(string) error                  { return nil }
+
+func (f *fakeNode) PotentialLoads(fsm.PartitionKey, scheduler.Prompt) ([]scheduler.PotentialLoad, error) {
+	return nil, nil
+}
+
+func (f *fakeNode) OverlapScores(fsm.PartitionKey, scheduler.Prompt) (scheduler.OverlapScores, error) {
+	return scheduler.OverlapScores{}, nil
+}
+
+func (f *fakeNode) Loads(string, string) []scheduler.PartitionLoads { return nil }
+
+func (f *fakeNode) Reservations(scheduler.ReservationFilter) ([]scheduler.ReservationInfo, bool) {
+	return nil, false
+}
+
+func (f *fakeNode) Reservation(id string) (scheduler.ReservationInfo, error) {
+	return scheduler.ReservationInfo{}, fmt.Errorf("%w: %q", scheduler.ErrReservationNotFound, id)
+}
+
+func (f *fakeNode) Dump() api.Dump { return api.Dump{} }
+
+// serve starts the service on a loopback test server, closed with the test.
+func serve(t *testing.T, s *Service) string {
+	t.Helper()
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

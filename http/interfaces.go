@@ -1,0 +1,81 @@
+package http
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/scheduler"
+)
+
+// The handlers reach the node's parts only through these interfaces, each
+// holding the few methods some handlers call. A node wires them to its
+// cluster.Node, scheduler and indexer; handler tests wire fakes that fail
+// on purpose (unknown_outcome, catalog_behind, a leader that changes)
+// without starting Raft.
+
+// CatalogReader reads the replicated catalog on this node.
+type CatalogReader interface {
+	// Catalog is the local catalog (consistency=local).
+	Catalog() *fsm.Catalog
+	// WaitApplied waits until this node has applied catalog index idx,
+	// side effects included, or fails with cluster.ErrCatalogBehind.
+	WaitApplied(ctx context.Context, idx uint64) error
+	// LinearizableCatalog is a read-index read on the leader.
+	LinearizableCatalog(ctx context.Context) (*fsm.Catalog, error)
+}
+
+// CatalogWriter replicates catalog commands through the leader.
+type CatalogWriter interface {
+	Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+}
+
+// Leadership is what leader routing (forwarding and redirects) needs.
+type Leadership interface {
+	ID() string
+	IsLeader() bool
+	// WaitForLeaderHTTP returns a leader whose HTTP address is known (or
+	// this node), waiting for an election up to ctx.
+	WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, error)
+	// LeaderWait bounds how long a leader-only request waits for one.
+	LeaderWait() time.Duration
+}
+
+// ClusterAdmin reports and changes the membership.
+type ClusterAdmin interface {
+	Status() api.ClusterStatus
+	Join(ctx context.Context, req api.JoinRequest) error
+	Remove(ctx context.Context, id string) error
+	StepDown(ctx context.Context) error
+	SetMetadata(ctx context.Context, meta fsm.NodeMeta) error
+}
+
+// Selector chooses worker ranks and books and ends reservations.
+type Selector interface {
+	Select(req scheduler.SelectRequest) (scheduler.Selection, error)
+	Reserve(req scheduler.ReserveRequest) (scheduler.Booking, error)
+	PrefillComplete(id string) error
+	OutputBlock(id string, decay *float64) error
+	Free(id string) error
+	PotentialLoads(key fsm.PartitionKey, pr scheduler.Prompt) ([]scheduler.PotentialLoad, error)
+	OverlapScores(key fsm.PartitionKey, pr scheduler.Prompt) (scheduler.OverlapScores, error)
+}
+
+// LoadReader shows the active load and the bookings behind it.
+type LoadReader interface {
+	Loads(model, tenant string) []scheduler.PartitionLoads
+	Reservations(f scheduler.ReservationFilter) ([]scheduler.ReservationInfo, bool)
+	Reservation(id string) (scheduler.ReservationInfo, error)
+}
+
+// IndexReader snapshots the prefix index.
+type IndexReader interface {
+	Dump() api.Dump
+}
+
+// ListenerReader reports a worker's KV event listener per rank (nil when
+// it has none).
+type ListenerReader func(worker uint64) map[uint32]ingest.RankStatus
