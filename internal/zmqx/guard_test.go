@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -159,6 +160,30 @@ func TestGuardedSchemes(t *testing.T) {
 		if _, err := Guarded(ep); !errors.Is(err, ErrEndpoint) {
 			t.Errorf("Guarded(%q) err = %v, want ErrEndpoint", ep, err)
 		}
+	}
+}
+
+// TestDialErrorShowsTheUsersEndpoint: a failed dial names the endpoint as
+// registered, never the guarded transport's internal scheme.
+func TestDialErrorShowsTheUsersEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the dial is refused
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := DialSub(ctx, "tcp://"+addr, nil)
+	if err == nil {
+		sub.Close()
+		t.Fatal("dial of a closed port succeeded")
+	}
+	if msg := err.Error(); strings.Contains(msg, schemeTCP) || !strings.Contains(msg, "tcp://"+addr) {
+		t.Fatalf("dial error %q", msg)
+	}
+	if errors.Unwrap(err) == nil {
+		t.Fatal("the dial error no longer wraps zmq4's")
 	}
 }
 

@@ -3,6 +3,7 @@ package zmqx
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -40,9 +41,25 @@ func Dial(ctx context.Context, newSocket func(context.Context, ...zmq4.Option) z
 	}
 	if err := s.Dial(ep); err != nil {
 		s.Close()
-		return nil, err
+		return nil, unguarded(err)
 	}
 	return s, nil
+}
+
+// dialError is a dial failure whose message shows the endpoint as the
+// user registered it: the guarded transport's scheme is an internal name
+// (zmq4 routes by scheme), never something a user should see.
+type dialError struct {
+	msg string
+	err error
+}
+
+func (e *dialError) Error() string { return e.msg }
+func (e *dialError) Unwrap() error { return e.err }
+
+func unguarded(err error) error {
+	msg := strings.NewReplacer(schemeTCP+"://", "tcp://", schemeIPC+"://", "ipc://").Replace(err.Error())
+	return &dialError{msg: msg, err: err}
 }
 
 // DialSub connects a SUB socket subscribed to every topic. The
