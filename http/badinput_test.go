@@ -39,6 +39,12 @@ func Test_BadInput(t *testing.T) {
 		{"endpoint scheme", "POST", "/workers", `{"worker_id":2,"kv_events_endpoints":{"0":"http://h:1"}}`, 400, "bad_request", `kv_events_endpoints["0"]`},
 		{"both endpoint forms", "POST", "/workers", `{"worker_id":2,"kv_events_endpoint":"tcp://h:1","kv_events_endpoints":{"0":"tcp://h:1"}}`, 400, "bad_request", "kv_events_endpoint"},
 		{"replay endpoint", "POST", "/workers", `{"worker_id":2,"replay_endpoint":"nope"}`, 400, "bad_request", "replay_endpoint"},
+		{"null body", "POST", "/workers", `null`, 400, "bad_request", "JSON object"},
+		{"unknown field", "POST", "/workers", `{"worker_id":2,"blocksize":16}`, 400, "bad_request", "blocksize"},
+		{"patch null", "PATCH", "/workers/1", `null`, 400, "bad_request", "JSON object"},
+		{"patch nothing", "PATCH", "/workers/1", `{}`, 400, "bad_request", "changes nothing"},
+		{"patch only the id", "PATCH", "/workers/1", `{"worker_id":1}`, 400, "bad_request", "changes nothing"},
+		{"patch unknown field", "PATCH", "/workers/1", `{"endpont":"http://x"}`, 400, "bad_request", "endpont"},
 		{"patch unknown", "PATCH", "/workers/9", `{"endpoint":"http://x"}`, 404, "not_found", "9"},
 		{"patch bad id", "PATCH", "/workers/abc", `{}`, 400, "bad_request", "worker_id"},
 		{"patch id mismatch", "PATCH", "/workers/1", `{"worker_id":2}`, 400, "bad_request", "worker_id"},
@@ -75,6 +81,15 @@ func Test_BadInput(t *testing.T) {
 		{"catalog behind", "POST", "/select", `{` + okSel + `,"min_catalog_index":1000000}`, 503, "catalog_behind", "1000000"},
 		{"min index wrong type", "POST", "/select", `{` + okSel + `,"min_catalog_index":-1}`, 400, "bad_request", "min_catalog_index"},
 		{"empty reservation id", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":""}`, 400, "bad_request", "reservation_id"},
+		{"misspelt reservation id", "POST", "/select_and_reserve", `{` + okSel + `,"reservationid":"r9"}`, 400, "bad_request", "reservationid"},
+		{"reservation id with a slash", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":"a/b"}`, 400, "bad_request", "reservation_id"},
+		{"reservation id with a space", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":"a b"}`, 400, "bad_request", "reservation_id"},
+		{"reservation id with a percent", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":"a%2Fb"}`, 400, "bad_request", "reservation_id"},
+		{"reservation id too long", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":"` + strings.Repeat("r", 257) + `"}`, 400, "bad_request", "reservation_id"},
+		{"reservation id not a string", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":7}`, 400, "bad_request", "reservation_id"},
+		{"selection id with a hash", "POST", "/select", `{` + okSel + `,"selection_id":"s#1"}`, 400, "bad_request", "selection_id"},
+		{"unknown override field", "POST", "/select", `{` + okSel + `,"router_config_override":{"weight":2}}`, 400, "bad_request", "weight"},
+		{"routing group differs from tenant", "POST", "/select", `{` + okSel + `,"tenant_id":"a","routing_group":"b"}`, 400, "bad_request", "routing_group"},
 		{"duplicate reservation", "POST", "/select_and_reserve", `{` + okSel + `,"reservation_id":"taken"}`, 409, "conflict", "taken"},
 		{"potential loads malformed", "POST", "/potential_loads", `{`, 400, "bad_request", "malformed"},
 		{"overlap scores missing", "POST", "/overlap_scores", `{"isl_tokens":16}`, 400, "bad_request", "block_hashes"},
@@ -96,6 +111,15 @@ func Test_BadInput(t *testing.T) {
 		{"decay negative", "POST", "/reservations/taken/output_block", `{"decay_fraction":-0.1}`, 400, "bad_request", "decay_fraction"},
 		{"decay wrong type", "POST", "/reservations/taken/output_block", `{"decay_fraction":"half"}`, 400, "bad_request", "decay_fraction"},
 		{"delete unknown reservation", "DELETE", "/reservations/nope", ``, 404, "not_found", "nope"},
+		{"override on a reservation", "POST", "/reservations", `{"reservation_id":"x","worker_id":1,"sequence_hashes":[1],"isl_tokens":16,"router_config_override":{}}`, 400, "bad_request", "router_config_override"},
+		{"selection and worker", "POST", "/reservations", `{"reservation_id":"x","selection_id":"s","worker_id":1}`, 400, "bad_request", "selection_id"},
+		{"no pending selection", "POST", "/reservations", `{"reservation_id":"x","selection_id":"never-made"}`, 404, "not_found", "no pending selection"},
+		{"get unknown reservation", "GET", "/reservations/nope", ``, 404, "not_found", "nope"},
+		{"bad reservation id in path", "GET", "/reservations/a%20b", ``, 400, "bad_request", "reservation_id"},
+		{"list bad limit", "GET", "/reservations?limit=0", ``, 400, "bad_request", "limit"},
+		{"list limit too large", "GET", "/reservations?limit=1001", ``, 400, "bad_request", "limit"},
+		{"list bad worker", "GET", "/reservations?worker_id=x", ``, 400, "bad_request", "worker_id"},
+		{"list bad cursor", "GET", "/reservations?cursor=%21%21", ``, 400, "bad_request", "cursor"},
 
 		// cluster
 		{"join without id", "POST", "/cluster/join", `{"raft_addr":"127.0.0.1:1"}`, 400, "bad_request", "id"},
@@ -108,6 +132,9 @@ func Test_BadInput(t *testing.T) {
 		{"unknown route", "GET", "/nope", ``, 404, "not_found", "no such route"},
 		{"wrong method", "PUT", "/workers", `{}`, 405, "method_not_allowed", "not allowed"},
 		{"wrong method select", "GET", "/select", ``, 405, "method_not_allowed", "not allowed"},
+		{"dot-dot segment", "DELETE", "/workers/999/../1", ``, 400, "bad_request", "path"},
+		{"dot segment", "GET", "/workers/./1", ``, 400, "bad_request", "path"},
+		{"empty segment", "GET", "//workers", ``, 400, "bad_request", "path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,6 +166,10 @@ func Test_BadInput(t *testing.T) {
 	huge := `{"block_hashes":[` + strings.Repeat("1,", 5<<20) + `1]}`
 	if r := c.do("POST", "/select", huge); r.status != 413 || r.json(t)["code"] != "payload_too_large" {
 		t.Fatalf("huge body = %d %.200s", r.status, r.raw)
+	}
+	// Messages read as sent: no HTML escaping of ">=".
+	if r := c.do("POST", "/select", `{`+okSel+`,"router_config_override":{"router_temperature":-1}}`); !strings.Contains(string(r.raw), ">= 0") {
+		t.Fatalf("escaped message: %s", r.raw)
 	}
 	// The X-Kvselect-Index header must be a number.
 	c.hdr = map[string]string{"X-Kvselect-Index": "soon"}

@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 // is a function field; the others answer as a lone, healthy leader would,
 // with a catalog driven by an fsm.Log.
 type fakeNode struct {
+	id  string
 	log *fsm.Log
 
 	apply       func(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
@@ -28,12 +30,12 @@ type fakeNode struct {
 	reserve     func(req scheduler.ReserveRequest) (scheduler.Booking, error)
 }
 
-func newFakeNode() *fakeNode { return &fakeNode{log: fsm.NewLog()} }
+func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
 
 // service returns the HTTP API over the fake.
 func (f *fakeNode) service(mutate ...func(*Config)) *Service {
 	cfg := Config{Catalog: f, Writer: f, Leader: f, Cluster: f, Selector: f, Loads: f, Index: f,
-		CatalogWait: 200 * time.Millisecond, ForwardTimeout: time.Second}
+		CatalogWait: 200 * time.Millisecond, ForwardTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -67,7 +69,7 @@ func (f *fakeNode) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 	return res, res.Err
 }
 
-func (f *fakeNode) ID() string { return "n1" }
+func (f *fakeNode) ID() string { return f.id }
 
 func (f *fakeNode) IsLeader() bool { return f.isLeader == nil || f.isLeader() }
 
@@ -75,13 +77,13 @@ func (f *fakeNode) WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, e
 	if f.leader != nil {
 		return f.leader(ctx)
 	}
-	return cluster.LeaderInfo{ID: "n1"}, nil
+	return cluster.LeaderInfo{ID: f.id}, nil
 }
 
 func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
 
 func (f *fakeNode) Status() api.ClusterStatus {
-	return api.ClusterStatus{NodeID: "n1", State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
+	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
 }
 
 func (f *fakeNode) Join(context.Context, api.JoinRequest) error     { return nil }
