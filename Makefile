@@ -10,6 +10,11 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export PATH := $(dir $(GO)):$(PATH)
 
 BIN        := bin
+# What --version and kvselect_build_info report: make build VERSION=v1.2.3.
+VERSION    ?=
+COMMIT     ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-modified; echo $$c; })
+VERSION_PKG := github.com/kvselect/kvselect/internal/version
+LDFLAGS    := -X $(VERSION_PKG).Commit=$(COMMIT) $(if $(VERSION),-X $(VERSION_PKG).Version=$(VERSION))
 PORT       ?= 8092
 RAFT_PORT  ?= 7092
 SIM_PORT   ?= 8093
@@ -22,7 +27,7 @@ TESTFLAGS  ?=
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # The demo talks to the nodes with curl and reads JSON with python3;
 # install them only when they are missing.

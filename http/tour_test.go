@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/version"
 )
 
 // Test_PathsAreNeverCleaned: a path with dot segments is refused with a
@@ -157,5 +158,15 @@ func Test_ReservationInspection(t *testing.T) {
 	}
 	if p := c.expect(200, "GET", "/reservations?model_name=other", nil); len(p["reservations"].([]any)) != 0 {
 		t.Fatalf("other model: %v", p)
+	}
+}
+
+// Test_BuildInfo: /metrics says which build runs.
+func Test_BuildInfo(t *testing.T) {
+	_, c := startNode(t)
+	r := c.do("GET", "/metrics", nil)
+	want := fmt.Sprintf(`version="%s"} 1`, version.Version)
+	if !strings.Contains(string(r.raw), "kvselect_build_info{") || !strings.Contains(string(r.raw), want) {
+		t.Fatalf("/metrics lacks kvselect_build_info with %s", want)
 	}
 }

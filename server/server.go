@@ -18,6 +18,7 @@ import (
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -92,7 +93,7 @@ func Start(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors(), s.Ingest.Collectors()} {
 		s.Registry.MustRegister(cs...)
 	}
@@ -141,6 +142,20 @@ func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	s.Indexer.ApplyCatalog(ch)
 	s.Scheduler.ApplyCatalog(ch)
 	s.Ingest.ApplyCatalog(ch)
+}
+
+// buildInfo is the kvselect_build_info gauge: 1, with the build in its
+// labels.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	commit := v.Commit
+	if v.Modified {
+		commit += "-modified"
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvselect_build_info", Help: "The running build: version, commit and Go version in the labels.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "commit": commit, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 // httpAdvertise is the default --http-advertise: the bound address, or for

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/version"
 )
 
 func main() {
@@ -19,6 +21,8 @@ func main() {
 		usage()
 	}
 	switch os.Args[1] {
+	case "--version", "-version", "version":
+		fmt.Println("kvbench", version.Get())
 	case "report":
 		if err := report(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "kvbench report:", err)
@@ -30,7 +34,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench --version")
 	os.Exit(2)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/internal/envflag"
+	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
 )
@@ -31,6 +32,10 @@ func main() {
 func run(args []string) error {
 	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Println("kvselect", version.Get())
 		return nil
 	}
 	if err != nil {
@@ -48,6 +53,20 @@ func run(args []string) error {
 	defer cancel()
 	return srv.Close(ctx)
 }
+
+// errVersion is what parseConfig returns for --version.
+var errVersion = errors.New("version asked")
+
+// env is where flags are read from the environment: KVSELECT_<FLAG>,
+// then Dynamo's names for the scheduling settings.
+var env = envflag.Env{Prefix: "KVSELECT", Fallbacks: map[string][]string{
+	"overlap-score-weight":       {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
+	"router-temperature":         {"DYN_ROUTER_TEMPERATURE"},
+	"host-cache-hit-weight":      {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},
+	"disk-cache-hit-weight":      {"DYN_ROUTER_DISK_CACHE_HIT_WEIGHT"},
+	"track-prefill-tokens":       {"DYN_ROUTER_TRACK_PREFILL_TOKENS"},
+	"active-request-expiry-secs": {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS"},
+}}
 
 // parseConfig turns the command line and environment into a node Config.
 func parseConfig(args []string) (server.Config, error) {
@@ -92,21 +111,18 @@ func parseConfig(args []string) (server.Config, error) {
 		trackPrefill = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
 		expirySecs   = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
 	)
+	env.Annotate(fs)
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return server.Config{}, err
+	}
+	if *showVersion {
+		return server.Config{}, errVersion
 	}
 	if fs.NArg() > 0 {
 		return server.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	err := envflag.Apply(fs, "KVSELECT", map[string][]string{
-		"overlap-score-weight":       {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
-		"router-temperature":         {"DYN_ROUTER_TEMPERATURE"},
-		"host-cache-hit-weight":      {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},
-		"disk-cache-hit-weight":      {"DYN_ROUTER_DISK_CACHE_HIT_WEIGHT"},
-		"track-prefill-tokens":       {"DYN_ROUTER_TRACK_PREFILL_TOKENS"},
-		"active-request-expiry-secs": {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS"},
-	})
-	if err != nil {
+	if err := env.Apply(fs); err != nil {
 		return server.Config{}, err
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/envflag"
+	"github.com/kvselect/kvselect/internal/version"
 )
 
 // Exit codes.
@@ -33,10 +34,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printUsage(stderr, fs) }
 	g.register(fs)
+	envVars.Annotate(fs)
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return report(stderr, flagError(err))
 	}
-	if err := envflag.Apply(fs, "KVSELECT", nil); err != nil {
+	if *showVersion {
+		fmt.Fprintln(stdout, "kvselectctl", version.Get())
+		return exitOK
+	}
+	if err := envVars.Apply(fs); err != nil {
 		return report(stderr, usageErrorf("%v", err))
 	}
 	cmd, rest, err := findCommand(fs.Args())
@@ -46,6 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{g: g, cmd: cmd, ctx: context.Background(), stdout: stdout, stderr: stderr}
 	return report(stderr, cmd.run(e, rest))
 }
+
+// envVars backs the global flags with KVSELECT_<FLAG> variables.
+var envVars = envflag.Env{Prefix: "KVSELECT"}
 
 // globals are the flags every command accepts, before or after its name.
 type globals struct {

@@ -27,6 +27,9 @@ type config struct {
 	logFormat        string
 }
 
+// errVersion is what parseConfig returns for --version.
+var errVersion = errors.New("version asked")
+
 // parseConfig turns the command line and environment into a config. Usage
 // and flag errors go to output.
 func parseConfig(args []string, output io.Writer) (config, error) {
@@ -57,13 +60,19 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		logLevel         = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat        = fs.String("log-format", "text", "text or json")
 	)
+	env := envflag.Env{Prefix: "KVSIM"}
+	env.Annotate(fs)
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	if *showVersion {
+		return config{}, errVersion
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if err := envflag.Apply(fs, "KVSIM", nil); err != nil {
+	if err := env.Apply(fs); err != nil {
 		return config{}, err
 	}
 

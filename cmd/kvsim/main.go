@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -47,6 +48,10 @@ func main() {
 // resets every rank of every worker.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-chan os.Signal) error {
 	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(stdout, "kvsim", version.Get())
+		return nil
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
