@@ -1,7 +1,7 @@
 # kvselect — build, run, test, benchmark.
 #
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
-#   make test    formatting, vet, and every test with the race detector
+#   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
 #   make fuzz    run each fuzz target for FUZZTIME (default 30s)
 
@@ -22,7 +22,7 @@ BENCHTIME  ?= 2s
 FUZZTIME   ?= 30s
 TESTFLAGS  ?=
 
-.PHONY: all build run test vet fmt-check bench fuzz tools interop-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench fuzz tools interop-deps python-deps clean
 
 all: build
 
@@ -46,6 +46,13 @@ interop-deps:
 	  echo "installing python3-zmq python3-msgpack (apt-get)"; \
 	  $(call APT_INSTALL,python3 python3-zmq python3-msgpack); }
 
+# The Python client's tests run on Debian's python3 with python3-pytest;
+# install them only when /usr/bin/python3 cannot import pytest.
+python-deps:
+	@/usr/bin/python3 -c 'import pytest' 2>/dev/null || { \
+	  echo "installing python3-pytest (apt-get)"; \
+	  $(call APT_INSTALL,python3 python3-pytest); }
+
 run: build tools
 	@PORT=$(PORT) RAFT_PORT=$(RAFT_PORT) SIM_PORT=$(SIM_PORT) BIN=$(BIN) scripts/run-demo.sh
 
@@ -57,8 +64,14 @@ vet:
 	$(GO) vet ./...
 
 # Fuzz targets run their seed corpus (testdata/fuzz) as ordinary tests here.
-test: fmt-check vet interop-deps
-	KVSELECT_REQUIRE_INTEROP=1 $(GO) test -race -count=1 -timeout 14m $(TESTFLAGS) ./...
+test: fmt-check vet test-go test-python
+
+test-go: interop-deps
+	KVSELECT_REQUIRE_INTEROP=1 $(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
+
+# The Python client against real kvselect and kvsim processes.
+test-python: build python-deps
+	cd clients/python && /usr/bin/python3 -m pytest -q -p no:cacheprovider $(PYTESTFLAGS) tests
 
 bench: build
 	@mkdir -p bench/results
@@ -69,7 +82,7 @@ bench: build
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHashes$$' -fuzztime $(FUZZTIME) ./http/
+	$(GO) test -run '^$$' -fuzz '^FuzzHashes$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelect$$' -fuzztime $(FUZZTIME) ./http/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""The Ray flow of Dynamo's selection service (seed 000), with kvselect.
+
+A runtime such as Ray registers its inference workers, asks kvselect which
+worker should serve each prompt, sends the request to that worker itself,
+and reports the request's life: first token (prefill complete) and done
+(free). This script walks that flow against a running node:
+
+    python3 examples/ray_flow.py --kvselect http://127.0.0.1:8092
+
+With --kvsim (the URL of kvsim's control API, as `make run` starts it),
+"sending the request" really serves the prompt on a simulated vLLM worker,
+which stores its KV blocks and publishes them over ZMQ; the next selection
+of the same prompt then finds them:
+
+    python3 examples/ray_flow.py --kvselect http://127.0.0.1:8092 --kvsim http://127.0.0.1:8093
+
+Without --kvsim it registers two workers of its own (whose KV event
+endpoints nothing publishes on) and removes them at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any, Dict, List, Optional
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from kvselect import Client  # noqa: E402
+
+
+def send_to_worker(kvsim: Optional[str], selection: Dict[str, Any], tokens: List[int]) -> None:
+    """Stands for Ray calling the chosen worker. With kvsim, the simulated
+    worker serves the prompt (stores its blocks, publishes BlockStored)."""
+    if kvsim is None:
+        print(f"   (send the request to {selection['endpoint']}, dp_rank {selection['dp_rank']})")
+        return
+    body = json.dumps({"worker_id": selection["worker_id"], "dp_rank": selection["dp_rank"], "token_ids": tokens})
+    req = urllib.request.Request(kvsim.rstrip("/") + "/prompt", data=body.encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        served = json.load(resp)
+    print(f"   worker {selection['worker_id']} served it: {served['blocks']} blocks, {served['cached_blocks']} cached, "
+          f"{served['stored_blocks']} stored")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kvselect", default="http://127.0.0.1:8092", help="kvselect node URLs, comma separated")
+    ap.add_argument("--kvsim", help="kvsim control API URL: serve prompts on simulated workers")
+    ap.add_argument("--model", default="llama", help="model_name of the workers")
+    ap.add_argument("--token-file", help="file holding the bearer token")
+    args = ap.parse_args()
+    token = open(args.token_file).read().strip() if args.token_file else None
+    kv = Client(args.kvselect, token=token)
+
+    print("1. register the workers (catalog writes go through the leader)")
+    mine: List[int] = []
+    if args.kvsim is None:
+        for wid in (901, 902):
+            w = kv.register_worker(wid, model_name=args.model, endpoint=f"http://worker-{wid}:8000", block_size=16,
+                                   kv_events_endpoint=f"tcp://127.0.0.1:{40000 + wid}")
+            mine.append(wid)
+            print(f"   worker {wid}: {w['lifecycle']} at catalog index {w['catalog_index']}")
+    workers = [w for w in kv.workers(model_name=args.model) if w["lifecycle"] == "schedulable"]
+    print(f"   {len(workers)} schedulable workers for {args.model}; this client has seen catalog index "
+          f"{kv.catalog_index}, so every node it asks will have applied it")
+    block = workers[0]["block_size"]
+    tokens = [1000 + i for i in range(4 * block)]  # a 4-block prompt
+
+    print("2. select a worker for the prompt (books nothing)")
+    sid = f"sel-{uuid.uuid4().hex[:8]}"
+    sel = kv.select(model_name=args.model, token_ids=tokens, selection_id=sid)
+    print(f"   worker {sel['worker_id']} rank {sel['dp_rank']}, {sel['overlap']['gpu']} tokens cached, "
+          f"effective prefill {sel['effective_prefill_tokens']}")
+
+    print("3. send the request to that worker")
+    send_to_worker(args.kvsim, sel, tokens)
+
+    print("4. reserve: book the selection's load (by selection_id)")
+    rid = f"req-{uuid.uuid4().hex[:8]}"
+    res = kv.reserve_selection(rid, sid)
+    print(f"   {rid} booked on worker {res['worker_id']} rank {res['dp_rank']}: "
+          f"{res['effective_prefill_tokens']} prefill tokens")
+    print(f"   loads: {kv.loads(model_name=args.model)[0]['loads']}")
+
+    print("5. first token: prefill_complete; done: free")
+    kv.prefill_complete(rid)
+    kv.free(rid)
+    print(f"   loads: {kv.loads(model_name=args.model)[0]['loads']}")
+
+    if args.kvsim is not None:
+        print("6. the same prompt again: the worker that served it now holds its KV blocks")
+        for _ in range(100):  # the KV events travel over ZMQ; give them a moment
+            again = kv.select_and_reserve(model_name=args.model, token_ids=tokens)
+            kv.free(again["reservation_id"])
+            if again["overlap"]["gpu"] > 0:
+                break
+            time.sleep(0.05)
+        print(f"   worker {again['worker_id']} rank {again['dp_rank']}, {again['overlap']['gpu']} tokens cached, "
+              f"effective prefill {again['effective_prefill_tokens']}")
+
+    for wid in mine:
+        kv.delete_worker(wid)
+    print("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,576 @@
+"""The kvselect client: a method per route of the HTTP API.
+
+Behaviour, as in kvselect's Go client (package client):
+
+* Node affinity. Selections, bookings and their lifecycle go to one node,
+  the first address that answers (the home node): a reservation lives on
+  the node that booked it. A node that cannot be reached at all (nothing
+  was sent) is skipped for the next address, which becomes home.
+* Leader following. Catalog and membership writes go to the home node,
+  which forwards them to the leader and answers once it has applied the
+  write itself. When it answers that nothing was written (not_leader,
+  no_leader, shutting_down) or cannot be reached, the client finds the
+  leader through /cluster/status and sends the write there, retrying with
+  backoff for up to retry_timeout seconds.
+* Retries only where safe. A request is sent again when it provably did
+  nothing; a read also when its answer was lost. An idempotent catalog
+  write (upsert, patch, delete, join, remove, metadata) whose outcome is
+  unknown is sent again; bookings, lifecycle calls and a step-down never
+  are once sent.
+* Session consistency. The highest catalog index any answer carried
+  (X-Kvselect-Index) is sent with every selection and catalog read, so
+  the client reads its own writes on any node. catalog_index and
+  observe_catalog_index() share it between clients (a Ray driver and its
+  tasks).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from urllib.parse import urlencode, urljoin, urlsplit
+
+from . import wire
+from .errors import KvselectError, TransportError, decode_error
+
+__all__ = ["Client", "ResponseInfo"]
+
+# What a call is, for routing and retries.
+_READ = "read"  # no effect: sent again anywhere, even after a lost answer
+_BOOKING = "booking"  # changes this node's load: never sent again once sent
+_WRITE = "write"  # leader-only, idempotent: sent again after an unknown outcome
+_WRITE_ONCE = "write_once"  # leader-only, not idempotent
+_LEADER_READ = "leader_read"  # linearizable read on the leader
+
+_MAX_REDIRECTS = 5
+_FIRST_BACKOFF = 0.05
+_MAX_BACKOFF = 1.0
+
+Json = Any
+
+
+@dataclass
+class ResponseInfo:
+    """What the last answer of a thread said besides its body."""
+
+    node: str  # base URL the answer came from
+    status: int
+    served_by: str  # X-Kvselect-Served-By
+    catalog_index: int  # X-Kvselect-Index, 0 when absent
+    not_applied: bool  # X-Kvselect-Applied: false
+    body: bytes
+
+
+@dataclass
+class _Call:
+    method: str
+    path: str  # with the query
+    body: Optional[bytes]
+    kind: str
+    session: bool = False
+    accept: Optional[Callable[[int], bool]] = None
+
+
+@dataclass
+class _Answer:
+    node: str
+    url: str
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+def base_url(addr: str) -> str:
+    """Turns "host:port" into "http://host:port" without a trailing slash."""
+    addr = addr.strip()
+    if "://" not in addr:
+        addr = "http://" + addr
+    return addr.rstrip("/")
+
+
+class Client:
+    """A client of a kvselect cluster. Safe to share between threads.
+
+    addrs: node base URLs ("http://host:port" or "host:port"), in order of
+    preference, as a list or a comma-separated string.
+    token: bearer token sent on every request.
+    timeout: seconds one request may take.
+    retry_timeout: seconds a leader-only request keeps retrying while no
+    leader answers.
+    pinned: send every call to the first address, once (no failover, no
+    leader following, no retries).
+    """
+
+    def __init__(self, addrs: Union[str, Sequence[str]], *, token: Optional[str] = None,
+                 timeout: float = 10.0, retry_timeout: float = 10.0,
+                 max_answer_bytes: int = 1 << 30, pinned: bool = False) -> None:
+        if isinstance(addrs, str):
+            addrs = addrs.split(",")
+        self._addrs: List[str] = []
+        for a in addrs:
+            if not a.strip():
+                continue
+            base = base_url(a)
+            u = urlsplit(base)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(f"{a!r} is not a host:port or http(s) URL")
+            self._addrs.append(base)
+        if not self._addrs:
+            raise ValueError("no node address given")
+        self._token = token
+        self._timeout = timeout
+        self._retry_timeout = retry_timeout
+        self._max_answer = max_answer_bytes
+        self._pinned = pinned
+        self._lock = threading.Lock()
+        self._home = 0
+        self._index = 0
+        self._local = threading.local()
+
+    # A client can be sent to a Ray task or actor (pickled): it keeps its
+    # nodes, token, home node and session index, and gets a fresh lock.
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"], state["_local"]
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    # Session consistency and introspection.
+
+    @property
+    def catalog_index(self) -> int:
+        """The highest catalog index this client has seen."""
+        with self._lock:
+            return self._index
+
+    def observe_catalog_index(self, index: int) -> None:
+        """Raises the client's catalog index to index (one another client
+        saw), so the next selections and catalog reads see everything up to
+        it. A lower index changes nothing."""
+        with self._lock:
+            self._index = max(self._index, int(index))
+
+    @property
+    def home(self) -> str:
+        """The node selections go to."""
+        with self._lock:
+            return self._addrs[self._home]
+
+    @property
+    def last_response(self) -> Optional[ResponseInfo]:
+        """The answer of this thread's last call, headers included."""
+        return getattr(self._local, "info", None)
+
+    # Health and inspection.
+
+    def health(self) -> Dict[str, Any]:
+        return self._do(_Call("GET", wire.PATH_HEALTH, None, _READ))
+
+    def ready(self) -> Dict[str, Any]:
+        """GET /ready. A node that is not ready answers 503 with the same
+        body: that is not an error; the result's "ready" is False."""
+        return self._do(_Call("GET", wire.PATH_READY, None, _READ, accept=lambda s: s in (200, 503)))
+
+    def metrics(self) -> str:
+        """The Prometheus text of GET /metrics."""
+        self._do(_Call("GET", wire.PATH_METRICS, None, _READ), decode=False)
+        info = self.last_response
+        return info.body.decode("utf-8") if info else ""
+
+    def openapi(self) -> Dict[str, Any]:
+        """The OpenAPI document of the API (GET /openapi.json)."""
+        return self._do(_Call("GET", wire.PATH_OPENAPI, None, _READ))
+
+    def cluster_status(self) -> Dict[str, Any]:
+        return self._do(_Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ))
+
+    def dump(self) -> Dict[str, Any]:
+        """The home node's index snapshot (GET /dump)."""
+        return self._do(_Call("GET", wire.PATH_DUMP, None, _READ))
+
+    def loads(self, model_name: Optional[str] = None, tenant_id: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The home node's active load per rank (GET /loads)."""
+        q = _query({wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id})
+        return self._do(_Call("GET", wire.PATH_LOADS + q, None, _READ))
+
+    # The worker catalog.
+
+    def register_worker(self, worker_id: int, *, model_name: Optional[str] = None, tenant_id: Optional[str] = None,
+                        endpoint: Optional[str] = None, block_size: Optional[int] = None,
+                        data_parallel_start_rank: Optional[int] = None, data_parallel_size: Optional[int] = None,
+                        kv_events_endpoints: Optional[Mapping[Union[int, str], str]] = None,
+                        kv_events_endpoint: Optional[str] = None, replay_endpoint: Optional[str] = None,
+                        total_kv_blocks: Optional[int] = None,
+                        max_num_batched_tokens: Optional[int] = None) -> Dict[str, Any]:
+        """Registers a worker, or replaces the record of its id (POST
+        /workers). Returns the stored record with its catalog_index."""
+        body = _fields(worker_id=worker_id, model_name=model_name, tenant_id=tenant_id, endpoint=endpoint,
+                       block_size=block_size, data_parallel_start_rank=data_parallel_start_rank,
+                       data_parallel_size=data_parallel_size, kv_events_endpoints=_ranks(kv_events_endpoints),
+                       kv_events_endpoint=kv_events_endpoint, replay_endpoint=replay_endpoint,
+                       total_kv_blocks=total_kv_blocks, max_num_batched_tokens=max_num_batched_tokens)
+        return self._do(_Call("POST", wire.PATH_WORKERS, _json(body), _WRITE))
+
+    def patch_worker(self, worker_id: int, **fields: Any) -> Dict[str, Any]:
+        """Changes the given fields of a worker (PATCH /workers/{id}); "" or
+        0 clears an optional one."""
+        if "kv_events_endpoints" in fields:
+            fields["kv_events_endpoints"] = _ranks(fields["kv_events_endpoints"])
+        return self._do(_Call("PATCH", wire.path(wire.PATH_WORKER, worker_id), _json(fields), _WRITE))
+
+    def delete_worker(self, worker_id: int) -> Dict[str, Any]:
+        """Removes a worker and returns its last record (DELETE
+        /workers/{id})."""
+        return self._do(_Call("DELETE", wire.path(wire.PATH_WORKER, worker_id), None, _WRITE))
+
+    def workers(self, model_name: Optional[str] = None, tenant_id: Optional[str] = None,
+                linearizable: bool = False) -> List[Dict[str, Any]]:
+        """The catalog (GET /workers), sorted by model, tenant and id."""
+        q = {wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id}
+        return self._do(self._catalog_read(wire.PATH_WORKERS, q, linearizable))
+
+    def worker(self, worker_id: int, linearizable: bool = False) -> Dict[str, Any]:
+        return self._do(self._catalog_read(wire.path(wire.PATH_WORKER, worker_id), {}, linearizable))
+
+    def _catalog_read(self, path: str, q: Dict[str, Any], linearizable: bool) -> _Call:
+        if linearizable:
+            q[wire.QUERY_CONSISTENCY] = wire.CONSISTENCY_LINEARIZABLE
+            return _Call("GET", path + _query(q), None, _LEADER_READ)
+        return _Call("GET", path + _query(q), None, _READ, session=True)
+
+    # Selection and bookings.
+
+    def select(self, *, selection_id: Optional[str] = None,
+               router_config_override: Optional[Mapping[str, float]] = None, **prompt: Any) -> Dict[str, Any]:
+        """Chooses a worker rank for a prompt and books nothing (POST
+        /select). The prompt is token_ids (and lora_name), or block_hashes,
+        sequence_hashes and isl_tokens; model_name and tenant_id scope it.
+        With a selection_id the node remembers the choice for 60 s, for
+        reserve_selection."""
+        body = _prompt(prompt, selection_id=selection_id, router_config_override=router_config_override)
+        return self._do(_Call("POST", wire.PATH_SELECT, _json(body), _READ, session=True))
+
+    def select_and_reserve(self, *, reservation_id: Optional[str] = None, selection_id: Optional[str] = None,
+                           router_config_override: Optional[Mapping[str, float]] = None,
+                           **prompt: Any) -> Dict[str, Any]:
+        """Chooses and books atomically on the home node (POST
+        /select_and_reserve); without a reservation_id the node makes one."""
+        body = _prompt(prompt, reservation_id=reservation_id, selection_id=selection_id,
+                       router_config_override=router_config_override)
+        return self._do(_Call("POST", wire.PATH_SELECT_AND_RESERVE, _json(body), _BOOKING, session=True))
+
+    def reserve(self, reservation_id: str, *, worker_id: int, dp_rank: int = 0,
+                effective_prefill_tokens: Optional[int] = None, **prompt: Any) -> Dict[str, Any]:
+        """Books a request on a worker rank chosen elsewhere (POST
+        /reservations): Ray's select-then-reserve. Pass the selection's
+        effective_prefill_tokens, or none to let the node compute it."""
+        body = _prompt(prompt, reservation_id=reservation_id, worker_id=worker_id, dp_rank=dp_rank or None,
+                       effective_prefill_tokens=effective_prefill_tokens)
+        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True))
+
+    def reserve_selection(self, reservation_id: str, selection_id: str) -> Dict[str, Any]:
+        """Books exactly the choice a select(selection_id=...) made on the
+        home node."""
+        body = _prompt({}, reservation_id=reservation_id, selection_id=selection_id)
+        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True))
+
+    def prefill_complete(self, reservation_id: str) -> Dict[str, Any]:
+        """Clears a booking's prefill load; repeating it is a no-op."""
+        wire.validate_id(reservation_id)
+        return self._do(_Call("POST", wire.path(wire.PATH_PREFILL_COMPLETE, reservation_id), None, _BOOKING))
+
+    def output_block(self, reservation_id: str, decay_fraction: Optional[float] = None) -> Dict[str, Any]:
+        """Adds one output block to a booking's decode load; decay_fraction,
+        in [0, 1], makes its unshared and output blocks weigh that much."""
+        wire.validate_id(reservation_id)
+        body = None if decay_fraction is None else _json({"decay_fraction": decay_fraction})
+        return self._do(_Call("POST", wire.path(wire.PATH_OUTPUT_BLOCK, reservation_id), body, _BOOKING))
+
+    def free(self, reservation_id: str) -> Dict[str, Any]:
+        """Ends a booking (DELETE /reservations/{id})."""
+        wire.validate_id(reservation_id)
+        return self._do(_Call("DELETE", wire.path(wire.PATH_RESERVATION, reservation_id), None, _BOOKING))
+
+    def reservations(self, *, model_name: Optional[str] = None, tenant_id: Optional[str] = None,
+                     worker_id: Optional[int] = None, limit: Optional[int] = None,
+                     cursor: Optional[str] = None) -> Dict[str, Any]:
+        """One page of the home node's bookings, sorted by id (GET
+        /reservations); pass the page's next_cursor as cursor for the next."""
+        q = _query({wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id,
+                    wire.QUERY_WORKER_ID: worker_id, wire.QUERY_LIMIT: limit, wire.QUERY_CURSOR: cursor})
+        return self._do(_Call("GET", wire.PATH_RESERVATIONS + q, None, _READ))
+
+    def reservation(self, reservation_id: str) -> Dict[str, Any]:
+        wire.validate_id(reservation_id)
+        return self._do(_Call("GET", wire.path(wire.PATH_RESERVATION, reservation_id), None, _READ))
+
+    def potential_loads(self, **prompt: Any) -> List[Dict[str, Any]]:
+        """Every schedulable rank's load if the prompt were booked on it."""
+        return self._do(_Call("POST", wire.PATH_POTENTIAL_LOADS, _json(_prompt(prompt)), _READ, session=True))
+
+    def overlap_scores(self, **prompt: Any) -> Dict[str, Any]:
+        """Every schedulable rank's tiered match for the prompt."""
+        return self._do(_Call("POST", wire.PATH_OVERLAP_SCORES, _json(_prompt(prompt)), _READ, session=True))
+
+    # Membership.
+
+    def join(self, node_id: str, raft_addr: str, http_addr: Optional[str] = None) -> Dict[str, Any]:
+        body = _fields(id=node_id, raft_addr=raft_addr, http_addr=http_addr)
+        return self._do(_Call("POST", wire.PATH_CLUSTER_JOIN, _json(body), _WRITE))
+
+    def remove(self, node_id: str) -> Dict[str, Any]:
+        return self._do(_Call("POST", wire.PATH_CLUSTER_REMOVE, _json({"id": node_id}), _WRITE))
+
+    def step_down(self) -> Dict[str, Any]:
+        """Hands leadership to another voter; never sent twice."""
+        return self._do(_Call("POST", wire.PATH_CLUSTER_STEPDOWN, None, _WRITE_ONCE))
+
+    # The machinery.
+
+    def _do(self, call: _Call, decode: bool = True) -> Any:
+        if self._pinned:
+            ans, _ = self._exchange(self._addrs[0], call)
+            self._verdict(call, ans, False)
+        elif call.kind in (_WRITE, _WRITE_ONCE, _LEADER_READ):
+            ans = self._via_leader(call)
+        else:
+            ans = self._on_home(call)
+        if not decode or not ans.body.strip():
+            return None
+        try:
+            return json.loads(ans.body)
+        except ValueError as e:
+            raise TransportError(f"{call.method} {ans.url}: the answer is not JSON: {e}", sent=True) from e
+
+    def _order(self) -> Tuple[int, List[int]]:
+        with self._lock:
+            start = self._home
+        n = len(self._addrs)
+        return start, [(start + i) % n for i in range(n)]
+
+    def _move_home(self, start: int, to: int) -> None:
+        with self._lock:
+            if self._home == start:
+                self._home = to
+
+    def _on_home(self, call: _Call) -> _Answer:
+        """Sends the call to the home node, moving on past nodes that cannot
+        be reached (nothing was sent); a read also moves on when its answer
+        was lost."""
+        start, order = self._order()
+        errors = []
+        for idx in order:
+            try:
+                ans, _ = self._exchange(self._addrs[idx], call)
+            except TransportError as e:
+                if e.sent and call.kind != _READ:
+                    raise
+                errors.append(str(e))
+                continue
+            if idx != start:
+                self._move_home(start, idx)
+            self._verdict(call, ans, False)
+            return ans
+        raise TransportError("no kvselect node reachable: " + "; ".join(errors), sent=False)
+
+    def _home_attempt(self, call: _Call) -> _Answer:
+        """One attempt on the home node, moving on past nodes that cannot be
+        reached."""
+        start, order = self._order()
+        errors = []
+        for idx in order:
+            try:
+                ans, _ = self._exchange(self._addrs[idx], call)
+            except TransportError as e:
+                if e.sent:
+                    raise
+                errors.append(str(e))
+                continue
+            if idx != start:
+                self._move_home(start, idx)
+            return ans
+        raise TransportError("no kvselect node reachable: " + "; ".join(errors), sent=False)
+
+    def _via_leader(self, call: _Call) -> _Answer:
+        """Sends a leader-only call through the home node (which forwards
+        it); when nothing was written, finds the leader and sends it there,
+        with backoff, until retry_timeout. Idempotent writes are sent again
+        after an unknown outcome."""
+        deadline = time.monotonic() + self._retry_timeout
+        pause, target, after_unknown = _FIRST_BACKOFF, "", False
+        while True:
+            last: Exception
+            try:
+                ans = self._home_attempt(call) if not target else self._exchange(target, call)[0]
+            except TransportError as e:
+                if not e.sent:
+                    # Never reached; the leader's own address may be one
+                    # this client cannot dial: go back through home.
+                    target = "" if target else self._find_leader("")
+                elif call.kind == _WRITE:
+                    after_unknown = True
+                elif call.kind != _LEADER_READ:
+                    raise TransportError(f"{e} (the request reached a node; it may or may not have taken effect)",
+                                         sent=True) from e
+                last = e
+            else:
+                try:
+                    self._verdict(call, ans, after_unknown)
+                    return ans
+                except KvselectError as e:
+                    if e.code in wire.NOTHING_WRITTEN:
+                        target = self._find_leader(target)
+                    elif e.code == wire.CODE_UNKNOWN_OUTCOME and call.kind == _WRITE:
+                        after_unknown = True
+                    else:
+                        raise
+                    last = e
+            if time.monotonic() + pause > deadline:
+                raise last
+            time.sleep(pause)
+            pause = min(2 * pause, _MAX_BACKOFF)
+
+    def _find_leader(self, avoid: str) -> str:
+        """The leader's base URL as the nodes know it, or "" (go through the
+        home node) when none knows it. avoid is not returned."""
+        for base in self._addrs:
+            try:
+                ans, _ = self._exchange(base, _Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ))
+                st = json.loads(ans.body) if ans.status == 200 else None
+            except (TransportError, ValueError):
+                continue
+            if not isinstance(st, dict) or not st.get("leader", {}).get("id"):
+                continue
+            leader = base
+            if st["leader"]["id"] != st.get("node_id"):
+                if not st["leader"].get("http_addr"):
+                    continue
+                leader = base_url(st["leader"]["http_addr"])
+            if leader != avoid:
+                return leader
+        return ""
+
+    def _verdict(self, call: _Call, ans: _Answer, after_unknown: bool) -> None:
+        """Records what the answer says and raises for one the call does not
+        accept."""
+        ok = call.accept(ans.status) if call.accept else 200 <= ans.status < 300
+        try:
+            index = int(ans.headers.get(wire.HEADER_INDEX) or 0)
+        except ValueError:
+            index = 0
+        if ok and index:
+            self.observe_catalog_index(index)
+        self._local.info = ResponseInfo(node=ans.node, status=ans.status,
+                                        served_by=ans.headers.get(wire.HEADER_SERVED_BY) or "",
+                                        catalog_index=index,
+                                        not_applied=(ans.headers.get(wire.HEADER_APPLIED) == "false"),
+                                        body=ans.body)
+        if not ok:
+            err = decode_error(call.method, ans.url, ans.status, ans.body)
+            err.after_unknown_outcome = after_unknown
+            raise err
+
+    def _exchange(self, base: str, call: _Call) -> Tuple[_Answer, bool]:
+        """One round trip to base, following up to 5 redirects (307/308)
+        with the same method, body and token."""
+        url = base + call.path
+        sent = False
+        for _ in range(_MAX_REDIRECTS + 1):
+            try:
+                ans = self._round_trip(url, call)
+            except TransportError as e:
+                raise TransportError(str(e), sent=sent or e.sent) from e
+            sent = True
+            ans.node = base
+            if ans.status not in (307, 308):
+                return ans, sent
+            location = ans.headers.get("Location")
+            if not location:
+                raise TransportError(f"{call.method} {url}: redirect without a Location", sent=True)
+            url = urljoin(url, location)
+        raise TransportError(f"{call.method} {base + call.path}: stopped after {_MAX_REDIRECTS} redirects", sent=True)
+
+    def _round_trip(self, url: str, call: _Call) -> _Answer:
+        u = urlsplit(url)
+        conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        conn = conn_cls(u.hostname, u.port, timeout=self._timeout)
+        target = (u.path or "/") + ("?" + u.query if u.query else "")
+        headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.4.0"}
+        if call.body is not None:
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
+        if call.session:
+            index = self.catalog_index
+            if index:
+                headers[wire.HEADER_INDEX] = str(index)
+        try:
+            try:
+                conn.connect()
+            except OSError as e:
+                raise TransportError(f"{call.method} {url}: {e}", sent=False) from e
+            try:
+                conn.request(call.method, target, body=call.body, headers=headers)
+                resp = conn.getresponse()
+                body = resp.read(self._max_answer + 1)
+            except (OSError, http.client.HTTPException) as e:
+                raise TransportError(f"{call.method} {url}: {e!r}", sent=True) from e
+            if len(body) > self._max_answer:
+                raise TransportError(f"{call.method} {url}: answer larger than {self._max_answer} bytes", sent=True)
+            return _Answer(node="", url=url, status=resp.status, headers=resp.headers, body=body)
+        finally:
+            conn.close()
+
+
+def _json(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def _fields(**kv: Any) -> Dict[str, Any]:
+    """The given fields, without the absent (None) ones."""
+    return {k: v for k, v in kv.items() if v is not None}
+
+
+def _query(params: Mapping[str, Any]) -> str:
+    q = {k: v for k, v in params.items() if v is not None and v != ""}
+    return "?" + urlencode(q) if q else ""
+
+
+def _ranks(endpoints: Optional[Mapping[Union[int, str], str]]) -> Optional[Dict[str, str]]:
+    """kv_events_endpoints with its dp ranks as JSON object keys."""
+    return None if endpoints is None else {str(k): v for k, v in endpoints.items()}
+
+
+_PROMPT_FIELDS = frozenset({"model_name", "tenant_id", "routing_group", "block_hashes", "sequence_hashes",
+                            "isl_tokens", "token_ids", "lora_name", "min_catalog_index"})
+
+
+def _prompt(prompt: Mapping[str, Any], **extra: Any) -> Dict[str, Any]:
+    """A request body from prompt fields and the route's own, checking the
+    names here so a typo fails before it is sent, and the ids by their
+    rule."""
+    unknown = set(prompt) - _PROMPT_FIELDS
+    if unknown:
+        raise TypeError(f"unknown prompt field(s) {sorted(unknown)}; expected some of {sorted(_PROMPT_FIELDS)}")
+    body = _fields(**prompt, **extra)
+    for key in ("reservation_id", "selection_id"):
+        if key in body:
+            wire.validate_id(body[key])
+    for key in ("block_hashes", "sequence_hashes", "token_ids"):
+        if key in body:
+            body[key] = list(_ints(body[key]))
+    return body
+
+
+def _ints(values: Iterable[Any]) -> Iterable[int]:
+    for v in values:
+        yield int(v)

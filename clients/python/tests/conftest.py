@@ -1,0 +1,230 @@
+"""Fixtures: real kvselect processes (one node, or three in a cluster), a
+kvsim, and a scripted fake node for the client's retry rules.
+
+The binaries come from the repository's bin/ (make build), or from
+$KVSELECT_BIN_DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+BIN_DIR = os.environ.get("KVSELECT_BIN_DIR", os.path.join(REPO, "bin"))
+
+
+def binary(name: str) -> str:
+    path = os.path.join(BIN_DIR, name)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: run `make build` first (or set KVSELECT_BIN_DIR)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str, timeout: float = 2.0) -> Optional[dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return json.load(resp)
+    except Exception:  # not up yet, or an error answer
+        return None
+
+
+def wait_for(what: str, cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.05)
+
+
+class Proc:
+    """A process the test started; stopped (SIGTERM, then SIGKILL) at the
+    end. Its output goes to a log file shown when a test fails."""
+
+    def __init__(self, args: List[str], log_path: str) -> None:
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def node(tmp_path) -> Iterator[str]:
+    """One kvselect node; yields its base URL."""
+    port, raft = free_port(), free_port()
+    p = Proc([binary("kvselect"), "--node-id", "n1", "--bind", "127.0.0.1", "--port", str(port),
+              "--raft-addr", f"127.0.0.1:{raft}", "--data-dir", str(tmp_path / "n1"), "--log-level", "warn"],
+             str(tmp_path / "n1.log"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("the node leads", lambda: (get_json(url + "/cluster/status") or {}).get("state") == "leader")
+        yield url
+    finally:
+        p.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[List[Tuple[str, str]]]:
+    """Three kvselect nodes in one cluster; yields [(id, base URL)], the
+    leader first."""
+    http = [free_port() for _ in range(3)]
+    raft = [free_port() for _ in range(3)]
+    initial = ",".join(f"n{i + 1}=127.0.0.1:{raft[i]}" for i in range(3))
+    procs = [Proc([binary("kvselect"), "--node-id", f"n{i + 1}", "--bind", "127.0.0.1", "--port", str(http[i]),
+                   "--raft-addr", f"127.0.0.1:{raft[i]}", "--data-dir", str(tmp_path / f"n{i + 1}"),
+                   "--initial-cluster", initial, "--log-level", "warn"], str(tmp_path / f"n{i + 1}.log"))
+             for i in range(3)]
+    urls = [f"http://127.0.0.1:{p}" for p in http]
+
+    def converged() -> bool:
+        sts = [get_json(u + "/cluster/status") for u in urls]
+        if not all(sts):
+            return False
+        leaders = {st["leader"]["id"] for st in sts}
+        return len(leaders) == 1 and "" not in leaders and all(
+            len(st["members"]) == 3 and all(m["http_addr"] for m in st["members"]) for st in sts)
+
+    try:
+        wait_for("the cluster converges", converged, timeout=30)
+        leader = get_json(urls[0] + "/cluster/status")["leader"]["id"]
+        nodes = [(f"n{i + 1}", urls[i]) for i in range(3)]
+        nodes.sort(key=lambda n: n[0] != leader)
+        yield nodes
+    finally:
+        for p in procs:
+            p.stop()
+
+
+@pytest.fixture
+def kvsim(tmp_path, node) -> Iterator[str]:
+    """kvsim with two simulated workers (model "qwen") registered with the
+    node; yields its control API URL."""
+    control = free_port()
+    p = Proc([binary("kvsim"), "--workers", "2", "--model", "qwen", "--block-size", "16",
+              "--control", f"127.0.0.1:{control}", "--register", node, "--log-level", "warn"],
+             str(tmp_path / "kvsim.log"))
+    url = f"http://127.0.0.1:{control}"
+    try:
+        def active() -> bool:
+            ready = get_json(node + "/ready") or {}
+            states = [l["state"] for w in ready.get("workers", []) for l in (w.get("listeners") or {}).values()]
+            return len(states) == 2 and all(s == "active" for s in states)
+        wait_for("kvsim's workers are registered and subscribed", active)
+        yield url
+    finally:
+        p.stop()
+
+
+# A scripted fake node, for the client's retry and routing rules.
+
+Handler = Callable[["FakeNode", BaseHTTPRequestHandler], Tuple[int, Dict[str, str], object]]
+
+
+class FakeNode:
+    """An HTTP server whose answers a test scripts per route ("POST
+    /workers"): each route has a list of answers, the last one repeating.
+    Every request is recorded."""
+
+    def __init__(self) -> None:
+        self.routes: Dict[str, List[object]] = {}
+        self.got: List[Dict[str, str]] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode() if length else ""
+                path, _, query = self.path.partition("?")
+                route = f"{self.command} {path}"
+                with fake.lock:
+                    fake.got.append({"route": route, "query": query, "body": body,
+                                     "auth": self.headers.get("Authorization") or "",
+                                     "index": self.headers.get("X-Kvselect-Index") or ""})
+                    seq = fake.routes.get(route)
+                    n = sum(1 for g in fake.got if g["route"] == route)
+                    answer = seq[min(n, len(seq)) - 1] if seq else (404, {}, {"error": "no such route", "code": "not_found"})
+                if answer == "hangup":
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                status, headers, payload = answer
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self.thread.start()
+
+    def script(self, route: str, *answers: object) -> None:
+        self.routes[route] = list(answers)
+
+    def requests(self, route: str) -> List[Dict[str, str]]:
+        with self.lock:
+            return [g for g in self.got if g["route"] == route]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fakes() -> Iterator[Callable[[], FakeNode]]:
+    made: List[FakeNode] = []
+
+    def make() -> FakeNode:
+        f = FakeNode()
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        f.close()
+
+
+@pytest.fixture
+def dead_addr() -> str:
+    """An address nothing listens on."""
+    return f"http://127.0.0.1:{free_port()}"
