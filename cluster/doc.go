@@ -14,9 +14,10 @@
 //   - Reads. Catalog is the local FSM state; LinearizableCatalog runs the
 //     leader read-index protocol; WaitApplied gives read-your-writes to
 //     clients that carry a catalog index.
-//   - Side effects. A watcher goroutine diffs successive catalogs and calls
-//     the observers (indexer, scheduler) outside the FSM, level-triggered,
-//     so the FSM stays pure and raft is never blocked by them.
+//   - Side effects. A watcher goroutine diffs successive catalogs into one
+//     fsm.Change and hands it to the node's observer (which applies it to
+//     the indexer, scheduler and listeners, in order) outside the FSM,
+//     level-triggered, so the FSM stays pure and raft is never blocked.
 //
 // Leadership and heartbeat health are followed with a non-blocking raft
 // observer. A data dir without raft state is bootstrapped as a one-voter

@@ -1,19 +1,30 @@
 // Package http is kvselect's HTTP API (SPEC §3): the worker catalog,
-// health, selection, reservations, inspection, the index dump, metrics and
-// cluster administration.
+// health, selection, reservations, inspection, the index dump, metrics,
+// cluster administration and the OpenAPI document.
 //
-// All routes are declared in one table (Service.routes). Handlers are
-// thin: they decode and validate the request, call the cluster, scheduler
-// or indexer, and encode the answer. They return errors instead of writing
-// them; statusOf (errors.go) is the one place that maps an error to an HTTP
-// status and a machine-readable code, and every error body is
-// {"error": "...", "code": "..."}.
+// The wire itself (paths, bodies, headers, codes) is package api; this
+// package serves it. All routes are declared in one table (routes.go).
+// Handlers are thin: they decode and validate the request into api types,
+// call the node's parts through narrow interfaces (interfaces.go: catalog
+// reader and writer, leadership, cluster admin, selector, load and index
+// readers), and encode the answer. Tests replace those parts with fakes to
+// inject unknown_outcome, catalog_behind or a leader change without Raft.
+// Handlers return errors instead of writing them; errorCodes (errors.go)
+// is the one table from errors to api codes, and api.Code.Status gives the
+// HTTP status. Every error body is {"error": "...", "code": "..."}.
 //
 // Bad input is answered with 400 and a message that starts with the
-// offending field: malformed JSON, wrong types, missing required fields,
-// out-of-range values, mismatched hash list lengths. Bodies are limited to
-// 8 MiB (413) and hash or token lists to 2^20 entries. Unknown routes are a
-// JSON 404 and wrong methods a JSON 405.
+// offending field: malformed JSON, wrong types, unknown fields, missing
+// required fields, out-of-range values, invalid ids, mismatched hash list
+// lengths. Bodies are limited to 8 MiB (413) and hash or token lists to
+// 2^20 entries. Paths with dot or empty segments are a 400, never cleaned
+// or redirected. Unknown routes are a JSON 404; wrong methods a JSON 405
+// with Allow; HEAD works wherever GET does.
+//
+// Leader-only routes (catalog and membership writes, linearizable reads)
+// are forwarded by followers to the leader (forward.go). A forwarded
+// write's answer is relayed once this node has applied the write itself,
+// so a client reads its write on the node it wrote through.
 //
 // Importers conventionally name this package httpd to keep net/http's name.
 package http

@@ -11,16 +11,17 @@
 //	kvselectctl select --model llama --tokens 1,2,3,4
 //	kvselectctl --json loads
 //
-// Reads (cluster status, workers list, select, loads, dump) go to the
-// first address of --addr that answers. Writes (workers add, patch and
-// rm; cluster join, remove and stepdown) and linearizable reads follow
-// the leader themselves: the CLI asks a node for /cluster/status and sends
-// the request straight to the leader it names, or to that node with
-// ?redirect=true, following a 307 by hand with the same method, body and
-// token. A write answered 503 not_leader or no_leader is retried, with
-// backoff, for up to --timeout; a write answered unknown_outcome is never
-// retried automatically, because only the user knows whether to repeat it
-// (catalog writes are idempotent, so repeating is safe).
+// It is built on the public Go client (package client), with its
+// behaviour: every request goes to the first address of --addr that
+// answers. Writes (workers add, patch and rm; cluster join, remove and
+// stepdown) go through that node, which forwards them to the leader; when
+// it answers that nothing was written (not_leader, no_leader), the client
+// finds the leader through /cluster/status and writes there, retrying with
+// backoff for up to --timeout. A catalog write whose outcome is unknown is
+// sent again (catalog writes are idempotent); a step-down never is.
+// Linearizable reads (workers list --linearizable) are served by the
+// leader. 307 redirects are followed by hand with the same method, body
+// and token.
 //
 // Tables are for people; --json prints the server's JSON, indented.
 // A server error prints "kvselectctl: <code>: <message> (HTTP <status>)"
