@@ -23,6 +23,18 @@ func (c *Client) send(ctx context.Context, cl call, body, out any) error {
 	return c.do(ctx, cl, out)
 }
 
+// partitionQuery holds the model_name and tenant_id filters that are set.
+func partitionQuery(model, tenant string) url.Values {
+	q := url.Values{}
+	if model != "" {
+		q.Set(api.QueryModelName, model)
+	}
+	if tenant != "" {
+		q.Set(api.QueryTenantID, tenant)
+	}
+	return q
+}
+
 func withQuery(path string, q url.Values) string {
 	if len(q) == 0 {
 		return path
@@ -94,13 +106,7 @@ type WorkersOptions struct {
 
 // Workers lists the catalog (GET /workers).
 func (c *Client) Workers(ctx context.Context, opts WorkersOptions) ([]api.Worker, error) {
-	q := url.Values{}
-	if opts.ModelName != "" {
-		q.Set(api.QueryModelName, opts.ModelName)
-	}
-	if opts.TenantID != "" {
-		q.Set(api.QueryTenantID, opts.TenantID)
-	}
+	q := partitionQuery(opts.ModelName, opts.TenantID)
 	var out []api.Worker
 	return out, c.send(ctx, catalogRead(api.PathWorkers, q, opts.Linearizable), nil, &out)
 }
@@ -176,11 +182,9 @@ func (c *Client) Free(ctx context.Context, id string) error {
 // Reservations lists the home node's bookings, one page at a time (GET
 // /reservations); pass the page's NextCursor as q.Cursor for the next.
 func (c *Client) Reservations(ctx context.Context, q api.ReservationsQuery) (*api.ReservationPage, error) {
-	v := url.Values{}
-	for k, s := range map[string]string{api.QueryModelName: q.ModelName, api.QueryTenantID: q.TenantID, api.QueryCursor: q.Cursor} {
-		if s != "" {
-			v.Set(k, s)
-		}
+	v := partitionQuery(q.ModelName, q.TenantID)
+	if q.Cursor != "" {
+		v.Set(api.QueryCursor, q.Cursor)
 	}
 	if q.WorkerID != nil {
 		v.Set(api.QueryWorkerID, strconv.FormatUint(*q.WorkerID, 10))
@@ -202,13 +206,7 @@ func (c *Client) Reservation(ctx context.Context, id string) (*api.ReservationIn
 // Loads is the home node's active load per rank (GET /loads); empty
 // filters do not filter.
 func (c *Client) Loads(ctx context.Context, model, tenant string) ([]api.PartitionLoads, error) {
-	q := url.Values{}
-	if model != "" {
-		q.Set(api.QueryModelName, model)
-	}
-	if tenant != "" {
-		q.Set(api.QueryTenantID, tenant)
-	}
+	q := partitionQuery(model, tenant)
 	var out []api.PartitionLoads
 	return out, c.send(ctx, call{method: http.MethodGet, path: withQuery(api.PathLoads, q), kind: read}, nil, &out)
 }

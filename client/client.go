@@ -200,27 +200,13 @@ func (c *Client) do(ctx context.Context, cl call, out any) error {
 	return nil
 }
 
-// onHome sends the call to the home node. A node that cannot be reached
-// (nothing was sent) is skipped for the next, which becomes home; a read
-// also moves on when its answer is lost.
+// onHome sends the call to the home node and judges its answer.
 func (c *Client) onHome(ctx context.Context, cl call) (*answer, error) {
-	start := c.home.Load()
-	var errs []error
-	for i := range int64(len(c.addrs)) {
-		idx := (start + i) % int64(len(c.addrs))
-		ans, sent, err := c.exchange(ctx, c.addrs[idx], cl)
-		if err == nil {
-			if i > 0 {
-				c.home.CompareAndSwap(start, idx)
-			}
-			return ans, c.verdict(ctx, cl, ans, false)
-		}
-		if ctx.Err() != nil || (sent && cl.kind != read) {
-			return nil, err
-		}
-		errs = append(errs, err)
+	ans, _, err := c.homeAttempt(ctx, cl, cl.kind == read)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no kvselect node reachable: %w", errors.Join(errs...))
+	return ans, c.verdict(ctx, cl, ans, false)
 }
 
 // viaLeader sends a leader-only call through the home node, which
@@ -236,7 +222,7 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 		var sent bool
 		var err error
 		if target == "" {
-			ans, err = c.homeAttempt(ctx, cl, &sent)
+			ans, sent, err = c.homeAttempt(ctx, cl, false)
 		} else {
 			ans, sent, err = c.exchange(ctx, target, cl)
 		}
@@ -286,25 +272,29 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 	}
 }
 
-// homeAttempt is one attempt on the home node, moving on past nodes that
-// cannot be reached; sent reports whether a node was reached.
-func (c *Client) homeAttempt(ctx context.Context, cl call, sent *bool) (*answer, error) {
+// homeAttempt sends the call to the home node, moving on to the next
+// address while a node cannot be reached (nothing was sent) and, with
+// lostToo, when its answer was lost (reads only: they may be sent again).
+// The node that answers becomes home. sent reports whether a failed
+// attempt may have reached a node.
+func (c *Client) homeAttempt(ctx context.Context, cl call, lostToo bool) (ans *answer, sent bool, err error) {
 	start := c.home.Load()
 	var errs []error
 	for i := range int64(len(c.addrs)) {
 		idx := (start + i) % int64(len(c.addrs))
-		ans, s, err := c.exchange(ctx, c.addrs[idx], cl)
-		if err == nil || s || ctx.Err() != nil {
-			*sent = s || err == nil
-			if err == nil && i > 0 {
+		ans, sent, err := c.exchange(ctx, c.addrs[idx], cl)
+		if err == nil {
+			if i > 0 {
 				c.home.CompareAndSwap(start, idx)
 			}
-			return ans, err
+			return ans, true, nil
+		}
+		if ctx.Err() != nil || (sent && !lostToo) {
+			return nil, sent, err
 		}
 		errs = append(errs, err)
 	}
-	*sent = false
-	return nil, fmt.Errorf("no kvselect node reachable: %w", errors.Join(errs...))
+	return nil, false, fmt.Errorf("no kvselect node reachable: %w", errors.Join(errs...))
 }
 
 // findLeader asks the nodes for the leader's HTTP address; it returns

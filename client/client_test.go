@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/fakenode"
 )
 
 func mustClient(t *testing.T, cfg Config) *Client {
@@ -34,43 +35,43 @@ func Test_WriteRouting(t *testing.T) {
 	tests := []struct {
 		name string
 		// setup wires nodes a and b and returns Config.Addrs.
-		setup func(t *testing.T, a, b *fakeNode) []string
+		setup func(t *testing.T, a, b *fakenode.Node) []string
 		// tries is how many times each node gets the write.
 		triesA, triesB int
 		servedBy       string
 	}{
 		{
 			name: "the home node takes it (it forwards to the leader itself)",
-			setup: func(t *testing.T, a, b *fakeNode) []string {
-				a.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c")
+			setup: func(t *testing.T, a, b *fakenode.Node) []string {
+				a.Answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c")
 				return []string{a.URL, b.URL}
 			},
 			triesA: 1, servedBy: "c",
 		},
 		{
 			name: "home knows no leader: the client finds it and writes there",
-			setup: func(t *testing.T, a, b *fakeNode) []string {
-				a.answer("POST /workers", http.StatusServiceUnavailable, api.Error{Message: "no leader", Code: api.CodeNoLeader})
-				a.status("a", api.StateFollower, "b", b.host())
-				b.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
+			setup: func(t *testing.T, a, b *fakenode.Node) []string {
+				a.Answer("POST /workers", http.StatusServiceUnavailable, api.Error{Message: "no leader", Code: api.CodeNoLeader})
+				a.Status("a", api.StateFollower, "b", b.Host())
+				b.Answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
 				return []string{a.URL}
 			},
 			triesA: 1, triesB: 1, servedBy: "b",
 		},
 		{
 			name: "home unreachable: the next address takes it",
-			setup: func(t *testing.T, a, b *fakeNode) []string {
-				b.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
-				return []string{deadAddr(t), b.URL}
+			setup: func(t *testing.T, a, b *fakenode.Node) []string {
+				b.Answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "b")
+				return []string{fakenode.DeadAddr(t), b.URL}
 			},
 			triesB: 1, servedBy: "b",
 		},
 		{
 			name: "the leader's address cannot be dialled: back through home, which now forwards",
-			setup: func(t *testing.T, a, b *fakeNode) []string {
-				a.answers("POST /workers", apiError(api.CodeNotLeader, "leader is c"),
-					ok(http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c"))
-				a.status("a", api.StateFollower, "c", deadAddr(t))
+			setup: func(t *testing.T, a, b *fakenode.Node) []string {
+				a.Answers("POST /workers", fakenode.Error(api.CodeNotLeader, "leader is c"),
+					fakenode.OK(http.StatusCreated, storedWorker, api.HeaderIndex, "12", api.HeaderServedBy, "c"))
+				a.Status("a", api.StateFollower, "c", fakenode.DeadAddr(t))
 				return []string{a.URL}
 			},
 			triesA: 2, servedBy: "c",
@@ -78,7 +79,7 @@ func Test_WriteRouting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := newFakeNode(t), newFakeNode(t)
+			a, b := fakenode.New(t), fakenode.New(t)
 			c := mustClient(t, Config{Addrs: tt.setup(t, a, b), Token: "s3cret"})
 			var info ResponseInfo
 			w, err := c.RegisterWorker(WithResponseInfo(ctxFor(t), &info), spec)
@@ -88,14 +89,14 @@ func Test_WriteRouting(t *testing.T) {
 			if w.WorkerID != 7 || w.CatalogIndex != 12 || info.ServedBy != tt.servedBy || info.CatalogIndex != 12 {
 				t.Fatalf("answer %+v, info %+v", w, info)
 			}
-			for name, n := range map[string]*fakeNode{"a": a, "b": b} {
+			for name, n := range map[string]*fakenode.Node{"a": a, "b": b} {
 				want := map[string]int{"a": tt.triesA, "b": tt.triesB}[name]
-				got := n.requests("POST /workers")
+				got := n.Requests("POST /workers")
 				if len(got) != want {
 					t.Fatalf("node %s got the write %d times, want %d", name, len(got), want)
 				}
 				for _, g := range got {
-					if g.body != wantBody || g.auth != "Bearer s3cret" {
+					if g.Body != wantBody || g.Auth != "Bearer s3cret" {
 						t.Fatalf("node %s got %+v", name, g)
 					}
 				}
@@ -111,11 +112,11 @@ func Test_WriteRouting(t *testing.T) {
 // that prove nothing happened, and for idempotent catalog writes an
 // unknown outcome.
 func Test_Retries(t *testing.T) {
-	deleted := ok(http.StatusOK, storedWorker)
+	deleted := fakenode.OK(http.StatusOK, storedWorker)
 	tests := []struct {
 		name      string
 		route     string
-		seq       []func(http.ResponseWriter, *http.Request)
+		seq       []http.HandlerFunc
 		call      func(ctx context.Context, c *Client) error
 		retryFor  time.Duration
 		wantTries int
@@ -123,47 +124,47 @@ func Test_Retries(t *testing.T) {
 		wantAfter bool     // Error.AfterUnknownOutcome
 	}{
 		{"not_leader, then success", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNotLeader, "x"), deleted},
+			[]http.HandlerFunc{fakenode.Error(api.CodeNotLeader, "x"), deleted},
 			deleteWorker7, 0, 2, "", false},
 		{"no_leader twice, then success", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNoLeader, "x"), apiError(api.CodeNoLeader, "x"), deleted},
+			[]http.HandlerFunc{fakenode.Error(api.CodeNoLeader, "x"), fakenode.Error(api.CodeNoLeader, "x"), deleted},
 			deleteWorker7, 0, 3, "", false},
 		{"unknown outcome of an idempotent write: sent again", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "leader lost"), deleted},
+			[]http.HandlerFunc{fakenode.Error(api.CodeUnknownOutcome, "leader lost"), deleted},
 			deleteWorker7, 0, 2, "", false},
 		{"unknown outcome, then gone: reported as such", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "leader lost"), apiError(api.CodeNotFound, "worker not found: 7")},
+			[]http.HandlerFunc{fakenode.Error(api.CodeUnknownOutcome, "leader lost"), fakenode.Error(api.CodeNotFound, "worker not found: 7")},
 			deleteWorker7, 0, 2, api.CodeNotFound, true},
 		{"lost answer of an idempotent write: sent again", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){hangUp, deleted},
+			[]http.HandlerFunc{fakenode.HangUp, deleted},
 			deleteWorker7, 0, 2, "", false},
 		{"a verdict is final", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeConflict, "no")},
+			[]http.HandlerFunc{fakenode.Error(api.CodeConflict, "no")},
 			deleteWorker7, 0, 1, api.CodeConflict, false},
 		{"gives up after RetryTimeout", "DELETE /workers/7",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeNotLeader, "x")},
+			[]http.HandlerFunc{fakenode.Error(api.CodeNotLeader, "x")},
 			deleteWorker7, 200 * time.Millisecond, 0, api.CodeNotLeader, false},
 		{"step down: an unknown outcome is not retried", "POST /cluster/stepdown",
-			[]func(http.ResponseWriter, *http.Request){apiError(api.CodeUnknownOutcome, "x"), ok(http.StatusOK, api.ClusterStatus{})},
+			[]http.HandlerFunc{fakenode.Error(api.CodeUnknownOutcome, "x"), fakenode.OK(http.StatusOK, api.ClusterStatus{})},
 			func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx); return err }, 0, 1, api.CodeUnknownOutcome, false},
 		{"step down: a lost answer is not retried", "POST /cluster/stepdown",
-			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, api.ClusterStatus{})},
+			[]http.HandlerFunc{fakenode.HangUp, fakenode.OK(http.StatusOK, api.ClusterStatus{})},
 			func(ctx context.Context, c *Client) error { _, err := c.StepDown(ctx); return err }, 0, 1, "", false},
 		{"a booking whose answer was lost is not sent again", "POST /select_and_reserve",
-			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, api.Selection{})},
+			[]http.HandlerFunc{fakenode.HangUp, fakenode.OK(http.StatusOK, api.Selection{})},
 			func(ctx context.Context, c *Client) error {
 				_, err := c.SelectAndReserve(ctx, api.SelectRequest{ReservationID: "r1"})
 				return err
 			}, 0, 1, "", false},
 		{"a read whose answer was lost is sent again", "GET /loads",
-			[]func(http.ResponseWriter, *http.Request){hangUp, ok(http.StatusOK, []api.PartitionLoads{})},
+			[]http.HandlerFunc{fakenode.HangUp, fakenode.OK(http.StatusOK, []api.PartitionLoads{})},
 			func(ctx context.Context, c *Client) error { _, err := c.Loads(ctx, "", ""); return err }, 0, 0, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := newFakeNode(t)
-			n.status("a", api.StateLeader, "a", n.host())
-			n.answers(tt.route, tt.seq...)
+			n := fakenode.New(t)
+			n.Status("a", api.StateLeader, "a", n.Host())
+			n.Answers(tt.route, tt.seq...)
 			// The same node twice: a read that moves on lands on it again.
 			c := mustClient(t, Config{Addrs: []string{n.URL, n.URL}, RetryTimeout: tt.retryFor})
 			err := tt.call(ctxFor(t), c)
@@ -184,7 +185,7 @@ func Test_Retries(t *testing.T) {
 			case !errors.As(err, &e) || e.Code != tt.wantCode || e.AfterUnknownOutcome != tt.wantAfter:
 				t.Fatalf("error %#v, want code %s (after unknown %v)", err, tt.wantCode, tt.wantAfter)
 			}
-			got := len(n.requests(tt.route))
+			got := len(n.Requests(tt.route))
 			switch {
 			case tt.wantTries > 0 && got != tt.wantTries:
 				t.Fatalf("%d tries, want %d", got, tt.wantTries)
@@ -195,6 +196,10 @@ func Test_Retries(t *testing.T) {
 	}
 }
 
+// storedWorker is the answer to a catalog write of worker 7.
+var storedWorker = api.WorkerWritten{Worker: api.Worker{WorkerID: 7, ModelName: "llama", TenantID: "default",
+	Lifecycle: api.LifecycleSchedulable}, CatalogIndex: 12}
+
 func deleteWorker7(ctx context.Context, c *Client) error {
 	_, err := c.DeleteWorker(ctx, 7)
 	return err
@@ -204,22 +209,22 @@ func deleteWorker7(ctx context.Context, c *Client) error {
 // and token, at most maxRedirects times.
 func Test_RedirectChain(t *testing.T) {
 	for _, hops := range []int{1, maxRedirects, maxRedirects + 1} {
-		n := newFakeNode(t)
-		n.mux.HandleFunc("PATCH /workers/{id}", func(w http.ResponseWriter, r *http.Request) {
-			if hop := len(n.requests("PATCH /workers/7")); hop <= hops {
+		n := fakenode.New(t)
+		n.Mux.HandleFunc("PATCH /workers/{id}", func(w http.ResponseWriter, r *http.Request) {
+			if hop := len(n.Requests("PATCH /workers/7")); hop <= hops {
 				// A relative Location, as a proxy might send.
 				http.Redirect(w, r, "/workers/7?hop="+string(rune('0'+hop)), http.StatusTemporaryRedirect)
 				return
 			}
-			writeJSON(w, http.StatusOK, storedWorker)
+			fakenode.WriteJSON(w, http.StatusOK, storedWorker)
 		})
 		c := mustClient(t, Config{Addrs: []string{n.URL}, Token: "tok", Pinned: true})
 		_, err := c.PatchWorker(ctxFor(t), 7, api.WorkerPatch{Endpoint: api.Ptr("x")})
 		if wantErr := hops > maxRedirects; (err != nil) != wantErr || wantErr && !strings.Contains(err.Error(), "stopped after 5 redirects") {
 			t.Fatalf("%d hops: error %v", hops, err)
 		}
-		for _, g := range n.requests("PATCH /workers/7") {
-			if g.body != `{"endpoint":"x"}` || g.auth != "Bearer tok" {
+		for _, g := range n.Requests("PATCH /workers/7") {
+			if g.Body != `{"endpoint":"x"}` || g.Auth != "Bearer tok" {
 				t.Fatalf("hop lost the body or token: %+v", g)
 			}
 		}
@@ -230,12 +235,12 @@ func Test_RedirectChain(t *testing.T) {
 // node that answers, skip dead addresses, never ask for the leader, and
 // stay on the node found.
 func Test_HomeNode(t *testing.T) {
-	a, b := newFakeNode(t), newFakeNode(t)
-	for _, n := range []*fakeNode{a, b} {
-		n.answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
-		n.answer("POST /select", http.StatusOK, api.Selection{WorkerID: 1})
+	a, b := fakenode.New(t), fakenode.New(t)
+	for _, n := range []*fakenode.Node{a, b} {
+		n.Answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
+		n.Answer("POST /select", http.StatusOK, api.Selection{WorkerID: 1})
 	}
-	c := mustClient(t, Config{Addrs: []string{deadAddr(t), a.host(), b.URL}})
+	c := mustClient(t, Config{Addrs: []string{fakenode.DeadAddr(t), a.Host(), b.URL}})
 	ctx := ctxFor(t)
 	if _, err := c.Loads(ctx, "", ""); err != nil {
 		t.Fatal(err)
@@ -243,21 +248,21 @@ func Test_HomeNode(t *testing.T) {
 	if _, err := c.Select(ctx, api.SelectRequest{Prompt: api.Prompt{TokenIDs: api.TokenIDs{1}}}); err != nil {
 		t.Fatal(err)
 	}
-	if c.Home() != a.URL || len(a.requests("GET /loads")) != 1 || len(a.requests("POST /select")) != 1 ||
-		len(b.got) != 0 || len(a.requests("GET /cluster/status")) != 0 {
-		t.Fatalf("home %s; a got %+v, b got %+v", c.Home(), a.got, b.got)
+	if c.Home() != a.URL || len(a.Requests("GET /loads")) != 1 || len(a.Requests("POST /select")) != 1 ||
+		len(b.All()) != 0 || len(a.Requests("GET /cluster/status")) != 0 {
+		t.Fatalf("home %s; a got %+v, b got %+v", c.Home(), a.All(), b.All())
 	}
 }
 
 // Test_SessionConsistency: the highest catalog index any answer carried is
 // sent with every selection and catalog read, never lowered.
 func Test_SessionConsistency(t *testing.T) {
-	n := newFakeNode(t)
-	n.answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12")
-	n.answer("POST /select", http.StatusOK, api.Selection{})
-	n.answer("POST /reservations", http.StatusCreated, api.Reservation{})
-	n.answer("GET /workers", http.StatusOK, []api.Worker{}, api.HeaderIndex, "9")
-	n.answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
+	n := fakenode.New(t)
+	n.Answer("POST /workers", http.StatusCreated, storedWorker, api.HeaderIndex, "12")
+	n.Answer("POST /select", http.StatusOK, api.Selection{})
+	n.Answer("POST /reservations", http.StatusCreated, api.Reservation{})
+	n.Answer("GET /workers", http.StatusOK, []api.Worker{}, api.HeaderIndex, "9")
+	n.Answer("GET /loads", http.StatusOK, []api.PartitionLoads{})
 	c := mustClient(t, Config{Addrs: []string{n.URL}})
 	ctx := ctxFor(t)
 	if _, err := c.Select(ctx, api.SelectRequest{}); err != nil {
@@ -285,8 +290,8 @@ func Test_SessionConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	var idx []string
-	for _, g := range n.got {
-		idx = append(idx, g.route()+"="+g.index)
+	for _, g := range n.All() {
+		idx = append(idx, g.Route()+"="+g.Index)
 	}
 	want := "POST /select= POST /workers= POST /select=12 POST /reservations=12 GET /workers=12 GET /loads= POST /select=12 POST /select=40"
 	if strings.Join(idx, " ") != want {
@@ -297,10 +302,10 @@ func Test_SessionConsistency(t *testing.T) {
 // Test_ErrorBodies: both error shapes decode to a code, and a body that is
 // not JSON keeps the status's text.
 func Test_ErrorBodies(t *testing.T) {
-	n := newFakeNode(t)
-	n.answer("POST /select", http.StatusServiceUnavailable, api.Busy{Message: api.BusyMessage, Type: api.BusyType, Code: 503})
-	n.mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) })
-	n.answer("GET /ready", http.StatusServiceUnavailable, api.Ready{Ready: false, Workers: []api.Worker{}})
+	n := fakenode.New(t)
+	n.Answer("POST /select", http.StatusServiceUnavailable, api.Busy{Message: api.BusyMessage, Type: api.BusyType, Code: 503})
+	n.Mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) })
+	n.Answer("GET /ready", http.StatusServiceUnavailable, api.Ready{Ready: false, Workers: []api.Worker{}})
 	c := mustClient(t, Config{Addrs: []string{n.URL}})
 	ctx := ctxFor(t)
 	_, err := c.Select(ctx, api.SelectRequest{})
@@ -320,15 +325,15 @@ func Test_ErrorBodies(t *testing.T) {
 
 // Test_Pinned: a pinned client tries its one address once.
 func Test_Pinned(t *testing.T) {
-	n := newFakeNode(t)
-	n.answer("POST /cluster/join", http.StatusServiceUnavailable, api.Error{Message: "x", Code: api.CodeNotLeader})
-	n.status("a", api.StateFollower, "b", "127.0.0.1:1")
+	n := fakenode.New(t)
+	n.Answer("POST /cluster/join", http.StatusServiceUnavailable, api.Error{Message: "x", Code: api.CodeNotLeader})
+	n.Status("a", api.StateFollower, "b", "127.0.0.1:1")
 	c := mustClient(t, Config{Addrs: []string{n.URL}, Pinned: true})
 	if _, err := c.Join(ctxFor(t), api.JoinRequest{ID: "n4"}); CodeOf(err) != api.CodeNotLeader {
 		t.Fatalf("join: %v", err)
 	}
-	if len(n.requests("POST /cluster/join")) != 1 || len(n.requests("GET /cluster/status")) != 0 {
-		t.Fatalf("pinned client retried or looked for the leader: %+v", n.got)
+	if len(n.Requests("POST /cluster/join")) != 1 || len(n.Requests("GET /cluster/status")) != 0 {
+		t.Fatalf("pinned client retried or looked for the leader: %+v", n.All())
 	}
 }
 

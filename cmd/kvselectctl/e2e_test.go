@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/fakenode"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -31,7 +32,7 @@ func Test_EndToEnd(t *testing.T) {
 	}
 	// Nothing listens there: the listener keeps connecting, the worker is
 	// schedulable all the same.
-	kvEvents := "tcp://" + deadAddr(t)
+	kvEvents := "tcp://" + fakenode.DeadAddr(t)
 
 	_, errOut, code := runCLI(t, "--addr", s.URL(), "workers", "rm", "1")
 	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: unauthorized: ") || !strings.Contains(errOut, "(HTTP 401)") {
@@ -105,7 +106,7 @@ func Test_EndToEndCluster(t *testing.T) {
 		return out
 	}
 	out := mustCtl("workers", "add", "--id", "1", "--model", "llama", "--endpoint", "http://w1:8000",
-		"--block-size", "16", "--kv-events", "tcp://"+deadAddr(t))
+		"--block-size", "16", "--kv-events", "tcp://"+fakenode.DeadAddr(t))
 	if !strings.HasSuffix(out, " by "+leader.Node.ID()+"\n") {
 		t.Fatalf("workers add via followers: %q (leader %s)", out, leader.Node.ID())
 	}

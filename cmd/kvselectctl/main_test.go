@@ -9,28 +9,29 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/fakenode"
 )
 
 // workerBody is a registration, as the typed client encodes it.
 const workerBody = `{"worker_id":7,"endpoint":"http://w7:8000","block_size":16}`
 
 // leaderNode is a fake node that leads its cluster.
-func leaderNode(t *testing.T) *fakeNode {
+func leaderNode(t *testing.T) *fakenode.Node {
 	t.Helper()
-	n := newFakeNode(t)
-	n.status("n1", "leader", "n1", n.host())
+	n := fakenode.New(t)
+	n.Status("n1", "leader", "n1", n.Host())
 	return n
 }
 
 func Test_ExitCodes(t *testing.T) {
 	n := leaderNode(t)
-	n.answer("DELETE /workers/9", http.StatusNotFound, apiErr("not_found", "worker not found: 9"))
-	n.answer("DELETE /workers/8", http.StatusServiceUnavailable, apiErr("unknown_outcome", "leader lost mid-request"))
-	n.answer("DELETE /workers/6", http.StatusUnauthorized, apiErr("unauthorized", "missing or invalid bearer token"))
-	n.answer("POST /select", http.StatusServiceUnavailable, map[string]any{
+	n.Answer("DELETE /workers/9", http.StatusNotFound, apiErr("not_found", "worker not found: 9"))
+	n.Answer("DELETE /workers/8", http.StatusServiceUnavailable, apiErr("unknown_outcome", "leader lost mid-request"))
+	n.Answer("DELETE /workers/6", http.StatusUnauthorized, apiErr("unauthorized", "missing or invalid bearer token"))
+	n.Answer("POST /select", http.StatusServiceUnavailable, map[string]any{
 		"message": "Service temporarily unavailable: All workers are busy, please retry later",
 		"type":    "service_unavailable", "code": 503})
-	n.mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) {
+	n.Mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 	})
 	tests := []struct {
@@ -90,21 +91,21 @@ func Test_ExitCodes(t *testing.T) {
 	}
 	// A delete is idempotent: the client sends it again after an unknown
 	// outcome, until --timeout.
-	if got := len(n.requests("DELETE /workers/8")); got < 2 {
+	if got := len(n.Requests("DELETE /workers/8")); got < 2 {
 		t.Fatalf("unknown_outcome: %d tries, want several", got)
 	}
 }
 
 func Test_Unreachable(t *testing.T) {
-	_, errOut, code := runCLI(t, "--addr", deadAddr(t)+","+deadAddr(t), "cluster", "status")
+	_, errOut, code := runCLI(t, "--addr", fakenode.DeadAddr(t)+","+fakenode.DeadAddr(t), "cluster", "status")
 	if code != exitError || !strings.Contains(errOut, "kvselectctl: no kvselect node reachable") || !strings.Contains(errOut, "refused") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
 
 func Test_Tables(t *testing.T) {
-	n := newFakeNode(t)
-	n.answer("GET /cluster/status", http.StatusOK, map[string]any{
+	n := fakenode.New(t)
+	n.Answer("GET /cluster/status", http.StatusOK, map[string]any{
 		"node_id": "n2", "state": "follower", "term": 3, "leader": map[string]string{"id": "n1", "http_addr": ""},
 		"commit_index": 12, "applied_index": 11, "last_contact_ms": 40,
 		"members": []map[string]any{
@@ -112,7 +113,7 @@ func Test_Tables(t *testing.T) {
 			{"id": "n2", "raft_addr": "127.0.0.1:7002", "http_addr": "127.0.0.1:8002", "suffrage": "Voter", "reachable": true},
 			{"id": "n3", "raft_addr": "127.0.0.1:7003", "http_addr": "", "suffrage": "Nonvoter", "reachable": false},
 		}})
-	n.answer("GET /workers", http.StatusOK, []map[string]any{
+	n.Answer("GET /workers", http.StatusOK, []map[string]any{
 		{"worker_id": 1, "model_name": "llama", "tenant_id": "default", "endpoint": "http://w1:8000", "block_size": 16,
 			"data_parallel_start_rank": 0, "data_parallel_size": 2, "lifecycle": "schedulable",
 			"listeners": map[string]any{
@@ -123,14 +124,14 @@ func Test_Tables(t *testing.T) {
 			"data_parallel_start_rank": 4, "data_parallel_size": 1, "lifecycle": "incomplete",
 			"not_schedulable_reasons": []string{"endpoint is required", "block_size must be greater than 0"}},
 	})
-	n.answer("GET /loads", http.StatusOK, []map[string]any{
+	n.Answer("GET /loads", http.StatusOK, []map[string]any{
 		{"model_name": "llama", "tenant_id": "default", "loads": []map[string]any{
 			{"worker_id": 1, "dp_rank": 0, "active_prefill_tokens": 64, "active_decode_blocks": 1.5, "active_requests": 2},
 			{"worker_id": 1, "dp_rank": 1, "active_prefill_tokens": 0, "active_decode_blocks": 0, "active_requests": 0}}},
 		{"model_name": "qwen", "tenant_id": "t1", "loads": []map[string]any{
 			{"worker_id": 3, "dp_rank": 0, "active_prefill_tokens": 1024, "active_decode_blocks": 12, "active_requests": 10}}},
 	})
-	n.answer("POST /select_and_reserve", http.StatusOK, map[string]any{
+	n.Answer("POST /select_and_reserve", http.StatusOK, map[string]any{
 		"reservation_id": "r-1", "model_name": "llama", "tenant_id": "default", "worker_id": 1, "dp_rank": 1,
 		"endpoint": "http://w1:8000", "block_size": 16,
 		"overlap":                  map[string]any{"longest_matched": 48, "gpu": 32, "dp": map[string]int{"0": 0, "1": 32}, "cpu": 48, "disk": 0},
@@ -182,8 +183,8 @@ WORKER  DP_RANK  ENDPOINT        OVERLAP_GPU  OVERLAP_CPU  OVERLAP_DISK  EFFECTI
 
 func Test_JSONOutput(t *testing.T) {
 	n := leaderNode(t)
-	n.answer("GET /workers", http.StatusOK, []map[string]any{{"worker_id": 1, "lifecycle": "schedulable"}})
-	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 7, "catalog_index": 12}, api.HeaderIndex, "12")
+	n.Answer("GET /workers", http.StatusOK, []map[string]any{{"worker_id": 1, "lifecycle": "schedulable"}})
+	n.Answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 7, "catalog_index": 12}, api.HeaderIndex, "12")
 	tests := []struct {
 		name string
 		args []string
@@ -268,16 +269,16 @@ func Test_RequestBodies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := leaderNode(t)
-			n.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-				writeTestJSON(w, http.StatusOK, map[string]any{})
+			n.Mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+				fakenode.WriteJSON(w, http.StatusOK, map[string]any{})
 			})
-			n.answer("GET /loads", http.StatusOK, []any{})
+			n.Answer("GET /loads", http.StatusOK, []any{})
 			out, errOut, code := runCLI(t, append([]string{"--json", "--addr", n.URL}, tt.args...)...)
 			if code != exitOK {
 				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 			}
-			got := n.requests(tt.wantRoute)
-			if len(got) != 1 || got[0].body != tt.wantBody || got[0].query != tt.wantQuery {
+			got := n.Requests(tt.wantRoute)
+			if len(got) != 1 || got[0].Body != tt.wantBody || got[0].Query != tt.wantQuery {
 				t.Fatalf("%s got %+v;\nwant body %s query %q", tt.wantRoute, got, tt.wantBody, tt.wantQuery)
 			}
 		})
@@ -286,9 +287,9 @@ func Test_RequestBodies(t *testing.T) {
 
 func Test_Environment(t *testing.T) {
 	n := leaderNode(t)
-	n.answer("GET /workers", http.StatusOK, []any{})
-	n.answer("DELETE /workers/1", http.StatusOK, map[string]any{"worker_id": 1})
-	t.Setenv("KVSELECT_ADDR", n.host())
+	n.Answer("GET /workers", http.StatusOK, []any{})
+	n.Answer("DELETE /workers/1", http.StatusOK, map[string]any{"worker_id": 1})
+	t.Setenv("KVSELECT_ADDR", n.Host())
 	t.Setenv("KVSELECT_TOKEN_FILE", tokenFile(t, "from-env"))
 	t.Setenv("KVSELECT_JSON", "true")
 
@@ -296,11 +297,11 @@ func Test_Environment(t *testing.T) {
 	if code != exitOK || out != "[]\n" {
 		t.Fatalf("env: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if _, _, code := runCLI(t, "workers", "rm", "1"); code != exitOK || n.requests("DELETE /workers/1")[0].auth != "Bearer from-env" {
-		t.Fatalf("env token: exit %d, %+v", code, n.requests("DELETE /workers/1"))
+	if _, _, code := runCLI(t, "workers", "rm", "1"); code != exitOK || n.Requests("DELETE /workers/1")[0].Auth != "Bearer from-env" {
+		t.Fatalf("env token: exit %d, %+v", code, n.Requests("DELETE /workers/1"))
 	}
 	// The command line wins over the environment.
-	if _, errOut, code := runCLI(t, "--addr", deadAddr(t), "workers", "list"); code != exitError {
+	if _, errOut, code := runCLI(t, "--addr", fakenode.DeadAddr(t), "workers", "list"); code != exitError {
 		t.Fatalf("command line: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv("KVSELECT_TIMEOUT", "soon")
@@ -312,7 +313,7 @@ func Test_Environment(t *testing.T) {
 func Test_Dump(t *testing.T) {
 	n := leaderNode(t)
 	const dump = `{"llama:default":{"block_size":16,"events":[],"watermarks":[]}}` + "\n"
-	n.mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
+	n.Mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
 	out, _, code := runCLI(t, "--addr", n.URL, "dump")
 	if code != exitOK || out != dump {
 		t.Fatalf("stdout: exit %d, %q", code, out)
@@ -327,11 +328,11 @@ func Test_Dump(t *testing.T) {
 
 func Test_WriteOutput(t *testing.T) {
 	n := leaderNode(t)
-	n.answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 5, "lifecycle": "incomplete",
+	n.Answer("POST /workers", http.StatusCreated, map[string]any{"worker_id": 5, "lifecycle": "incomplete",
 		"not_schedulable_reasons": []string{"endpoint is required"}, "catalog_index": 30})
-	n.answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
+	n.Answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
 		api.HeaderIndex, "31", api.HeaderServedBy, "n1")
-	n.answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
+	n.Answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
 		"leader": map[string]string{"id": "n2"}, "members": []map[string]any{
 			{"id": "n1", "raft_addr": "r1", "suffrage": "Voter", "reachable": true},
 			{"id": "n2", "raft_addr": "r2", "suffrage": "Voter", "reachable": true}}})

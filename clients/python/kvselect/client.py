@@ -363,35 +363,23 @@ class Client:
                 self._home = to
 
     def _on_home(self, call: _Call) -> _Answer:
-        """Sends the call to the home node, moving on past nodes that cannot
-        be reached (nothing was sent); a read also moves on when its answer
-        was lost."""
-        start, order = self._order()
-        errors = []
-        for idx in order:
-            try:
-                ans, _ = self._exchange(self._addrs[idx], call)
-            except TransportError as e:
-                if e.sent and call.kind != _READ:
-                    raise
-                errors.append(str(e))
-                continue
-            if idx != start:
-                self._move_home(start, idx)
-            self._verdict(call, ans, False)
-            return ans
-        raise TransportError("no kvselect node reachable: " + "; ".join(errors), sent=False)
+        """Sends the call to the home node and judges its answer."""
+        ans = self._home_attempt(call, lost_too=call.kind == _READ)
+        self._verdict(call, ans, False)
+        return ans
 
-    def _home_attempt(self, call: _Call) -> _Answer:
-        """One attempt on the home node, moving on past nodes that cannot be
-        reached."""
+    def _home_attempt(self, call: _Call, lost_too: bool) -> _Answer:
+        """Sends the call to the home node, moving on to the next address
+        while a node cannot be reached (nothing was sent) and, with
+        lost_too, when its answer was lost (reads only: they may be sent
+        again). The node that answers becomes home."""
         start, order = self._order()
         errors = []
         for idx in order:
             try:
                 ans, _ = self._exchange(self._addrs[idx], call)
             except TransportError as e:
-                if e.sent:
+                if e.sent and not lost_too:
                     raise
                 errors.append(str(e))
                 continue
@@ -410,7 +398,7 @@ class Client:
         while True:
             last: Exception
             try:
-                ans = self._home_attempt(call) if not target else self._exchange(target, call)[0]
+                ans = self._home_attempt(call, lost_too=False) if not target else self._exchange(target, call)[0]
             except TransportError as e:
                 if not e.sent:
                     # Never reached; the leader's own address may be one
