@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -65,24 +67,24 @@ func call(t *testing.T, method, url, body string, header ...string) reply {
 	return reply{resp.StatusCode, resp.Header, string(raw)}
 }
 
-// mustUpsert POSTs a worker, retrying what a client should retry right
-// after a leader change: no_leader, and unknown_outcome (upserts are
-// idempotent). Anything else but 201 fails the test.
-func mustUpsert(t *testing.T, base string, id int) reply {
+// mustUpsert registers a worker through base with the Go client, which
+// retries what a client should right after a leader change (no_leader,
+// not_leader and, catalog writes being idempotent, unknown_outcome). It
+// returns the catalog index the write was applied at.
+func mustUpsert(t *testing.T, base string, id int) uint64 {
 	t.Helper()
-	var r reply
-	servertest.Eventually(t, fmt.Sprintf("worker %d is written via %s", id, base), func() error {
-		r = call(t, "POST", base+"/workers", workerJSON(id))
-		switch {
-		case r.status == http.StatusCreated:
-			return nil
-		case r.status == http.StatusServiceUnavailable && (r.code() == "no_leader" || r.code() == "unknown_outcome"):
-			return fmt.Errorf("%d %s", r.status, r.body)
-		}
-		t.Fatalf("write of worker %d via %s: %d %s", id, base, r.status, r.body)
-		return nil
-	})
-	return r
+	c, err := client.New(client.Config{Addrs: []string{base}, RetryTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := c.RegisterWorker(ctx, api.WorkerSpec{WorkerID: uint64(id), ModelName: "m", Endpoint: fmt.Sprintf("http://w%d", id),
+		BlockSize: 16, KVEventsEndpoints: map[uint32]string{0: "tcp://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatalf("write of worker %d via %s: %v", id, base, err)
+	}
+	return w.CatalogIndex
 }
 
 func workerJSON(id int) string {
@@ -274,7 +276,7 @@ func Test_LeaderLossAndReelection(t *testing.T) {
 	// A write acknowledged through a follower is applied there a moment
 	// later; the selection names the write's index to read its own write.
 	for _, s := range c.Live() {
-		idx := mustUpsert(t, s.URL(), 10+c.Index(s)).index(t)
+		idx := mustUpsert(t, s.URL(), 10+c.Index(s))
 		r := call(t, "POST", s.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(idx, 10))
 		if r.status != http.StatusOK {
 			t.Fatalf("select on %s: %d %s", s.Node.ID(), r.status, r.body)
