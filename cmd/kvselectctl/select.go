@@ -50,7 +50,7 @@ func (sf *selectFlags) request(reserve bool) (api.SelectRequest, error) {
 		return req, usageErrorf("select: give the prompt as --tokens or --json-body, one of them")
 	}
 	if sf.jsonBody != "" {
-		if err := jsonArg(sf.jsonBody, &req); err != nil {
+		if err := jsonArg("--json-body", sf.jsonBody, &req); err != nil {
 			return req, err
 		}
 	} else {

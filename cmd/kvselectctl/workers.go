@@ -205,7 +205,7 @@ func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error
 		if len(given) > 0 || len(wf.kvEvents) > 0 {
 			return body, usageErrorf("give the worker as a JSON argument or as flags, not both")
 		}
-		return body, jsonArg(pos[0], &body)
+		return body, jsonArg("the worker JSON", pos[0], &body)
 	}
 	if len(given) == 0 && len(wf.kvEvents) == 0 {
 		return body, usageErrorf("give the worker as a JSON argument, @file, or flags (see -h)")
@@ -277,8 +277,9 @@ func hasRank(v string) bool {
 }
 
 // jsonArg decodes a JSON object given inline, as @file, or as @- (stdin)
-// into v, refusing fields v does not have, as the server would.
-func jsonArg(arg string, v any) error {
+// into v, refusing fields v does not have, as the server would. what
+// names the argument in errors.
+func jsonArg(what, arg string, v any) error {
 	data := []byte(arg)
 	if name, ok := strings.CutPrefix(arg, "@"); ok {
 		var err error
@@ -290,10 +291,8 @@ func jsonArg(arg string, v any) error {
 	if !json.Valid(data) || len(data) == 0 || data[0] != '{' {
 		return usageErrorf("%s is not a JSON object", shorten(arg))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return usageErrorf("%s: %s", shorten(arg), strings.TrimPrefix(err.Error(), "json: "))
+	if err := api.Decode(data, v); err != nil {
+		return usageErrorf("%s: %v", what, err)
 	}
 	return nil
 }
