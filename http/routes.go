@@ -13,62 +13,50 @@ import (
 // handler is a route's handler: it returns errors instead of writing them.
 type handler func(http.ResponseWriter, *http.Request) error
 
-// access levels of a route.
-const (
-	open      = iota // never needs a token
-	selection        // needs a token only with AuthAll
-	admin            // needs a token whenever one is configured
-)
-
-// where a route runs.
-const (
-	anyNode        = iota // this node answers from local state
-	onLeader              // only the leader; followers forward or redirect
-	onLeaderIfLinz        // the leader when ?consistency=linearizable
-)
-
-// route is one row of the API.
+// route is one row of the API: who may call it (api.AccessOpen,
+// AccessSelection or AccessAdmin) and which node answers it (api.RunsOnAny,
+// RunsOnLeader or RunsOnLeaderIfLinearizable), as the OpenAPI document's
+// x-kvselect-access and x-kvselect-runs-on say.
 type route struct {
-	method, path string
-	access       int
-	where        int
-	h            handler
+	method, path  string
+	access, where string
+	h             handler
 }
 
 // routes is the whole API in one table. api/openapi.json documents the
 // same rows; a test keeps the two in agreement.
 func (s *Service) routes() []route {
 	return []route{
-		{"GET", api.PathHealth, open, anyNode, s.health},
-		{"GET", api.PathReady, selection, anyNode, s.ready},
-		{"GET", api.PathMetrics, selection, anyNode, s.serveMetrics},
-		{"GET", api.PathOpenAPI, open, anyNode, s.openAPI},
+		{"GET", api.PathHealth, api.AccessOpen, api.RunsOnAny, s.health},
+		{"GET", api.PathReady, api.AccessSelection, api.RunsOnAny, s.ready},
+		{"GET", api.PathMetrics, api.AccessSelection, api.RunsOnAny, s.serveMetrics},
+		{"GET", api.PathOpenAPI, api.AccessOpen, api.RunsOnAny, s.openAPI},
 
-		{"GET", api.PathWorkers, selection, onLeaderIfLinz, s.listWorkers},
-		{"POST", api.PathWorkers, admin, onLeader, s.upsertWorker},
-		{"GET", api.PathWorker, selection, onLeaderIfLinz, s.getWorker},
-		{"PATCH", api.PathWorker, admin, onLeader, s.patchWorker},
-		{"DELETE", api.PathWorker, admin, onLeader, s.deleteWorker},
+		{"GET", api.PathWorkers, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.listWorkers},
+		{"POST", api.PathWorkers, api.AccessAdmin, api.RunsOnLeader, s.upsertWorker},
+		{"GET", api.PathWorker, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.getWorker},
+		{"PATCH", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.patchWorker},
+		{"DELETE", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.deleteWorker},
 
-		{"POST", api.PathSelect, selection, anyNode, s.selectWorker},
-		{"POST", api.PathSelectAndReserve, selection, anyNode, s.selectAndReserve},
-		{"POST", api.PathReservations, selection, anyNode, s.createReservation},
-		{"GET", api.PathReservations, selection, anyNode, s.listReservations},
-		{"GET", api.PathReservation, selection, anyNode, s.getReservation},
-		{"DELETE", api.PathReservation, selection, anyNode, s.deleteReservation},
-		{"POST", api.PathPrefillComplete, selection, anyNode, s.prefillComplete},
-		{"POST", api.PathOutputBlock, selection, anyNode, s.outputBlock},
+		{"POST", api.PathSelect, api.AccessSelection, api.RunsOnAny, s.selectWorker},
+		{"POST", api.PathSelectAndReserve, api.AccessSelection, api.RunsOnAny, s.selectAndReserve},
+		{"POST", api.PathReservations, api.AccessSelection, api.RunsOnAny, s.createReservation},
+		{"GET", api.PathReservations, api.AccessSelection, api.RunsOnAny, s.listReservations},
+		{"GET", api.PathReservation, api.AccessSelection, api.RunsOnAny, s.getReservation},
+		{"DELETE", api.PathReservation, api.AccessSelection, api.RunsOnAny, s.deleteReservation},
+		{"POST", api.PathPrefillComplete, api.AccessSelection, api.RunsOnAny, s.prefillComplete},
+		{"POST", api.PathOutputBlock, api.AccessSelection, api.RunsOnAny, s.outputBlock},
 
-		{"GET", api.PathLoads, selection, anyNode, s.loads},
-		{"POST", api.PathPotentialLoads, selection, anyNode, s.potentialLoads},
-		{"POST", api.PathOverlapScores, selection, anyNode, s.overlapScores},
-		{"GET", api.PathDump, admin, anyNode, s.dump},
+		{"GET", api.PathLoads, api.AccessSelection, api.RunsOnAny, s.loads},
+		{"POST", api.PathPotentialLoads, api.AccessSelection, api.RunsOnAny, s.potentialLoads},
+		{"POST", api.PathOverlapScores, api.AccessSelection, api.RunsOnAny, s.overlapScores},
+		{"GET", api.PathDump, api.AccessAdmin, api.RunsOnAny, s.dump},
 
-		{"GET", api.PathClusterStatus, selection, anyNode, s.clusterStatus},
-		{"POST", api.PathClusterJoin, admin, onLeader, s.clusterJoin},
-		{"POST", api.PathClusterRemove, admin, onLeader, s.clusterRemove},
-		{"POST", api.PathClusterStepDown, admin, onLeader, s.clusterStepDown},
-		{"POST", api.PathClusterMetadata, admin, onLeader, s.clusterMetadata},
+		{"GET", api.PathClusterStatus, api.AccessSelection, api.RunsOnAny, s.clusterStatus},
+		{"POST", api.PathClusterJoin, api.AccessAdmin, api.RunsOnLeader, s.clusterJoin},
+		{"POST", api.PathClusterRemove, api.AccessAdmin, api.RunsOnLeader, s.clusterRemove},
+		{"POST", api.PathClusterStepDown, api.AccessAdmin, api.RunsOnLeader, s.clusterStepDown},
+		{"POST", api.PathClusterMetadata, api.AccessAdmin, api.RunsOnLeader, s.clusterMetadata},
 	}
 }
 
@@ -89,9 +77,9 @@ func (s *Service) buildRouter() (*mux.Router, []pathMethods) {
 	for _, rt := range s.routes() {
 		h := rt.h
 		switch rt.where {
-		case onLeader:
+		case api.RunsOnLeader:
 			h = s.leaderRoute(h)
-		case onLeaderIfLinz:
+		case api.RunsOnLeaderIfLinearizable:
 			h = s.linearizableOnLeader(h)
 		}
 		methods := []string{rt.method}

@@ -89,7 +89,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // wrap adds authentication, metrics and error rendering to a handler.
-func (s *Service) wrap(route string, access int, h handler) http.Handler {
+func (s *Service) wrap(route, access string, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -114,8 +114,8 @@ func (s *Service) wrap(route string, access int, h handler) http.Handler {
 	})
 }
 
-func (s *Service) needsToken(access int) bool {
-	return s.cfg.AuthToken != "" && (access == admin || access == selection && s.cfg.AuthAll)
+func (s *Service) needsToken(access string) bool {
+	return s.cfg.AuthToken != "" && (access == api.AccessAdmin || access == api.AccessSelection && s.cfg.AuthAll)
 }
 
 func (s *Service) authorized(r *http.Request) bool {

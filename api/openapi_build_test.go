@@ -1,0 +1,569 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+)
+
+// The OpenAPI document is built here from the wire types themselves (by
+// reflection) and the table of operations below, and compared with the
+// embedded openapi.json that the server serves: a field added to a wire
+// type, or a route added here, changes the document, and the test says so
+// until openapi.json is regenerated (go test ./api -run OpenAPI -update).
+
+// schema is one JSON Schema object; keys are sorted when encoded.
+type schema = map[string]any
+
+// param is a path, query or header parameter.
+type param struct {
+	name, in, desc string
+	schema         schema
+	required       bool
+}
+
+// resp is one documented answer: a status, what it means, its body (a Go
+// wire type, or one of the special bodies) and the headers it carries.
+type resp struct {
+	status  string
+	desc    string
+	body    any
+	headers []string
+}
+
+// op is one operation of the API.
+type op struct {
+	method, path, id, tag, summary, desc string
+	// access is who may call it (AccessOpen, AccessSelection,
+	// AccessAdmin); where is which node answers (RunsOnAny, ...). The
+	// router test compares both with the router's table.
+	access, where string
+	params        []param
+	// body is the request body's Go type (nil: none); required adds
+	// required fields to it for this operation; optionalBody allows an
+	// empty body.
+	body         any
+	required     []string
+	optionalBody bool
+	resps        []resp
+}
+
+// special bodies.
+type (
+	textBody    struct{}         // text/plain
+	anyObject   struct{}         // any JSON object
+	selectError struct{}         // Error or Busy
+	arrayOf     struct{ of any } // a JSON array of a wire type
+)
+
+const (
+	u64Max = "18446744073709551615"
+	i64Min = "-9223372036854775808"
+)
+
+var (
+	pathWorkerID = param{"id", "path", "The worker id (unsigned 64-bit).",
+		schema{"type": "string", "pattern": "^[0-9]+$"}, true}
+	pathReservationID = param{"id", "path", "The reservation id (see ReservationID).",
+		schema{"$ref": "#/components/schemas/ReservationID"}, true}
+	qModel  = param{api.QueryModelName, "query", "Only this model.", schema{"type": "string"}, false}
+	qTenant = param{api.QueryTenantID, "query", "Only this tenant.", schema{"type": "string"}, false}
+	qWorker = param{api.QueryWorkerID, "query", "Only this worker.",
+		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
+	qConsistency = param{api.QueryConsistency, "query",
+		"`local` (default) reads this node's catalog; `linearizable` reads the leader's after it has confirmed its leadership and applied its commit index (forwarded from followers).",
+		schema{"type": "string", "enum": []string{api.ConsistencyLocal, api.ConsistencyLinearizable}}, false}
+	qRedirect = param{api.QueryRedirect, "query",
+		"`true` makes a follower answer 307 with the leader's Location instead of forwarding the request.",
+		schema{"type": "string", "enum": []string{api.RedirectEnabled, "false"}}, false}
+	qLimit = param{api.QueryLimit, "query",
+		fmt.Sprintf("Page size, 1 to %d (default %d).", api.MaxReservationsLimit, api.DefaultReservationsLimit),
+		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
+	qCursor = param{api.QueryCursor, "query", "The next_cursor of the previous page.", schema{"type": "string"}, false}
+	hIndex  = param{api.HeaderIndex, "header",
+		"A catalog index the node must have applied before it answers (waits up to 2 s, then 503 catalog_behind): read-your-writes across nodes.",
+		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
+)
+
+// Response headers, by name.
+var respHeaders = map[string]string{
+	api.HeaderIndex:          "The catalog index of the write (or of the catalog read).",
+	api.HeaderServedBy:       "The node that served a leader-only request.",
+	api.HeaderApplied:        "`false` when the follower that forwarded the write had not applied it itself within 2 s.",
+	"Retry-After":            "Seconds to wait before trying again.",
+	"Location":               "The same request on the leader.",
+	"Allow":                  "The methods the path takes.",
+	"WWW-Authenticate":       "The bearer scheme the route needs.",
+	"Content-Type":           "",
+	"X-Content-Type-Options": "",
+}
+
+var (
+	writeHeaders  = []string{api.HeaderIndex, api.HeaderServedBy, api.HeaderApplied}
+	readHeaders   = []string{api.HeaderIndex, api.HeaderServedBy}
+	catalogErrors = []resp{
+		{"307", "With ?redirect=true on a follower: the leader's location.", api.Redirect{}, []string{"Location"}},
+		{"400", "A field is missing, malformed, unknown or out of range; the message names it.", api.Error{}, []string{api.HeaderServedBy}},
+		{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}},
+		{"503", "`no_leader` or `not_leader` (nothing was written: retry), `unknown_outcome` (the write may have been applied: catalog writes are idempotent, so retry), `shutting_down`.",
+			api.Error{}, []string{"Retry-After", api.HeaderServedBy}},
+	}
+	promptErrors = []resp{
+		{"400", "A field is missing, malformed, unknown or out of range; the message names it.", api.Error{}, nil},
+		{"503", "`not_ready` (no schedulable worker in the partition) or `catalog_behind` (the node has not applied min_catalog_index in time).",
+			api.Error{}, []string{"Retry-After"}},
+	}
+)
+
+func with(rs []resp, more ...resp) []resp { return append(append([]resp{}, more...), rs...) }
+
+// operations is the whole HTTP API; http's router test keeps it and the
+// router in agreement.
+var operations = []op{
+	{method: "GET", path: api.PathHealth, id: "health", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Liveness",
+		desc:  "200 while the process serves HTTP.",
+		resps: []resp{{"200", "Alive.", api.Health{}, nil}}},
+	{method: "GET", path: api.PathReady, id: "ready", access: api.AccessSelection, where: api.RunsOnAny, tag: "health", summary: "Readiness: can this node select?",
+		desc:  "200 when at least one worker is schedulable in this node's catalog, else 503, with the same body. Selection needs no quorum, so a node without a leader can be ready.",
+		resps: []resp{{"200", "Ready.", api.Ready{}, nil}, {"503", "Not ready (no schedulable worker).", api.Ready{}, nil}}},
+	{method: "GET", path: api.PathMetrics, id: "metrics", access: api.AccessSelection, where: api.RunsOnAny, tag: "health", summary: "Prometheus metrics",
+		resps: []resp{{"200", "Prometheus text exposition format.", textBody{}, nil}}},
+	{method: "GET", path: api.PathOpenAPI, id: "openapi", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "This document",
+		resps: []resp{{"200", "The OpenAPI 3.1 document of the API.", anyObject{}, nil}}},
+
+	{method: "GET", path: api.PathWorkers, id: "listWorkers", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "catalog", summary: "List workers",
+		desc:   "Catalog records sorted by (model_name, tenant_id, worker_id), each with its lifecycle and this node's KV event listener per rank.",
+		params: []param{qModel, qTenant, qConsistency, hIndex},
+		resps: with(promptErrors[:1], resp{"200", "The workers.", arrayOf{api.Worker{}}, readHeaders},
+			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+	{method: "POST", path: api.PathWorkers, id: "registerWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Register or replace a worker",
+		desc:   "Upsert through the Raft log: followers forward to the leader and answer once they have applied the write themselves. Fields left out take their defaults. An incomplete worker is stored (201) but never selected; not_schedulable_reasons says why.",
+		params: []param{qRedirect}, body: api.WorkerPatch{}, required: []string{"worker_id"},
+		resps: with(catalogErrors, resp{"201", "The stored record.", api.WorkerWritten{}, writeHeaders})},
+	{method: "GET", path: api.PathWorker, id: "getWorker", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "catalog", summary: "One worker",
+		params: []param{pathWorkerID, qConsistency, hIndex},
+		resps: with(promptErrors[:1], resp{"200", "The worker.", api.Worker{}, readHeaders},
+			resp{"404", "No such worker.", api.Error{}, nil},
+			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+	{method: "PATCH", path: api.PathWorker, id: "patchWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Change some fields of a worker",
+		desc:   "Only the fields given change; for the optional ones an empty string or 0 clears them.",
+		params: []param{pathWorkerID, qRedirect}, body: api.WorkerPatch{},
+		resps: with(catalogErrors, resp{"200", "The record after the patch.", api.WorkerWritten{}, writeHeaders},
+			resp{"404", "No such worker.", api.Error{}, []string{api.HeaderServedBy}})},
+	{method: "DELETE", path: api.PathWorker, id: "deleteWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Remove a worker",
+		desc:   "Every node drops the worker's listeners, blocks and active load.",
+		params: []param{pathWorkerID, qRedirect},
+		resps: with(catalogErrors, resp{"200", "The removed record.", api.WorkerWritten{}, writeHeaders},
+			resp{"404", "No such worker.", api.Error{}, []string{api.HeaderServedBy}})},
+
+	{method: "POST", path: api.PathSelect, id: "select", access: api.AccessSelection, where: api.RunsOnAny, tag: "selection", summary: "Choose a worker and rank for a prompt",
+		desc:   "Books nothing. With selection_id the node remembers the choice for 60 s, so that POST /reservations can book exactly it. Give the prompt as token_ids, or as block_hashes with sequence_hashes (same length) and isl_tokens.",
+		params: []param{hIndex}, body: api.SelectRequest{},
+		resps: []resp{{"200", "The choice.", api.Selection{}, nil}, promptErrors[0],
+			{"503", "`not_ready`, `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
+	{method: "POST", path: api.PathSelectAndReserve, id: "selectAndReserve", access: api.AccessSelection, where: api.RunsOnAny, tag: "selection", summary: "Choose and book atomically on this node",
+		desc:   "reservation_id is optional (a UUID is generated). An id already booked on this node → 409.",
+		params: []param{hIndex}, body: api.SelectRequest{},
+		resps: []resp{{"200", "The choice, booked.", api.Selection{}, nil}, promptErrors[0],
+			{"409", "The reservation id is already booked.", api.Error{}, nil},
+			{"503", "`not_ready`, `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
+	{method: "POST", path: api.PathReservations, id: "reserve", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "Book a request on a worker rank",
+		desc:   "Either selection_id alone (books the choice a /select with that id remembered; single use) or the worker, rank and prompt. effective_prefill_tokens, when given, is booked as it is (at most isl_tokens); otherwise the node computes it from its index.",
+		params: []param{hIndex}, body: api.ReserveRequest{}, required: []string{"reservation_id"},
+		resps: with(promptErrors, resp{"201", "Booked.", api.Reservation{}, nil},
+			resp{"404", "The worker or rank is not schedulable, or no pending selection has that id.", api.Error{}, nil},
+			resp{"409", "The reservation id is already booked.", api.Error{}, nil})},
+	{method: "GET", path: api.PathReservations, id: "listReservations", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "List bookings",
+		desc:   "This node's bookings (local and mirrored), sorted by id, one page at a time.",
+		params: []param{qModel, qTenant, qWorker, qLimit, qCursor},
+		resps:  []resp{{"200", "A page.", api.ReservationPage{}, nil}, promptErrors[0]}},
+	{method: "GET", path: api.PathReservation, id: "getReservation", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "One booking",
+		params: []param{pathReservationID},
+		resps: []resp{{"200", "The booking.", api.ReservationInfo{}, nil}, promptErrors[0],
+			{"404", "No such reservation on this node.", api.Error{}, nil}}},
+	{method: "DELETE", path: api.PathReservation, id: "free", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "Free a booking (the request finished)",
+		params: []param{pathReservationID},
+		resps: []resp{{"200", "Freed.", api.ReservationAck{}, nil}, promptErrors[0],
+			{"404", "No such reservation on this node.", api.Error{}, nil}}},
+	{method: "POST", path: api.PathPrefillComplete, id: "prefillComplete", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "The request's prefill finished",
+		desc:   "Its prefill tokens stop counting. A repeat is a no-op.",
+		params: []param{pathReservationID},
+		resps: []resp{{"200", "Done.", api.ReservationAck{}, nil}, promptErrors[0],
+			{"404", "No such reservation on this node.", api.Error{}, nil}}},
+	{method: "POST", path: api.PathOutputBlock, id: "outputBlock", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "The request produced one output block",
+		desc:   "Adds one block to the request's decode load on this node only.",
+		params: []param{pathReservationID}, body: api.OutputBlockRequest{}, optionalBody: true,
+		resps: []resp{{"200", "Counted.", api.ReservationAck{}, nil}, promptErrors[0],
+			{"404", "No such reservation on this node.", api.Error{}, nil}}},
+
+	{method: "GET", path: api.PathLoads, id: "loads", access: api.AccessSelection, where: api.RunsOnAny, tag: "inspection", summary: "Active load per worker rank",
+		params: []param{qModel, qTenant},
+		resps:  []resp{{"200", "Per partition, sorted.", arrayOf{api.PartitionLoads{}}, nil}}},
+	{method: "POST", path: api.PathPotentialLoads, id: "potentialLoads", access: api.AccessSelection, where: api.RunsOnAny, tag: "inspection", summary: "Every schedulable rank's load if the prompt were booked on it",
+		params: []param{hIndex}, body: api.Prompt{},
+		resps: with(promptErrors, resp{"200", "One row per schedulable rank, sorted.", arrayOf{api.PotentialLoad{}}, nil})},
+	{method: "POST", path: api.PathOverlapScores, id: "overlapScores", access: api.AccessSelection, where: api.RunsOnAny, tag: "inspection", summary: "Every schedulable rank's cached prefix of the prompt, by tier",
+		desc:   "As in Dynamo, host_pinned_blocks and disk_blocks are cumulative (device ≤ host_pinned ≤ disk); the *_extension_blocks fields give the further blocks alone.",
+		params: []param{hIndex}, body: api.Prompt{},
+		resps: with(promptErrors, resp{"200", "One row per schedulable rank, sorted.", api.OverlapScores{}, nil})},
+	{method: "GET", path: api.PathDump, id: "dump", access: api.AccessAdmin, where: api.RunsOnAny, tag: "inspection", summary: "The KV index snapshot",
+		desc: "The Dynamo standalone indexer's recovery format, per partition, with per-rank sequence watermarks.",
+		resps: []resp{{"200", "The snapshot.", api.Dump{}, nil},
+			{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}}}},
+
+	{method: "GET", path: api.PathClusterStatus, id: "clusterStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "cluster", summary: "This node's view of the cluster",
+		resps: []resp{{"200", "The status.", api.ClusterStatus{}, nil}}},
+	{method: "POST", path: api.PathClusterJoin, id: "clusterJoin", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "cluster", summary: "Add a node",
+		desc:   "The node enters as a non-voter and becomes a voter once it holds the configuration that lists it (it says so with caught_up).",
+		params: []param{qRedirect}, body: api.JoinRequest{}, required: []string{"id", "raft_addr"},
+		resps: with(catalogErrors, resp{"200", "The cluster after the change.", api.ClusterStatus{}, writeHeaders},
+			resp{"409", "The change is not possible.", api.Error{}, []string{api.HeaderServedBy}})},
+	{method: "POST", path: api.PathClusterRemove, id: "clusterRemove", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "cluster", summary: "Remove a node",
+		desc:   "Idempotent: removing a node that is not a member changes nothing and answers 200.",
+		params: []param{qRedirect}, body: api.RemoveRequest{}, required: []string{"id"},
+		resps: with(catalogErrors, resp{"200", "The cluster after the change.", api.ClusterStatus{}, writeHeaders},
+			resp{"409", "The change is not possible.", api.Error{}, []string{api.HeaderServedBy}})},
+	{method: "POST", path: api.PathClusterStepDown, id: "clusterStepDown", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "cluster", summary: "Hand the leadership to another voter",
+		params: []param{qRedirect}, body: anyObject{}, optionalBody: true,
+		resps: with(catalogErrors, resp{"200", "The cluster after the change (node_id is the former leader).", api.ClusterStatus{}, writeHeaders},
+			resp{"409", "No other voter can take over.", api.Error{}, []string{api.HeaderServedBy}})},
+	{method: "POST", path: api.PathClusterMetadata, id: "clusterMetadata", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "cluster", summary: "Publish a member's addresses",
+		desc:   "Members send their own HTTP and replica-sync addresses; they are node metadata in the catalog.",
+		params: []param{qRedirect}, body: api.NodeMeta{}, required: []string{"id", "http_addr"},
+		resps: with(catalogErrors, resp{"200", "The stored metadata.", api.NodeMeta{}, writeHeaders})},
+}
+
+// requestTypes refuse unknown fields.
+var requestTypes = map[reflect.Type]bool{
+	reflect.TypeFor[api.WorkerPatch](): true, reflect.TypeFor[api.SelectRequest](): true,
+	reflect.TypeFor[api.ReserveRequest](): true, reflect.TypeFor[api.Prompt](): true,
+	reflect.TypeFor[api.RouterConfigOverride](): true, reflect.TypeFor[api.OutputBlockRequest](): true,
+	reflect.TypeFor[api.JoinRequest](): true, reflect.TypeFor[api.RemoveRequest](): true,
+}
+
+// typeDocs describe the schemas.
+var typeDocs = map[string]string{
+	"Error":           "Every error answer but load shedding's: a message that starts with the field at fault, and a stable machine-readable code.",
+	"Busy":            "Load shedding's 503 (Dynamo's shape), with Retry-After.",
+	"WorkerPatch":     "A worker registration (POST: worker_id required, the rest defaults) or patch (PATCH: only the fields given change).",
+	"Worker":          "A catalog record, with this node's listener per rank.",
+	"WorkerWritten":   "A catalog record after a write, with the index the write was applied at.",
+	"ListenerStatus":  "This node's KV event listener of one rank.",
+	"Prompt":          "A prompt: token_ids, or block_hashes with sequence_hashes (same length) and isl_tokens; and its partition.",
+	"SelectRequest":   "A prompt to select for, and the selection's options.",
+	"Selection":       "The chosen worker rank (seed 000's shape). cached_tokens and effective_overlap_blocks never appear.",
+	"Overlap":         "The chosen worker's match in tokens: gpu the best device prefix over its ranks, cpu and disk cumulative (gpu ≤ cpu ≤ disk), dp every rank's device prefix, longest_matched = disk.",
+	"ReserveRequest":  "A booking: a reservation id and either a selection_id, or the worker rank and the prompt.",
+	"Reservation":     "A booking made.",
+	"ReservationInfo": "A booking as this node holds it.",
+	"ReservationAck":  "A lifecycle step done.",
+	"Hashes":          fmt.Sprintf("64-bit hashes, unsigned or signed (reinterpreted bit for bit); at most %d.", api.MaxHashes),
+	"TokenIDs":        fmt.Sprintf("Token ids (unsigned 32-bit); at most %d.", api.MaxHashes),
+	"ReservationID":   "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space.",
+	"Dump":            "The index snapshot, per partition \"<model>:<tenant>\".",
+	"ClusterStatus":   "A node's view of the Raft cluster.",
+	"NodeMeta":        "A member's published addresses.",
+}
+
+// fieldDocs add descriptions and bounds to properties, by "Type.json_name".
+var fieldDocs = map[string]schema{
+	"Error.code":                                {"description": "Stable: clients decide from it whether to retry."},
+	"Busy.message":                              {"const": api.BusyMessage},
+	"Busy.type":                                 {"const": api.BusyType},
+	"Busy.code":                                 {"const": 503},
+	"Health.status":                             {"const": api.StatusOK},
+	"ReservationAck.status":                     {"const": api.StatusOK},
+	"WorkerPatch.worker_id":                     {"description": "Required by POST; a PATCH may give only the path's id."},
+	"WorkerPatch.model_name":                    {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
+	"WorkerPatch.tenant_id":                     {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
+	"WorkerPatch.block_size":                    {"description": "Tokens per KV block; the first worker of a partition sets it."},
+	"WorkerPatch.data_parallel_size":            {"description": "Default 1."},
+	"WorkerPatch.kv_events_endpoints":           {"description": "The ZMQ endpoint of each global dp rank."},
+	"WorkerPatch.kv_events_endpoint":            {"description": "The one-rank form of kv_events_endpoints (not both)."},
+	"WorkerPatch.replay_endpoint":               {"description": "vLLM's replay endpoint of the first rank; rank r replays at its port + r."},
+	"WorkerPatch.total_kv_blocks":               {"description": "The KV cache size in blocks (load shedding)."},
+	"Worker.lifecycle":                          {"enum": []string{api.LifecycleSchedulable, api.LifecycleIncomplete}},
+	"Worker.not_schedulable_reasons":            {"description": "Why an incomplete worker is not selected."},
+	"Worker.listeners":                          {"description": "This node's listener per dp rank (local state)."},
+	"Worker.create_index":                       {"description": "The Raft index that first inserted this worker id."},
+	"Worker.modify_index":                       {"description": "The Raft index that last changed it."},
+	"Worker.block_size_index":                   {"description": "The Raft index at which its current block size was set."},
+	"ListenerStatus.state":                      {"enum": []string{api.ListenerConnecting, api.ListenerActive, api.ListenerFailed}},
+	"Prompt.routing_group":                      {"maxLength": api.MaxNameLen, "description": "Dynamo's newer name for tenant_id; give one or the other (or both, equal)."},
+	"Prompt.model_name":                         {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
+	"Prompt.tenant_id":                          {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
+	"Prompt.block_hashes":                       {"description": "Local block hashes (XXH3-64, seed 1337): drive the index lookup."},
+	"Prompt.sequence_hashes":                    {"description": "Sequence hashes: drive active-load accounting."},
+	"Prompt.isl_tokens":                         {"minimum": 1, "maximum": api.MaxISLTokens, "description": "Input length in tokens (hash form)."},
+	"Prompt.lora_name":                          {"description": "With token_ids: the LoRA adapter, which changes the block hashes."},
+	"Prompt.min_catalog_index":                  {"description": "Wait (up to 2 s) until the node has applied this catalog index, else 503 catalog_behind."},
+	"SelectRequest.selection_id":                {"description": "Echoed; on /select the node also remembers the choice for 60 s."},
+	"SelectRequest.reservation_id":              {"description": "/select_and_reserve only: the booking's id (a UUID when absent)."},
+	"RouterConfigOverride.overlap_score_weight": {"minimum": 0},
+	"RouterConfigOverride.router_temperature":   {"minimum": 0},
+	"ReserveRequest.selection_id":               {"description": "Book the choice a /select with this id made on this node; give nothing else with it."},
+	"ReserveRequest.effective_prefill_tokens":   {"minimum": 0, "description": "Prefill load to book (at most isl_tokens); computed from the index when absent."},
+	"OutputBlockRequest.decay_fraction": {"minimum": 0, "maximum": 1,
+		"description": "From now on the request's unshared blocks and all its output blocks weigh this fraction."},
+	"ReservationInfo.blocks":        {"description": "Distinct prompt blocks the booking holds."},
+	"ReservationInfo.origin":        {"enum": []string{api.OriginLocal, api.OriginPeer}, "description": "local: booked here; peer: mirrored by replica sync from origin_node."},
+	"ReservationPage.next_cursor":   {"description": "Fetches the next page; absent on the last."},
+	"OverlapRow.host_pinned_blocks": {"description": "Cumulative: device blocks plus the further blocks on host."},
+	"OverlapRow.disk_blocks":        {"description": "Cumulative: host_pinned_blocks plus the further blocks on disk."},
+	"OverlapRow.credit_blocks":      {"description": "device + 0.75·host extension + 0.25·disk extension (the weights are configurable)."},
+	"RouterEvent.storage_tier":      {"enum": []string{api.TierDevice, api.TierHostPinned, api.TierDisk}},
+	"ClusterStatus.state":           {"enum": []string{api.StateLeader, api.StateFollower, api.StateCandidate, api.StateShutdown}},
+	"ClusterStatus.catalog_index":   {"description": "The last catalog write this node has applied, side effects included: what min_catalog_index compares against."},
+	"ClusterStatus.last_contact_ms": {"description": "A follower's time since it last heard from the leader (-1: never; 0 on the leader)."},
+	"ReadyCluster.state":            {"enum": []string{api.StateLeader, api.StateFollower, api.StateCandidate, api.StateShutdown}},
+	"Member.suffrage":               {"enum": []string{"Voter", "Nonvoter", "Staging"}},
+	"JoinRequest.caught_up":         {"description": "Sent by the joining node once it holds the configuration that lists it; only then is it made a voter."},
+}
+
+// builder turns Go wire types into schemas under components/schemas.
+type builder struct {
+	schemas map[string]schema
+}
+
+var (
+	hashesType = reflect.TypeFor[api.Hashes]()
+	tokensType = reflect.TypeFor[api.TokenIDs]()
+	idType     = reflect.TypeFor[api.ID]()
+	codeType   = reflect.TypeFor[api.Code]()
+	timeType   = reflect.TypeFor[time.Time]()
+)
+
+func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
+
+// of returns the schema of a Go type, registering named types.
+func (b *builder) of(t reflect.Type) schema {
+	switch t {
+	case hashesType:
+		return b.named("Hashes", func() schema {
+			return schema{"type": "array", "maxItems": api.MaxHashes,
+				"items": schema{"type": "integer", "minimum": json.Number(i64Min), "maximum": json.Number(u64Max)}}
+		})
+	case tokensType:
+		return b.named("TokenIDs", func() schema {
+			return schema{"type": "array", "maxItems": api.MaxHashes,
+				"items": schema{"type": "integer", "minimum": 0, "maximum": uint64(math.MaxUint32)}}
+		})
+	case idType:
+		return b.named("ReservationID", func() schema {
+			// Printable ASCII but space, '#', '%', '/' and '?'.
+			return schema{"type": "string", "minLength": 1, "maxLength": api.MaxIDLen, "pattern": `^[!-"$&-.0->@-~]+$`}
+		})
+	case codeType:
+		codes := api.Codes()
+		names := make([]string, len(codes))
+		for i, c := range codes {
+			names[i] = string(c)
+		}
+		sort.Strings(names)
+		return schema{"type": "string", "enum": names}
+	case timeType:
+		return schema{"type": "string", "format": "date-time"}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return b.of(t.Elem())
+	case reflect.Struct:
+		return b.named(t.Name(), func() schema { return b.object(t) })
+	case reflect.Map:
+		s := schema{"type": "object", "additionalProperties": b.of(t.Elem())}
+		if t.Key().Kind() != reflect.String {
+			s["propertyNames"] = schema{"pattern": "^[0-9]+$"}
+		}
+		if t.Name() != "" {
+			return b.named(t.Name(), func() schema { return s })
+		}
+		return s
+	case reflect.Slice:
+		return schema{"type": "array", "items": b.of(t.Elem())}
+	case reflect.String:
+		return schema{"type": "string"}
+	case reflect.Bool:
+		return schema{"type": "boolean"}
+	case reflect.Float32, reflect.Float64:
+		return schema{"type": "number"}
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		return schema{"type": "integer", "minimum": 0, "maximum": uint64(1)<<(8*t.Size()) - 1}
+	case reflect.Uint64, reflect.Uint:
+		return schema{"type": "integer", "minimum": 0, "maximum": json.Number(u64Max)}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return schema{"type": "integer"}
+	}
+	panic(fmt.Sprintf("no schema for %v", t))
+}
+
+// named registers a component schema once and returns its reference.
+func (b *builder) named(name string, build func() schema) schema {
+	if _, ok := b.schemas[name]; !ok {
+		b.schemas[name] = nil // a recursive type refers to itself
+		s := build()
+		if d, ok := typeDocs[name]; ok {
+			s["description"] = d
+		}
+		b.schemas[name] = s
+	}
+	return ref(name)
+}
+
+// object is a struct's schema: its JSON fields (embedded structs
+// flattened), required when they are never omitted (answers) or as the
+// request type says.
+func (b *builder) object(t reflect.Type) schema {
+	props := schema{}
+	var required []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for f := range t.Fields() {
+			tag := f.Tag.Get("json")
+			if f.Anonymous && tag == "" {
+				walk(f.Type)
+				continue
+			}
+			if !f.IsExported() || tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			omit := strings.Contains(opts, "omitempty")
+			p := b.of(f.Type)
+			if f.Type.Kind() == reflect.Pointer && !omit {
+				p = schema{"anyOf": []any{p, schema{"type": "null"}}}
+			}
+			if extra, ok := fieldDocs[t.Name()+"."+name]; ok {
+				p = merge(p, extra)
+			}
+			props[name] = p
+			if !omit && !requestTypes[t] {
+				required = append(required, name)
+			}
+		}
+	}
+	walk(t)
+	s := schema{"type": "object", "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	if requestTypes[t] {
+		s["additionalProperties"] = false
+	}
+	return s
+}
+
+// merge adds extra keywords to a property schema (a copy).
+func merge(p, extra schema) schema {
+	out := schema{}
+	for k, v := range p {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// bodySchema is the schema of a request or answer body.
+func (b *builder) bodySchema(body any) (mediaType string, s schema) {
+	switch v := body.(type) {
+	case textBody:
+		return "text/plain", schema{"type": "string"}
+	case anyObject:
+		return "application/json", schema{"type": "object", "additionalProperties": true}
+	case selectError:
+		return "application/json", schema{"oneOf": []any{b.of(reflect.TypeFor[api.Error]()), b.of(reflect.TypeFor[api.Busy]())}}
+	case arrayOf:
+		return "application/json", schema{"type": "array", "items": b.of(reflect.TypeOf(v.of))}
+	}
+	return "application/json", b.of(reflect.TypeOf(body))
+}
+
+func (b *builder) param(p param) schema {
+	return schema{"name": p.name, "in": p.in, "description": p.desc, "required": p.required, "schema": p.schema}
+}
+
+// buildOpenAPI is the whole document.
+func buildOpenAPI() schema {
+	b := &builder{schemas: map[string]schema{}}
+	b.of(reflect.TypeFor[api.Error]())
+	paths := schema{}
+	for _, o := range operations {
+		item, _ := paths[o.path].(schema)
+		if item == nil {
+			item = schema{}
+			paths[o.path] = item
+		}
+		spec := schema{"operationId": o.id, "tags": []string{o.tag}, "summary": o.summary,
+			"x-kvselect-access": o.access, "x-kvselect-runs-on": o.where}
+		switch o.access {
+		case api.AccessAdmin:
+			spec["security"] = []any{schema{"bearer": []string{}}}
+		case api.AccessSelection:
+			spec["security"] = []any{schema{}, schema{"bearer": []string{}}}
+		}
+		if o.desc != "" {
+			spec["description"] = o.desc
+		}
+		if len(o.params) > 0 {
+			ps := make([]any, len(o.params))
+			for i, p := range o.params {
+				ps[i] = b.param(p)
+			}
+			spec["parameters"] = ps
+		}
+		if o.body != nil {
+			mt, s := b.bodySchema(o.body)
+			if len(o.required) > 0 {
+				s = schema{"allOf": []any{s, schema{"required": o.required}}}
+			}
+			spec["requestBody"] = schema{"required": !o.optionalBody, "content": schema{mt: schema{"schema": s}}}
+		}
+		resps := schema{"default": schema{"$ref": "#/components/responses/Error"}}
+		for _, r := range o.resps {
+			out := schema{"description": r.desc}
+			if r.body != nil {
+				mt, s := b.bodySchema(r.body)
+				out["content"] = schema{mt: schema{"schema": s}}
+			}
+			if len(r.headers) > 0 {
+				hs := schema{}
+				for _, h := range r.headers {
+					hs[h] = schema{"description": respHeaders[h], "schema": schema{"type": "string"}}
+				}
+				out["headers"] = hs
+			}
+			resps[r.status] = out
+		}
+		spec["responses"] = resps
+		item[strings.ToLower(o.method)] = spec
+	}
+	return schema{
+		"openapi": "3.1.0",
+		"info": schema{"title": "kvselect", "version": "1",
+			"description": "KV-cache-aware worker selection for LLM inference fleets. Every error is {\"error\", \"code\"}; bodies are at most " +
+				strconv.Itoa(api.MaxBodyBytes) + " bytes; unknown fields are refused (400 naming the field); HEAD works wherever GET does; every 405 carries Allow. model_name and tenant_id default to \"default\" and scope selection, index and load (a partition)."},
+		"paths": paths,
+		"components": schema{
+			"schemas": b.schemas,
+			"responses": schema{"Error": schema{
+				"description": "An error (400 bad_request, 401 unauthorized, 404 not_found, 405 method_not_allowed with Allow, 409 conflict, 413 payload_too_large, 500 internal, 503 with Retry-After).",
+				"headers": schema{
+					api.HeaderServedBy: schema{"description": respHeaders[api.HeaderServedBy], "schema": schema{"type": "string"}},
+					"Allow":            schema{"description": respHeaders["Allow"], "schema": schema{"type": "string"}},
+					"Retry-After":      schema{"description": respHeaders["Retry-After"], "schema": schema{"type": "string"}},
+				},
+				"content": schema{"application/json": schema{"schema": ref("Error")}},
+			}},
+			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer",
+				"description": "With --auth-token-file: catalog, cluster and /dump writes need it; every route but /health with --auth-scope all."}},
+		},
+	}
+}
