@@ -104,22 +104,29 @@ func (p *testPub) serveReplay() {
 		p.mu.Lock()
 		msgs := slices.Clone(p.buf)
 		p.mu.Unlock()
-		for _, m := range msgs {
-			if m.seq < from {
-				continue
-			}
-			frames := [][]byte{id, {}, be8(m.seq), m.payload}
-			if p.withTopic {
-				frames = [][]byte{id, {}, []byte("kv-events"), be8(m.seq), m.payload}
-			}
-			if p.router.Send(zmq4.NewMsgFrom(frames...)) != nil {
-				return
-			}
+		p.answer(id, from, msgs)
+	}
+}
+
+// answer sends one replay answer. A failed send ends only this answer,
+// never the server: the requester may close its DEALER the moment it has
+// read the end marker, and zmq4 can report that close on the write of the
+// marker's last (empty) frame. Stopping there would leave every later
+// replay unanswered.
+func (p *testPub) answer(id []byte, from uint64, msgs []message) {
+	for _, m := range msgs {
+		if m.seq < from {
+			continue
 		}
-		if p.router.Send(zmq4.NewMsgFrom(id, []byte{}, be8(endOfReplay), []byte{})) != nil {
+		frames := [][]byte{id, {}, be8(m.seq), m.payload}
+		if p.withTopic {
+			frames = [][]byte{id, {}, []byte("kv-events"), be8(m.seq), m.payload}
+		}
+		if p.router.Send(zmq4.NewMsgFrom(frames...)) != nil {
 			return
 		}
 	}
+	_ = p.router.Send(zmq4.NewMsgFrom(id, []byte{}, be8(endOfReplay), []byte{}))
 }
 
 // subscribed waits until a subscriber's subscription reached the PUB
