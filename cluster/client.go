@@ -48,13 +48,19 @@ func (p *peerClient) metadata(ctx context.Context, addr string, meta fsm.NodeMet
 	return err
 }
 
-// retryable reports whether a failed inter-node call may be tried again:
-// nothing was decided (no leader, not the leader, network trouble, the
-// other node shutting down). Verdicts (4xx) are final.
+// retryable reports whether a failed inter-node call may be tried again,
+// judged by the API's error code as the Go client judges its own retries.
+// A call that got no answer (network trouble), or whose answer proves that
+// nothing was written (not_leader, no_leader, shutting_down), may be sent
+// again like any request. After unknown_outcome the call may have taken
+// effect; it is sent again only because both calls are idempotent: a join
+// of a member already admitted, or metadata set to the same value again,
+// changes nothing more. Every other answer is a verdict: bad_request and
+// conflict, and internal too (a bug does not go away by asking again).
 func retryable(err error) bool {
 	var e *client.Error
 	if errors.As(err, &e) {
-		return e.Status >= 500
+		return e.Code.NothingWritten() || e.Code == api.CodeUnknownOutcome
 	}
 	return err != nil
 }

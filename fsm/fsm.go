@@ -204,7 +204,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("restore catalog snapshot: %w", err)
 	}
 	if snap.Version != 1 && snap.Version != snapshotVersion {
-		return fmt.Errorf("restore catalog snapshot: unsupported version %d", snap.Version)
+		// Checked before any record is used: a newer version may change
+		// what the records mean, not only add to them.
+		return fmt.Errorf("restore catalog snapshot: unsupported version %d (this kvselect reads versions 1 to %d; a later one needs a newer kvselect)",
+			snap.Version, snapshotVersion)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
 	for i := range snap.Workers {

@@ -409,3 +409,44 @@ func Test_PartitionRankLimit(t *testing.T) {
 		t.Fatalf("small worker: %q", res.Worker.NotSchedulableReasons)
 	}
 }
+
+// Test_RestoreUnsupportedVersion: a snapshot of a version this binary does
+// not read (a newer binary's, or one without a version) fails with an error
+// naming the version, and leaves the catalog as it was: same catalog, no
+// change notification, and writes go on at the next index.
+func Test_RestoreUnsupportedVersion(t *testing.T) {
+	newer := bytes.Replace(golden(t, "snapshot.v2.json"), []byte(`"version":2`), []byte(`"version":3`), 1)
+	tests := []struct {
+		name    string
+		snap    string
+		wantErr string
+	}{
+		{"newer version, empty", `{"version":3,"index":9,"workers":[]}`, "unsupported version 3"},
+		{"newer version, valid records", string(newer), "unsupported version 3"},
+		{"no version", `{"index":9,"workers":[]}`, "unsupported version 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.upsert(completeWorker(1, 16))
+			h.apply(SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:8092"}})
+			before := h.f.Catalog()
+			<-h.f.Changed() // the applies above left a notification
+			err := h.f.Restore(io.NopCloser(strings.NewReader(tt.snap)))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("restore = %v, want an error containing %q", err, tt.wantErr)
+			}
+			if h.f.Catalog() != before {
+				t.Fatal("a failed restore replaced the catalog")
+			}
+			select {
+			case <-h.f.Changed():
+				t.Fatal("a failed restore notified observers")
+			default:
+			}
+			if res := h.upsert(completeWorker(2, 16)); res.Err != nil || res.Index != before.Index()+1 {
+				t.Fatalf("write after the failed restore: %+v", res)
+			}
+		})
+	}
+}

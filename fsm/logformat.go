@@ -164,7 +164,10 @@ func EncodeCommand(c Command) ([]byte, error) {
 
 // decodePayload decodes a command's payload. It panics when the payload
 // cannot be decoded: every node would hit the same entry, and skipping it
-// silently would make this node's catalog diverge from the log.
+// silently would make this node's catalog diverge from the log. Fields it
+// does not know are ignored, never an error (so no DisallowUnknownFields):
+// they are the optional fields a newer binary adds under the omitempty
+// rule above, which an older binary must read the entry without.
 func decodePayload[T any](t CommandType, payload []byte) T {
 	var v T
 	if err := json.Unmarshal(payload, &v); err != nil {
