@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -36,7 +38,11 @@ func Decode(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		fe := decodeError(err)
+		if fe.Problem == unknownFieldProblem {
+			fe.Field = unknownFieldPath(body, reflect.TypeOf(v), fe.Field)
+		}
+		return fe
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return &FieldError{Problem: "unexpected data after the JSON object"}
@@ -47,6 +53,9 @@ func Decode(body []byte, v any) error {
 // unknownFieldPrefix is how encoding/json words a refused field (it has no
 // error type for it).
 const unknownFieldPrefix = "json: unknown field "
+
+// unknownFieldProblem is the Problem of an unknown field's FieldError.
+const unknownFieldProblem = "unknown field (check its spelling; see GET " + PathOpenAPI + ")"
 
 func decodeError(err error) *FieldError {
 	var syn *json.SyntaxError
@@ -71,7 +80,7 @@ func decodeError(err error) *FieldError {
 		return &FieldError{field, fmt.Sprintf("expected %s, got %s", typeName(typ.Type.String()), typ.Value)}
 	case strings.HasPrefix(err.Error(), unknownFieldPrefix):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), unknownFieldPrefix), `"`)
-		return &FieldError{name, "unknown field (check its spelling; see GET " + PathOpenAPI + ")"}
+		return &FieldError{name, unknownFieldProblem}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &FieldError{Problem: "malformed JSON: unexpected end of input"}
 	}
@@ -91,6 +100,147 @@ func jsonPath(field string) string {
 		}
 	}
 	return strings.ReplaceAll(strings.Join(kept, "."), ".[", "[")
+}
+
+// unknownFieldPath returns the JSON path of the unknown field name that
+// decoding body into t refused: encoding/json names an unknown field
+// without its path ("temprature", not "router_config_override.
+// temprature"), unlike a mistyped one. It walks body again, in order,
+// looking for the first key t has no field for, as encoding/json does;
+// this runs only on a refused body, never on the hot path. Should the walk
+// find another key than name (field rules it does not model), name is
+// returned as it is.
+func unknownFieldPath(body []byte, t reflect.Type, name string) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	path, key, found := firstUnknownKey(dec, t, "")
+	if !found || key != name {
+		return name
+	}
+	return path
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// firstUnknownKey consumes one JSON value from dec, to be decoded into t
+// (nil: any value), and returns the path and name of its first object key
+// that t has no field for. Values of types that decode themselves
+// (json.Unmarshaler) are only skipped.
+func firstUnknownKey(dec *json.Decoder, t reflect.Type, path string) (string, string, bool) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)) {
+		t = nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return "", "", false
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return "", "", false
+			}
+			key, _ := tok.(string)
+			var elem reflect.Type
+			var sub string
+			switch {
+			case fields != nil:
+				var ok bool
+				if elem, ok = fieldType(fields, key); !ok {
+					return joinPath(path, key), key, true
+				}
+				sub = joinPath(path, key)
+			case t != nil && t.Kind() == reflect.Map:
+				elem, sub = t.Elem(), path+"["+strconv.Quote(key)+"]"
+			}
+			if p, k, found := firstUnknownKey(dec, elem, sub); found {
+				return p, k, true
+			}
+		}
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if p, k, found := firstUnknownKey(dec, elem, path+"["+strconv.Itoa(i)+"]"); found {
+				return p, k, true
+			}
+		}
+	default:
+		return "", "", false // a scalar
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return "", "", false
+	}
+	return "", "", false
+}
+
+// jsonFields maps the JSON names of struct t's fields, those of embedded
+// structs included, to their types, as encoding/json names them (tag name,
+// else the Go name; "-" skipped; unexported fields ignored). A field
+// shadows those of the structs embedded beside it.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case f.Anonymous && name == "" && ft.Kind() == reflect.Struct:
+			embedded = append(embedded, ft)
+		case !f.IsExported():
+		case name == "":
+			fields[f.Name] = f.Type
+		default:
+			fields[name] = f.Type
+		}
+	}
+	for _, et := range embedded {
+		for name, ft := range jsonFields(et) {
+			if _, shadowed := fields[name]; !shadowed {
+				fields[name] = ft
+			}
+		}
+	}
+	return fields
+}
+
+// fieldType finds key among fields as encoding/json matches keys: exactly,
+// else case-insensitively.
+func fieldType(fields map[string]reflect.Type, key string) (reflect.Type, bool) {
+	if t, ok := fields[key]; ok {
+		return t, true
+	}
+	for name, t := range fields {
+		if strings.EqualFold(name, key) {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // typeName words a Go type for API users.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrBadID is wrapped by ValidateID's errors.
@@ -48,10 +50,20 @@ func ValidateID(id string) error {
 	for i := 0; i < len(id); i++ {
 		switch c := id[i]; {
 		case c <= ' ' || c >= 0x7f:
-			return fmt.Errorf("%w: byte %d is %q; ids are printable ASCII without spaces", ErrBadID, i, c)
+			return fmt.Errorf("%w: byte %d is %s; ids are printable ASCII without spaces", ErrBadID, i, quoteByte(c))
 		case c == '/' || c == '?' || c == '#' || c == '%':
 			return fmt.Errorf("%w: byte %d is %q; ids must not contain '/', '?', '#' or '%%'", ErrBadID, i, c)
 		}
 	}
 	return nil
+}
+
+// quoteByte quotes one byte of an id as Go does an ASCII rune (' ', '\t',
+// '\x7f'), and any other byte as a hex escape ('\xc3'): %q of a byte would
+// show the Latin-1 character of that value, which is not what was sent.
+func quoteByte(c byte) string {
+	if c < utf8.RuneSelf {
+		return strconv.QuoteRune(rune(c))
+	}
+	return fmt.Sprintf(`'\x%02x'`, c)
 }

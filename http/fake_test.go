@@ -22,12 +22,23 @@ type fakeNode struct {
 	id  string
 	log *fsm.Log
 
-	apply       func(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
-	waitApplied func(ctx context.Context, idx uint64) error
-	isLeader    func() bool
-	leader      func(ctx context.Context) (cluster.LeaderInfo, error)
-	sel         func(req scheduler.SelectRequest) (scheduler.Selection, error)
-	reserve     func(req scheduler.ReserveRequest) (scheduler.Booking, error)
+	apply        func(ctx context.Context, cmd fsm.Command) (*fsm.Result, error)
+	waitApplied  func(ctx context.Context, idx uint64) error
+	linearizable func(ctx context.Context) (*fsm.Catalog, error)
+	isLeader     func() bool
+	leader       func(ctx context.Context) (cluster.LeaderInfo, error)
+
+	join        func(ctx context.Context, req api.JoinRequest) error
+	remove      func(ctx context.Context, id string) error
+	stepDown    func(ctx context.Context) error
+	setMetadata func(ctx context.Context, meta fsm.NodeMeta) error
+
+	sel             func(req scheduler.SelectRequest) (scheduler.Selection, error)
+	reserve         func(req scheduler.ReserveRequest) (scheduler.Booking, error)
+	prefillComplete func(id string) error
+	outputBlock     func(id string, decay *float64) error
+	free            func(id string) error
+	reservation     func(id string) (scheduler.ReservationInfo, error)
 }
 
 func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
@@ -54,7 +65,10 @@ func (f *fakeNode) WaitApplied(ctx context.Context, idx uint64) error {
 	return nil
 }
 
-func (f *fakeNode) LinearizableCatalog(context.Context) (*fsm.Catalog, error) {
+func (f *fakeNode) LinearizableCatalog(ctx context.Context) (*fsm.Catalog, error) {
+	if f.linearizable != nil {
+		return f.linearizable(ctx)
+	}
 	return f.Catalog(), nil
 }
 
@@ -86,10 +100,33 @@ func (f *fakeNode) Status() api.ClusterStatus {
 	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
 }
 
-func (f *fakeNode) Join(context.Context, api.JoinRequest) error     { return nil }
-func (f *fakeNode) Remove(context.Context, string) error            { return nil }
-func (f *fakeNode) StepDown(context.Context) error                  { return nil }
-func (f *fakeNode) SetMetadata(context.Context, fsm.NodeMeta) error { return nil }
+func (f *fakeNode) Join(ctx context.Context, req api.JoinRequest) error {
+	if f.join != nil {
+		return f.join(ctx, req)
+	}
+	return nil
+}
+
+func (f *fakeNode) Remove(ctx context.Context, id string) error {
+	if f.remove != nil {
+		return f.remove(ctx, id)
+	}
+	return nil
+}
+
+func (f *fakeNode) StepDown(ctx context.Context) error {
+	if f.stepDown != nil {
+		return f.stepDown(ctx)
+	}
+	return nil
+}
+
+func (f *fakeNode) SetMetadata(ctx context.Context, meta fsm.NodeMeta) error {
+	if f.setMetadata != nil {
+		return f.setMetadata(ctx, meta)
+	}
+	return nil
+}
 
 func (f *fakeNode) Select(req scheduler.SelectRequest) (scheduler.Selection, error) {
 	if f.sel != nil {
@@ -106,9 +143,26 @@ func (f *fakeNode) Reserve(req scheduler.ReserveRequest) (scheduler.Booking, err
 	return scheduler.Booking{Partition: req.Partition, WorkerID: req.WorkerID, DPRank: req.DPRank}, nil
 }
 
-func (f *fakeNode) PrefillComplete(string) error       { return nil }
-func (f *fakeNode) OutputBlock(string, *float64) error { return nil }
-func (f *fakeNode) Free(string) error                  { return nil }
+func (f *fakeNode) PrefillComplete(id string) error {
+	if f.prefillComplete != nil {
+		return f.prefillComplete(id)
+	}
+	return nil
+}
+
+func (f *fakeNode) OutputBlock(id string, decay *float64) error {
+	if f.outputBlock != nil {
+		return f.outputBlock(id, decay)
+	}
+	return nil
+}
+
+func (f *fakeNode) Free(id string) error {
+	if f.free != nil {
+		return f.free(id)
+	}
+	return nil
+}
 
 func (f *fakeNode) PotentialLoads(fsm.PartitionKey, scheduler.Prompt) ([]scheduler.PotentialLoad, error) {
 	return nil, nil
@@ -125,6 +179,9 @@ func (f *fakeNode) Reservations(scheduler.ReservationFilter) ([]scheduler.Reserv
 }
 
 func (f *fakeNode) Reservation(id string) (scheduler.ReservationInfo, error) {
+	if f.reservation != nil {
+		return f.reservation(id)
+	}
 	return scheduler.ReservationInfo{}, fmt.Errorf("%w: %q", scheduler.ErrReservationNotFound, id)
 }
 

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -41,6 +42,18 @@ const registration = `{"worker_id":1,"endpoint":"http://w1","block_size":16,"kv_
 // code, status and Retry-After.
 func Test_HandlerOutcomes(t *testing.T) {
 	selectBody := `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16}`
+	joinBody := `{"id":"n2","raft_addr":"127.0.0.1:7001"}`
+	// A request a follower forwarded: the receiver answers it itself, so
+	// its not_leader reaches the client (the follower then asks again).
+	forwarded := []string{api.HeaderForwardedBy, "n2"}
+	notLeader := fmt.Errorf("%w: leader is n3 at 127.0.0.1:7003", cluster.ErrNotLeader)
+	// cluster.Node reports a read or write that lost the leadership midway
+	// as not_leader (or no_leader when no successor is known yet), and a
+	// write handed to raft before that as unknown_outcome.
+	lostLeadership := fmt.Errorf("%w: leadership lost while verifying", cluster.ErrNotLeader)
+	unknownOutcome := fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome)
+	notFound := func(id string) error { return fmt.Errorf("%w: %q", scheduler.ErrReservationNotFound, id) }
+	boom := errors.New("boom")
 	tests := []struct {
 		name         string
 		fake         func(f *fakeNode)
@@ -79,6 +92,70 @@ func Test_HandlerOutcomes(t *testing.T) {
 				return scheduler.Selection{}, fmt.Errorf("boom")
 			}
 		}, "POST", "/select", selectBody, nil, 500, api.CodeInternal},
+
+		// linearizable catalog reads
+		{"linearizable read without a leader", func(f *fakeNode) {
+			f.linearizable = func(context.Context) (*fsm.Catalog, error) { return nil, cluster.ErrNoLeader }
+		}, "GET", "/workers?consistency=linearizable", "", nil, 503, api.CodeNoLeader},
+		{"linearizable read forwarded to a former leader", func(f *fakeNode) {
+			f.linearizable = func(context.Context) (*fsm.Catalog, error) { return nil, notLeader }
+		}, "GET", "/workers?consistency=linearizable", "", forwarded, 503, api.CodeNotLeader},
+		{"linearizable read losing the leadership, forwarded", func(f *fakeNode) {
+			f.linearizable = func(context.Context) (*fsm.Catalog, error) { return nil, lostLeadership }
+		}, "GET", "/workers/1?consistency=linearizable", "", forwarded, 503, api.CodeNotLeader},
+		{"linearizable read losing the leadership, no successor yet", func(f *fakeNode) {
+			f.linearizable = func(context.Context) (*fsm.Catalog, error) { return nil, lostLeadership }
+			f.leader = func(context.Context) (cluster.LeaderInfo, error) { return cluster.LeaderInfo{}, cluster.ErrNoLeader }
+		}, "GET", "/workers?consistency=linearizable", "", nil, 503, api.CodeNoLeader},
+
+		// membership changes
+		{"join with an unknown outcome", func(f *fakeNode) {
+			f.join = func(context.Context, api.JoinRequest) error { return unknownOutcome }
+		}, "POST", "/cluster/join", joinBody, nil, 503, api.CodeUnknownOutcome},
+		{"join forwarded to a former leader", func(f *fakeNode) {
+			f.join = func(context.Context, api.JoinRequest) error { return notLeader }
+		}, "POST", "/cluster/join", joinBody, forwarded, 503, api.CodeNotLeader},
+		{"remove with an unknown outcome", func(f *fakeNode) {
+			f.remove = func(context.Context, string) error { return unknownOutcome }
+		}, "POST", "/cluster/remove", `{"id":"n2"}`, nil, 503, api.CodeUnknownOutcome},
+		{"remove forwarded to a former leader", func(f *fakeNode) {
+			f.remove = func(context.Context, string) error { return notLeader }
+		}, "POST", "/cluster/remove", `{"id":"n2"}`, forwarded, 503, api.CodeNotLeader},
+		{"step down with an unknown outcome", func(f *fakeNode) {
+			f.stepDown = func(context.Context) error { return unknownOutcome }
+		}, "POST", "/cluster/stepdown", "", nil, 503, api.CodeUnknownOutcome},
+		{"step down forwarded to a former leader", func(f *fakeNode) {
+			f.stepDown = func(context.Context) error { return notLeader }
+		}, "POST", "/cluster/stepdown", "", forwarded, 503, api.CodeNotLeader},
+		{"metadata without a leader", func(f *fakeNode) {
+			f.setMetadata = func(context.Context, fsm.NodeMeta) error { return cluster.ErrNoLeader }
+		}, "POST", "/cluster/metadata", `{"id":"n2","http_addr":"127.0.0.1:8002"}`, nil, 503, api.CodeNoLeader},
+
+		// reservation lifecycle
+		{"prefill_complete of an unknown reservation", func(f *fakeNode) {
+			f.prefillComplete = notFound
+		}, "POST", "/reservations/r1/prefill_complete", "", nil, 404, api.CodeNotFound},
+		{"prefill_complete failing", func(f *fakeNode) {
+			f.prefillComplete = func(string) error { return boom }
+		}, "POST", "/reservations/r1/prefill_complete", "", nil, 500, api.CodeInternal},
+		{"output_block of an unknown reservation", func(f *fakeNode) {
+			f.outputBlock = func(id string, _ *float64) error { return notFound(id) }
+		}, "POST", "/reservations/r1/output_block", `{"decay_fraction":0.5}`, nil, 404, api.CodeNotFound},
+		{"output_block failing", func(f *fakeNode) {
+			f.outputBlock = func(string, *float64) error { return boom }
+		}, "POST", "/reservations/r1/output_block", "", nil, 500, api.CodeInternal},
+		{"free of an unknown reservation", func(f *fakeNode) {
+			f.free = notFound
+		}, "DELETE", "/reservations/r1", "", nil, 404, api.CodeNotFound},
+		{"free failing", func(f *fakeNode) {
+			f.free = func(string) error { return boom }
+		}, "DELETE", "/reservations/r1", "", nil, 500, api.CodeInternal},
+		{"get an unknown reservation", func(f *fakeNode) {
+			f.reservation = func(id string) (scheduler.ReservationInfo, error) { return scheduler.ReservationInfo{}, notFound(id) }
+		}, "GET", "/reservations/r1", "", nil, 404, api.CodeNotFound},
+		{"get a reservation failing", func(f *fakeNode) {
+			f.reservation = func(string) (scheduler.ReservationInfo, error) { return scheduler.ReservationInfo{}, boom }
+		}, "GET", "/reservations/r1", "", nil, 500, api.CodeInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,6 +168,42 @@ func Test_HandlerOutcomes(t *testing.T) {
 			}
 			if (status == 503) != (hdr.Get("Retry-After") != "") {
 				t.Fatalf("Retry-After %q on a %d", hdr.Get("Retry-After"), status)
+			}
+		})
+	}
+}
+
+// Test_PrefillCompleteBody: prefill_complete takes no body fields. No body
+// or {} completes the prefill; a field is refused, naming it, before the
+// reservation is touched.
+func Test_PrefillCompleteBody(t *testing.T) {
+	tests := []struct {
+		body   string
+		status int
+		prefix string // of the error message
+	}{
+		{"", 200, ""},
+		{"{}", 200, ""},
+		{" { } ", 200, ""},
+		{`{"x":1}`, 400, `{"error":"x: unknown field`},
+		{`{"decay_fraction":0.5}`, 400, `{"error":"decay_fraction: unknown field`},
+		{`null`, 400, `{"error":"request body must be a JSON object"`},
+		{`{} {}`, 400, `{"error":"unexpected data after the JSON object"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			var completed []string
+			f := newFakeNode()
+			f.prefillComplete = func(id string) error {
+				completed = append(completed, id)
+				return nil
+			}
+			status, _, body := call(t, "POST", serve(t, f.service())+"/reservations/r1/prefill_complete", tt.body)
+			if status != tt.status || !strings.HasPrefix(body, tt.prefix) {
+				t.Fatalf("body %q = %d %s, want %d %s...", tt.body, status, body, tt.status, tt.prefix)
+			}
+			if want := status == 200; want != (len(completed) == 1 && completed[0] == "r1") {
+				t.Fatalf("body %q = %d, completed %v", tt.body, status, completed)
 			}
 		})
 	}
