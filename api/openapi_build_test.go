@@ -75,6 +75,8 @@ var (
 		schema{"$ref": "#/components/schemas/ReservationID"}, true}
 	qModel  = param{api.QueryModelName, "query", "Only this model.", schema{"type": "string"}, false}
 	qTenant = param{api.QueryTenantID, "query", "Only this tenant.", schema{"type": "string"}, false}
+	qGroup  = param{api.QueryRoutingGroup, "query", "Dynamo's newer name for tenant_id (not both, unless equal).",
+		schema{"type": "string"}, false}
 	qWorker = param{api.QueryWorkerID, "query", "Only this worker.",
 		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
 	qConsistency = param{api.QueryConsistency, "query",
@@ -140,7 +142,7 @@ var operations = []op{
 
 	{method: "GET", path: api.PathWorkers, id: "listWorkers", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "catalog", summary: "List workers",
 		desc:   "Catalog records sorted by (model_name, tenant_id, worker_id), each with its lifecycle and this node's KV event listener per rank.",
-		params: []param{qModel, qTenant, qConsistency, hIndex},
+		params: []param{qModel, qTenant, qGroup, qConsistency, hIndex},
 		resps: with(promptErrors[:1], resp{"200", "The workers.", arrayOf{api.Worker{}}, readHeaders},
 			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
 	{method: "POST", path: api.PathWorkers, id: "registerWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Register or replace a worker",
@@ -182,7 +184,7 @@ var operations = []op{
 			resp{"409", "The reservation id is already booked.", api.Error{}, nil})},
 	{method: "GET", path: api.PathReservations, id: "listReservations", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "List bookings",
 		desc:   "This node's bookings (local and mirrored), sorted by id, one page at a time.",
-		params: []param{qModel, qTenant, qWorker, qLimit, qCursor},
+		params: []param{qModel, qTenant, qGroup, qWorker, qLimit, qCursor},
 		resps:  []resp{{"200", "A page.", api.ReservationPage{}, nil}, promptErrors[0]}},
 	{method: "GET", path: api.PathReservation, id: "getReservation", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "One booking",
 		params: []param{pathReservationID},
@@ -204,7 +206,7 @@ var operations = []op{
 			{"404", "No such reservation on this node.", api.Error{}, nil}}},
 
 	{method: "GET", path: api.PathLoads, id: "loads", access: api.AccessSelection, where: api.RunsOnAny, tag: "inspection", summary: "Active load per worker rank",
-		params: []param{qModel, qTenant},
+		params: []param{qModel, qTenant, qGroup},
 		resps:  []resp{{"200", "Per partition, sorted.", arrayOf{api.PartitionLoads{}}, nil}}},
 	{method: "POST", path: api.PathPotentialLoads, id: "potentialLoads", access: api.AccessSelection, where: api.RunsOnAny, tag: "inspection", summary: "Every schedulable rank's load if the prompt were booked on it",
 		params: []param{hIndex}, body: api.Prompt{},
@@ -283,6 +285,7 @@ var fieldDocs = map[string]schema{
 	"WorkerPatch.worker_id":                     {"description": "Required by POST; a PATCH may give only the path's id."},
 	"WorkerPatch.model_name":                    {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
 	"WorkerPatch.tenant_id":                     {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
+	"WorkerPatch.routing_group":                 {"maxLength": api.MaxNameLen, "description": "Dynamo's newer name for tenant_id; give one or the other (or both, equal)."},
 	"WorkerPatch.block_size":                    {"description": "Tokens per KV block; the first worker of a partition sets it."},
 	"WorkerPatch.data_parallel_size":            {"description": "Default 1."},
 	"WorkerPatch.kv_events_endpoints":           {"description": "The ZMQ endpoint of each global dp rank."},

@@ -32,13 +32,15 @@ const (
 	QueryConsistency = "consistency"
 	// QueryRedirect "true" asks a follower to answer a leader-only request
 	// with 307 to the leader instead of forwarding it.
-	QueryRedirect   = "redirect"
-	QueryModelName  = "model_name"
-	QueryTenantID   = "tenant_id"
-	QueryWorkerID   = "worker_id"
-	QueryCursor     = "cursor"
-	QueryLimit      = "limit"
-	RedirectEnabled = "true"
+	QueryRedirect  = "redirect"
+	QueryModelName = "model_name"
+	QueryTenantID  = "tenant_id"
+	// QueryRoutingGroup is Dynamo's newer name for the tenant_id filter.
+	QueryRoutingGroup = "routing_group"
+	QueryWorkerID     = "worker_id"
+	QueryCursor       = "cursor"
+	QueryLimit        = "limit"
+	RedirectEnabled   = "true"
 )
 
 // Consistency levels of catalog reads.

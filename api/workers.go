@@ -15,9 +15,12 @@ const (
 type WorkerPatch struct {
 	// WorkerID is required by POST; in a PATCH it may be given only
 	// with the id of the path.
-	WorkerID              *uint64 `json:"worker_id,omitempty"`
-	ModelName             *string `json:"model_name,omitempty"`
-	TenantID              *string `json:"tenant_id,omitempty"`
+	WorkerID  *uint64 `json:"worker_id,omitempty"`
+	ModelName *string `json:"model_name,omitempty"`
+	TenantID  *string `json:"tenant_id,omitempty"`
+	// RoutingGroup is Dynamo's newer name for tenant_id; give one or
+	// both with the same value.
+	RoutingGroup          *string `json:"routing_group,omitempty"`
 	Endpoint              *string `json:"endpoint,omitempty"`
 	BlockSize             *uint32 `json:"block_size,omitempty"`
 	DataParallelStartRank *uint32 `json:"data_parallel_start_rank,omitempty"`

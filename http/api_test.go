@@ -85,6 +85,20 @@ func (c *client) expect(status int, method, path string, body any) map[string]an
 	return r.json(c.t)
 }
 
+// expectList checks the status and returns the decoded array.
+func (c *client) expectList(status int, method, path string, body any) []any {
+	c.t.Helper()
+	r := c.do(method, path, body)
+	if r.status != status {
+		c.t.Fatalf("%s %s = %d %s, want %d", method, path, r.status, r.raw, status)
+	}
+	var list []any
+	if err := json.Unmarshal(r.raw, &list); err != nil {
+		c.t.Fatalf("%s %s: %q is not a JSON array: %v", method, path, r.raw, err)
+	}
+	return list
+}
+
 func startNode(t *testing.T, mutate ...func(*server.Config)) (*server.Server, *client) {
 	t.Helper()
 	cfg := servertest.Config("n1", t.TempDir())

@@ -10,12 +10,11 @@ import (
 // worker in its local catalog. It does not need a leader: selection works
 // without quorum.
 func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
-	workers := s.cfg.Catalog.Catalog().Workers("", "")
+	c := s.cfg.Catalog.Catalog()
+	workers := c.Workers("", "")
 	n := 0
-	for _, wk := range workers {
-		if wk.Schedulable() {
-			n++
-		}
+	for _, p := range c.Partitions() {
+		n += len(p.Schedulable)
 	}
 	st := s.cfg.Cluster.Status()
 	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Workers: s.views(workers),
@@ -29,8 +28,11 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *Service) loads(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	parts := s.cfg.Loads.Loads(q.Get(api.QueryModelName), q.Get(api.QueryTenantID))
+	model, tenant, err := queryPartition(r)
+	if err != nil {
+		return err
+	}
+	parts := s.cfg.Loads.Loads(model, tenant)
 	out := make([]api.PartitionLoads, len(parts))
 	for i, p := range parts {
 		out[i] = api.PartitionLoads{ModelName: p.Partition.Model, TenantID: p.Partition.Tenant, Loads: make([]api.RankLoad, len(p.Loads))}

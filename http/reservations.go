@@ -79,7 +79,12 @@ func (s *Service) lifecycle(w http.ResponseWriter, r *http.Request, step func(id
 	return writeJSON(w, http.StatusOK, api.ReservationAck{Status: api.StatusOK, ReservationID: id})
 }
 
+// prefillComplete takes no body fields: an empty body or {} is fine, any
+// field is refused (400 naming it), like every unknown field (SPEC §3).
 func (s *Service) prefillComplete(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
 	return s.lifecycle(w, r, s.cfg.Selector.PrefillComplete)
 }
 
@@ -114,8 +119,11 @@ func (s *Service) getReservation(w http.ResponseWriter, r *http.Request) error {
 // last id of the previous page, encoded so that clients treat it as opaque.
 func (s *Service) listReservations(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := scheduler.ReservationFilter{Model: q.Get(api.QueryModelName), Tenant: q.Get(api.QueryTenantID),
-		Limit: api.DefaultReservationsLimit}
+	model, tenant, err := queryPartition(r)
+	if err != nil {
+		return err
+	}
+	f := scheduler.ReservationFilter{Model: model, Tenant: tenant, Limit: api.DefaultReservationsLimit}
 	if v := q.Get(api.QueryWorkerID); v != "" {
 		id, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {

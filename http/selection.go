@@ -9,8 +9,28 @@ import (
 	"github.com/kvselect/kvselect/scheduler"
 )
 
-// partitionOf returns the request's (model, tenant) scope with defaults;
-// routing_group is Dynamo's newer name for tenant_id.
+// tenantOf resolves routing_group, Dynamo's newer name for tenant_id, in a
+// body or a query: either may be given, or both with the same value.
+// field names the alias in errors ("routing_group" in both places).
+func tenantOf(tenantID, routingGroup string) (string, error) {
+	if routingGroup != "" && tenantID != "" && routingGroup != tenantID {
+		return "", badRequest(api.QueryRoutingGroup, "is another name for tenant_id; %q and %q differ", routingGroup, tenantID)
+	}
+	if tenantID != "" {
+		return tenantID, nil
+	}
+	return routingGroup, nil
+}
+
+// queryPartition reads the model_name and tenant_id (or routing_group)
+// filters of a listing; empty means "any".
+func queryPartition(r *http.Request) (model, tenant string, err error) {
+	q := r.URL.Query()
+	tenant, err = tenantOf(q.Get(api.QueryTenantID), q.Get(api.QueryRoutingGroup))
+	return q.Get(api.QueryModelName), tenant, err
+}
+
+// partitionOf returns the request's (model, tenant) scope with defaults.
 func partitionOf(in *api.Prompt) (fsm.PartitionKey, error) {
 	k := fsm.PartitionKey{Model: fsm.DefaultScope, Tenant: fsm.DefaultScope}
 	for _, f := range []struct{ field, v string }{
@@ -20,16 +40,15 @@ func partitionOf(in *api.Prompt) (fsm.PartitionKey, error) {
 			return k, badRequest(f.field, "longer than %d bytes", fsm.MaxStringLen)
 		}
 	}
-	if in.RoutingGroup != "" && in.TenantID != "" && in.RoutingGroup != in.TenantID {
-		return k, badRequest("routing_group", "is another name for tenant_id; %q and %q differ", in.RoutingGroup, in.TenantID)
+	tenant, err := tenantOf(in.TenantID, in.RoutingGroup)
+	if err != nil {
+		return k, err
 	}
 	if in.ModelName != "" {
 		k.Model = in.ModelName
 	}
-	if in.TenantID != "" {
-		k.Tenant = in.TenantID
-	} else if in.RoutingGroup != "" {
-		k.Tenant = in.RoutingGroup
+	if tenant != "" {
+		k.Tenant = tenant
 	}
 	return k, nil
 }

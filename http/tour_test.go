@@ -76,6 +76,29 @@ func Test_RoutingGroupAlias(t *testing.T) {
 		}
 	}
 	c.expect(503, "POST", "/select", `{`+prompt+`,"routing_group":"team-b"}`)
+
+	// On registrations and patches too, and as the listings' filter.
+	w2 := workerBody(2, 1)
+	w2["routing_group"] = "team-b"
+	if rec := c.expect(201, "POST", "/workers", w2); rec["tenant_id"] != "team-b" {
+		t.Fatalf("registered with routing_group: %v", rec)
+	}
+	if rec := c.expect(200, "PATCH", "/workers/2", `{"routing_group":"team-c"}`); rec["tenant_id"] != "team-c" {
+		t.Fatalf("patched with routing_group: %v", rec)
+	}
+	c.expect(400, "PATCH", "/workers/2", `{"routing_group":"team-c","tenant_id":"team-d"}`)
+	for _, path := range []string{"/workers?routing_group=team-c", "/workers?tenant_id=team-c&routing_group=team-c"} {
+		list := c.expectList(200, "GET", path, nil)
+		if len(list) != 1 || list[0].(map[string]any)["worker_id"] != 2.0 {
+			t.Fatalf("GET %s = %v", path, list)
+		}
+	}
+	for _, path := range []string{"/workers?tenant_id=a&routing_group=b", "/loads?routing_group=x&tenant_id=y", "/reservations?tenant_id=a&routing_group=b"} {
+		c.expect(400, "GET", path, nil)
+	}
+	if loads := c.expectList(200, "GET", "/loads?routing_group=team-a", nil); len(loads) != 1 {
+		t.Fatalf("loads of team-a: %v", loads)
+	}
 }
 
 // Test_PendingSelection walks Dynamo's pending-selection booking: /select

@@ -17,8 +17,22 @@ func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
 	if in.KVEventsEndpoints != nil && in.KVEventsEndpoint != nil {
 		return fsm.WorkerPatch{}, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
 	}
+	tenant := in.TenantID
+	if in.RoutingGroup != nil {
+		var given string
+		if in.TenantID != nil {
+			given = *in.TenantID
+		}
+		t, err := tenantOf(given, *in.RoutingGroup)
+		if err != nil {
+			return fsm.WorkerPatch{}, err
+		}
+		if in.TenantID == nil || *in.RoutingGroup != "" {
+			tenant = &t
+		}
+	}
 	return fsm.WorkerPatch{
-		ModelName: in.ModelName, TenantID: in.TenantID, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
+		ModelName: in.ModelName, TenantID: tenant, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
 		DataParallelStartRank: in.DataParallelStartRank, DataParallelSize: in.DataParallelSize,
 		KVEventsEndpoints: in.KVEventsEndpoints, KVEventsEndpoint: in.KVEventsEndpoint,
 		ReplayEndpoint: in.ReplayEndpoint, TotalKVBlocks: in.TotalKVBlocks, MaxNumBatchedTokens: in.MaxNumBatchedTokens,
@@ -124,9 +138,12 @@ func (s *Service) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
+	model, tenant, err := queryPartition(r)
+	if err != nil {
+		return err
+	}
 	setIndex(w, c.Index())
-	return writeJSON(w, http.StatusOK, s.views(c.Workers(q.Get(api.QueryModelName), q.Get(api.QueryTenantID))))
+	return writeJSON(w, http.StatusOK, s.views(c.Workers(model, tenant)))
 }
 
 func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
