@@ -36,6 +36,17 @@ type Partition struct {
 	Ranks []RankKey
 }
 
+// WorkerRanks returns the partition's schedulable ranks of one worker (a
+// subslice of Ranks; empty when the worker is not schedulable).
+func (p *Partition) WorkerRanks(id uint64) []RankKey {
+	i, _ := slices.BinarySearchFunc(p.Ranks, id, func(rk RankKey, id uint64) int { return cmp.Compare(rk.Worker, id) })
+	j := i
+	for j < len(p.Ranks) && p.Ranks[j].Worker == id {
+		j++
+	}
+	return p.Ranks[i:j:j]
+}
+
 // RankKey names one dp rank of one worker.
 type RankKey struct {
 	Worker uint64

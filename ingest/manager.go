@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -69,7 +70,14 @@ type Manager struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[indexer.RankKey]*listener
+
+	misordered atomic.Uint64 // listeners started for ranks the index did not know
 }
+
+// Misordered counts listeners started for a rank the index did not know
+// yet: a catalog change delivered to the listeners before the indexer. It
+// stays 0 on a correctly wired node (tests check it).
+func (m *Manager) Misordered() uint64 { return m.misordered.Load() }
 
 // New returns a manager with no listeners; ApplyCatalog starts them.
 func New(ix *indexer.Indexer, cfg Config) *Manager {
@@ -99,7 +107,7 @@ func (m *Manager) ApplyCatalog(ch *fsm.Change) {
 		return
 	}
 	for _, wc := range ch.Workers {
-		want := m.specs(wc.New)
+		want := m.specs(ch.Cur, wc.New)
 		for rk, l := range m.listeners {
 			if rk.Worker != wc.ID() {
 				continue
@@ -121,6 +129,13 @@ func (m *Manager) ApplyCatalog(ch *fsm.Change) {
 			if _, ok := m.listeners[rk]; ok {
 				continue
 			}
+			if _, ok := m.ix.BlockSize(rk); !ok {
+				// The node delivers catalog changes to the index first; a
+				// rank it does not know would drop this listener's events.
+				m.misordered.Add(1)
+				m.log.Error("catalog change reached the listeners before the index (wiring bug); events of this rank are dropped until it is indexed",
+					"worker_id", rk.Worker, "dp_rank", rk.Rank)
+			}
 			l := newListener(m, sp)
 			m.listeners[rk] = l
 			l.start(m.ctx)
@@ -128,20 +143,24 @@ func (m *Manager) ApplyCatalog(ch *fsm.Change) {
 	}
 }
 
-// specs lists the listeners a worker record calls for: one per rank when
-// it is schedulable, none otherwise (or when w is nil: deleted).
-func (m *Manager) specs(w *fsm.Worker) map[indexer.RankKey]spec {
+// specs lists the listeners a worker record calls for: one per rank of it
+// that the catalog schedules (fsm.Partition.Ranks, the set the indexer and
+// the scheduler follow too), none when it is not schedulable or deleted.
+func (m *Manager) specs(cur *fsm.Catalog, w *fsm.Worker) map[indexer.RankKey]spec {
 	out := map[indexer.RankKey]spec{}
-	if w == nil || !w.Schedulable() {
+	if w == nil {
 		return out
 	}
-	for _, rank := range w.Ranks() {
-		rk := indexer.RankKey{Worker: w.WorkerID, Rank: rank}
-		sp := spec{rk: rk, endpoint: w.KVEventsEndpoints[rank]}
+	cp, ok := cur.Partition(w.Partition())
+	if !ok {
+		return out
+	}
+	for _, rk := range cp.WorkerRanks(w.WorkerID) {
+		sp := spec{rk: rk, endpoint: w.KVEventsEndpoints[rk.Rank]}
 		if w.ReplayEndpoint != "" {
-			ep, err := zmqx.RankEndpoint(w.ReplayEndpoint, rank)
+			ep, err := zmqx.RankEndpoint(w.ReplayEndpoint, rk.Rank)
 			if err != nil {
-				m.log.Warn("no replay endpoint for rank", "worker_id", w.WorkerID, "dp_rank", rank, "err", err)
+				m.log.Warn("no replay endpoint for rank", "worker_id", w.WorkerID, "dp_rank", rk.Rank, "err", err)
 			}
 			sp.replay = ep
 		}
