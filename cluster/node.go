@@ -347,7 +347,7 @@ func (n *Node) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, error) 
 	if !ok {
 		return nil, fmt.Errorf("%w: unexpected FSM response %T", ErrUnknownOutcome, f.Response())
 	}
-	if err := n.watcher.wait(ctx, res.Index); err != nil {
+	if err := n.watcher.wait(ctx, res.Index, nil); err != nil {
 		return res, fmt.Errorf("%w: committed at %d but local apply did not finish: %v", ErrUnknownOutcome, res.Index, err)
 	}
 	return res, res.Err
@@ -386,12 +386,19 @@ func (n *Node) notLeaderError() error {
 // are done here. It is catalog_index in /cluster/status.
 func (n *Node) CatalogIndex() uint64 { return n.watcher.applied() }
 
-// WaitApplied waits until the local side effects of catalog index idx are
-// done (read-your-writes for min_catalog_index), up to the context's
-// deadline; then it fails with ErrCatalogBehind, naming this node's
-// catalog_index as /cluster/status shows it.
+// WaitApplied waits until this node's catalog reflects every Raft entry up
+// to idx, with the local side effects done (read-your-writes for
+// min_catalog_index), up to the context's deadline; then it fails with
+// ErrCatalogBehind, naming this node's catalog_index as /cluster/status
+// shows it.
+//
+// idx is usually a catalog index a write answered with. It may also be a
+// Raft index that holds no catalog command, such as the applied_index of
+// /cluster/status right after an election (the new leader's no-op entry):
+// that index is reached once Raft has applied it and no catalog command
+// lies between the catalog index and it (see catalogCovers).
 func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
-	if err := n.watcher.wait(ctx, idx); err != nil {
+	if err := n.watcher.wait(ctx, idx, n.catalogCovers); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return err
 		}
@@ -399,6 +406,30 @@ func (n *Node) WaitApplied(ctx context.Context, idx uint64) error {
 			ErrCatalogBehind, n.cfg.NodeID, n.watcher.applied(), idx)
 	}
 	return nil
+}
+
+// maxCoverScan bounds the log entries catalogCovers reads. Past it, the
+// wait is for the catalog index alone.
+const maxCoverScan = 64
+
+// catalogCovers reports whether a catalog delivered at catalog index cat
+// is also the catalog as of Raft index idx > cat: Raft has applied idx on
+// this node, and the entries cat+1 … idx in the local log are no commands
+// (no-ops, configuration changes, barriers), which leave the catalog as it
+// was. Every command, even a rejected one, moves the catalog index, so a
+// command among them means the delivered catalog is not there yet. A
+// missing entry (compacted into a snapshot) proves nothing either way.
+func (n *Node) catalogCovers(cat, idx uint64) bool {
+	if idx-cat > maxCoverScan || n.raft.AppliedIndex() < idx {
+		return false
+	}
+	for i := cat + 1; i <= idx; i++ {
+		var l raft.Log
+		if err := n.store.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+			return false
+		}
+	}
+	return true
 }
 
 // LinearizableCatalog returns a catalog that reflects every write

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 )
@@ -70,17 +71,30 @@ func (w *watcher) deliver() {
 	w.mu.Unlock()
 }
 
-// wait blocks until the side effects of catalog index idx are done.
-func (w *watcher) wait(ctx context.Context, idx uint64) error {
+// coverPoll is how often wait asks covers again: raft does not tell when
+// it applies an entry that is no command, so that case is polled.
+const coverPoll = 5 * time.Millisecond
+
+// wait blocks until the side effects of catalog index idx are done, or
+// covers (when not nil) says the delivered catalog already stands for
+// index idx.
+func (w *watcher) wait(ctx context.Context, idx uint64, covers func(cat, idx uint64) bool) error {
+	var poll <-chan time.Time
 	for {
 		w.mu.Lock()
-		reached, ch := w.index >= idx, w.advance
+		cat, ch := w.index, w.advance
 		w.mu.Unlock()
-		if reached {
+		if cat >= idx || covers != nil && covers(cat, idx) {
 			return nil
+		}
+		if poll == nil && covers != nil {
+			t := time.NewTicker(coverPoll)
+			defer t.Stop()
+			poll = t.C
 		}
 		select {
 		case <-ch:
+		case <-poll:
 		case <-w.done:
 			return ErrClosed
 		case <-ctx.Done():

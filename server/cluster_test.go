@@ -240,6 +240,51 @@ func Test_ReadYourWritesOnTheFollower(t *testing.T) {
 	}
 }
 
+// Test_MinIndexAfterLeaderChange: the applied_index /cluster/status shows
+// after an election is the new leader's no-op entry, which is no catalog
+// command. A node that has applied it must not make a min_catalog_index of
+// it wait for a catalog write that may never come.
+func Test_MinIndexAfterLeaderChange(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.CatalogWait = 300 * time.Millisecond })
+	f := c.Followers()[0]
+	if r := call(t, "POST", f.URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	old := c.Leader()
+	if r := call(t, "POST", old.URL()+"/cluster/stepdown", ""); r.status != http.StatusOK {
+		t.Fatalf("stepdown: %d %s", r.status, r.body)
+	}
+	servertest.Eventually(t, "a new leader's no-op is applied everywhere, past the catalog index", func() error {
+		for _, s := range c.Live() {
+			if st := statusOf(t, s); st.Leader.ID == "" || st.Leader.ID == old.Node.ID() || st.AppliedIndex <= st.CatalogIndex {
+				return fmt.Errorf("%s: leader %q, applied_index %d, catalog_index %d", s.Node.ID(), st.Leader.ID, st.AppliedIndex, st.CatalogIndex)
+			}
+		}
+		return nil
+	})
+	for _, s := range c.Live() {
+		st := statusOf(t, s)
+		for _, rq := range []struct{ path, body string }{
+			{"/select", selectBody}, {"/workers", ""},
+		} {
+			method := "POST"
+			if rq.body == "" {
+				method = "GET"
+			}
+			r := call(t, method, s.URL()+rq.path, rq.body, "X-Kvselect-Index", strconv.FormatUint(st.AppliedIndex, 10))
+			if r.status != http.StatusOK {
+				t.Fatalf("%s %s on %s with applied_index %d (catalog_index %d): %d %s",
+					method, rq.path, s.Node.ID(), st.AppliedIndex, st.CatalogIndex, r.status, r.body)
+			}
+		}
+		// An index past what the node applied still waits, then fails.
+		r := call(t, "POST", s.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(st.AppliedIndex+50, 10))
+		if r.status != http.StatusServiceUnavailable || r.code() != "catalog_behind" {
+			t.Fatalf("select past the applied index on %s: %d %s", s.Node.ID(), r.status, r.body)
+		}
+	}
+}
+
 func Test_FollowerRedirects(t *testing.T) {
 	c := servertest.StartCluster(t, 3, nil)
 	leader, f := c.Leader(), c.Followers()[0]
