@@ -44,10 +44,13 @@ type pendingSelections struct {
 	byID   map[string]*pendingSelection
 	order  *list.List // oldest first; with one TTL, also by expiry
 	hashes int
+	// the limits: maxPending and maxPendingHashes, smaller in tests
+	maxCount, maxHashes int
 }
 
 func newPendingSelections() *pendingSelections {
-	return &pendingSelections{byID: map[string]*pendingSelection{}, order: list.New()}
+	return &pendingSelections{byID: map[string]*pendingSelection{}, order: list.New(),
+		maxCount: maxPending, maxHashes: maxPendingHashes}
 }
 
 // remember stores ps under its id, replacing an earlier choice of the same
@@ -61,7 +64,7 @@ func (ps *pendingSelections) remember(sel *pendingSelection) {
 	sel.elem = ps.order.PushBack(sel)
 	ps.byID[sel.id] = sel
 	ps.hashes += len(sel.seq)
-	for len(ps.byID) > maxPending || ps.hashes > maxPendingHashes {
+	for len(ps.byID) > ps.maxCount || ps.hashes > ps.maxHashes {
 		ps.forgetLocked(ps.order.Front().Value.(*pendingSelection))
 	}
 }
