@@ -161,12 +161,18 @@ func (c *Client) ReserveSelection(ctx context.Context, reservationID, selectionI
 // PrefillComplete clears a booking's prefill load (POST
 // /reservations/{id}/prefill_complete); repeating it is a no-op.
 func (c *Client) PrefillComplete(ctx context.Context, id string) error {
+	if err := checkPathID(id); err != nil {
+		return err
+	}
 	return c.send(ctx, call{method: http.MethodPost, path: api.PrefillCompletePath(id), kind: booking}, nil, nil)
 }
 
 // OutputBlock adds one output block to a booking's decode load (POST
 // /reservations/{id}/output_block); decay, when not nil, is in [0, 1].
 func (c *Client) OutputBlock(ctx context.Context, id string, decay *float64) error {
+	if err := checkPathID(id); err != nil {
+		return err
+	}
 	var body any
 	if decay != nil {
 		body = api.OutputBlockRequest{DecayFraction: decay}
@@ -176,6 +182,9 @@ func (c *Client) OutputBlock(ctx context.Context, id string, decay *float64) err
 
 // Free ends a booking (DELETE /reservations/{id}).
 func (c *Client) Free(ctx context.Context, id string) error {
+	if err := checkPathID(id); err != nil {
+		return err
+	}
 	return c.send(ctx, call{method: http.MethodDelete, path: api.ReservationPath(id), kind: booking}, nil, nil)
 }
 
@@ -199,6 +208,9 @@ func (c *Client) Reservations(ctx context.Context, q api.ReservationsQuery) (*ap
 // Reservation shows one booking of the home node (GET
 // /reservations/{id}).
 func (c *Client) Reservation(ctx context.Context, id string) (*api.ReservationInfo, error) {
+	if err := checkPathID(id); err != nil {
+		return nil, err
+	}
 	var out api.ReservationInfo
 	return &out, c.send(ctx, call{method: http.MethodGet, path: api.ReservationPath(id), kind: read}, nil, &out)
 }
@@ -263,4 +275,14 @@ func (c *Client) StepDown(ctx context.Context) (*api.ClusterStatus, error) {
 func (c *Client) SetMetadata(ctx context.Context, meta api.NodeMeta) (*api.NodeMeta, error) {
 	var out api.NodeMeta
 	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterMetadata, kind: write}, meta, &out)
+}
+
+// checkPathID refuses, before anything is sent, a reservation id that no
+// node would accept (api.ValidateID): in a path it would name another
+// route, or none, and the answer would be a misleading 404.
+func checkPathID(id string) error {
+	if err := api.ValidateID(id); err != nil {
+		return fmt.Errorf("client: reservation id %q: %w", id, err)
+	}
+	return nil
 }

@@ -337,6 +337,30 @@ func Test_Pinned(t *testing.T) {
 	}
 }
 
+// Test_BadPathIDs: an id no node accepts is refused before anything is
+// sent, as the Python client does, instead of becoming another path.
+func Test_BadPathIDs(t *testing.T) {
+	n := fakenode.New(t)
+	c := mustClient(t, Config{Addrs: []string{n.URL}})
+	ctx := ctxFor(t)
+	calls := map[string]func(id string) error{
+		"PrefillComplete": func(id string) error { return c.PrefillComplete(ctx, id) },
+		"OutputBlock":     func(id string) error { return c.OutputBlock(ctx, id, nil) },
+		"Free":            func(id string) error { return c.Free(ctx, id) },
+		"Reservation":     func(id string) error { _, err := c.Reservation(ctx, id); return err },
+	}
+	for _, id := range []string{"", "a/b", "a?b", "a b", "100%", strings.Repeat("x", api.MaxIDLen+1), "é"} {
+		for name, call := range calls {
+			if err := call(id); !errors.Is(err, api.ErrBadID) {
+				t.Errorf("%s(%q) = %v, want api.ErrBadID", name, id, err)
+			}
+		}
+	}
+	if all := n.All(); len(all) != 0 {
+		t.Fatalf("the node got %d requests: %+v", len(all), all)
+	}
+}
+
 func Test_New(t *testing.T) {
 	tests := []struct {
 		addrs   []string

@@ -162,8 +162,11 @@ func parseConfig(args []string) (server.Config, error) {
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
 		Ingest: ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
 	}
+	if *port < 0 || *port > 65535 {
+		return cfg, fmt.Errorf("--port (env %s) must be from 0 to 65535, got %d", envflag.Name(env.Prefix, "port"), *port)
+	}
 	if *threads < 1 {
-		return cfg, fmt.Errorf("--threads must be at least 1, got %d", *threads)
+		return cfg, fmt.Errorf("--threads (env %s) must be at least 1, got %d", envflag.Name(env.Prefix, "threads"), *threads)
 	}
 	switch *authScope {
 	case "admin":

@@ -73,10 +73,13 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 			}
 		})
 	}
-	t.Run("bad environment", func(t *testing.T) {
-		t.Setenv("KVSELECT_PORT", "eighty")
-		if _, err := parseConfig(nil); err == nil || !strings.Contains(err.Error(), "KVSELECT_PORT") {
-			t.Fatalf("err = %v", err)
-		}
-	})
+	for _, v := range []string{"eighty", "99999", "-1"} {
+		t.Run("bad environment KVSELECT_PORT="+v, func(t *testing.T) {
+			t.Setenv("KVSELECT_PORT", v)
+			if _, err := parseConfig(nil); err == nil || !strings.Contains(err.Error(), "KVSELECT_PORT") ||
+				!strings.Contains(err.Error(), "--port") {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 // Test_KillLeaderDuringWrites runs three real kvselect processes, SIGKILLs
@@ -110,9 +112,14 @@ func workerJSON(id uint64) string {
 
 const selectJSON = `{"model_name": "m", "token_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}`
 
-// unknownOutcome are the 503 codes of a catalog write that may or may not
-// have been applied: the client may not count it as acknowledged.
-var unknownOutcome = map[string]bool{"no_leader": true, "not_leader": true, "unknown_outcome": true}
+// notAcknowledged reports whether a 503 with this code leaves a catalog
+// write unacknowledged but worth sending again: nothing was written
+// (api.Code.NothingWritten), or the outcome is unknown. Either way the
+// test may not count the write as acknowledged.
+func notAcknowledged(code string) bool {
+	c := api.Code(code)
+	return c.NothingWritten() || c == api.CodeUnknownOutcome
+}
 
 // mustRegister registers worker id through the first node, retrying
 // answers whose outcome is unknown.
@@ -126,7 +133,7 @@ func mustRegister(t *testing.T, c *procCluster, id uint64) {
 			return err
 		case a.status == http.StatusCreated:
 			return nil
-		case a.status == http.StatusServiceUnavailable && unknownOutcome[a.code()]:
+		case a.status == http.StatusServiceUnavailable && notAcknowledged(a.code()):
 			return fmt.Errorf("POST /workers: %v", a)
 		}
 		t.Fatalf("POST /workers: %v", a)
@@ -225,7 +232,7 @@ func (tr *traffic) write(ctx context.Context, t *testing.T, urls []string, offse
 		case a.status == http.StatusCreated:
 			acked = append(acked, id)
 			tr.acked.Add(1)
-		case a.status == http.StatusServiceUnavailable && unknownOutcome[a.code()]:
+		case a.status == http.StatusServiceUnavailable && notAcknowledged(a.code()):
 			tr.unknown.Add(1)
 		default:
 			t.Errorf("POST /workers worker %d via %s: %v", id, url, a)
