@@ -2,9 +2,13 @@
 """The Ray flow of Dynamo's selection service (seed 000), with kvselect.
 
 A runtime such as Ray registers its inference workers, asks kvselect which
-worker should serve each prompt, sends the request to that worker itself,
-and reports the request's life: first token (prefill complete) and done
-(free). This script walks that flow against a running node:
+worker should serve each prompt (POST /select), sends the request to that
+worker itself, books it there (POST /reservations with the worker, its dp
+rank, the prompt's sequence_hashes and isl_tokens, and the selection's
+effective_prefill_tokens), and reports the request's life: first token
+(prefill complete) and done (free). A selection made with a selection_id
+can also be booked by that id alone. This script walks that flow against a
+running node:
 
     python3 examples/ray_flow.py --kvselect http://127.0.0.1:8092
 
@@ -16,7 +20,10 @@ of the same prompt then finds them:
     python3 examples/ray_flow.py --kvselect http://127.0.0.1:8092 --kvsim http://127.0.0.1:8093
 
 Without --kvsim it registers two workers of its own (whose KV event
-endpoints nothing publishes on) and removes them at the end.
+endpoints nothing publishes on), gives the prompt in seed 000's hash form
+(block_hashes, sequence_hashes, isl_tokens, as Ray would compute them), and
+removes the workers at the end. With --kvsim the prompt is token_ids, which
+the node hashes itself (kvsim's workers serve real tokens).
 """
 
 from __future__ import annotations
@@ -74,18 +81,33 @@ def main() -> int:
     block = workers[0]["block_size"]
     tokens = [1000 + i for i in range(4 * block)]  # a 4-block prompt
 
-    print("2. select a worker for the prompt (books nothing)")
-    sid = f"sel-{uuid.uuid4().hex[:8]}"
-    sel = kv.select(model_name=args.model, token_ids=tokens, selection_id=sid)
+    # The prompt as Ray has it. Seed 000's form is hashes Ray computed:
+    # block_hashes drive the KV index lookup, sequence_hashes the load
+    # accounting. kvsim's workers hash real tokens, so with --kvsim the
+    # prompt is token_ids and the node computes both hash lists.
+    if args.kvsim is None:
+        prompt: Dict[str, Any] = {"block_hashes": [11, 12, 13, 14], "sequence_hashes": [21, 22, 23, 24],
+                                  "isl_tokens": len(tokens)}
+        booked_prompt = {"sequence_hashes": prompt["sequence_hashes"], "isl_tokens": prompt["isl_tokens"]}
+    else:
+        prompt = {"token_ids": tokens}
+        booked_prompt = prompt
+
+    print("2. select a worker for the prompt (POST /select: books nothing)")
+    sel = kv.select(model_name=args.model, **prompt)
     print(f"   worker {sel['worker_id']} rank {sel['dp_rank']}, {sel['overlap']['gpu']} tokens cached, "
           f"effective prefill {sel['effective_prefill_tokens']}")
 
     print("3. send the request to that worker")
     send_to_worker(args.kvsim, sel, tokens)
 
-    print("4. reserve: book the selection's load (by selection_id)")
+    print("4. reserve: book the request on the selected worker rank (POST /reservations)")
     rid = f"req-{uuid.uuid4().hex[:8]}"
-    res = kv.reserve_selection(rid, sid)
+    booking = dict(model_name=args.model, worker_id=sel["worker_id"], dp_rank=sel["dp_rank"], **booked_prompt,
+                   effective_prefill_tokens=sel["effective_prefill_tokens"])
+    print("   " + json.dumps({"reservation_id": rid, **{k: v for k, v in booking.items() if k != "token_ids"}}) +
+          (f" with the {len(tokens)} token_ids" if "token_ids" in booking else ""))
+    res = kv.reserve(rid, **booking)
     print(f"   {rid} booked on worker {res['worker_id']} rank {res['dp_rank']}: "
           f"{res['effective_prefill_tokens']} prefill tokens")
     print(f"   loads: {kv.loads(model_name=args.model)[0]['loads']}")
@@ -95,8 +117,17 @@ def main() -> int:
     kv.free(rid)
     print(f"   loads: {kv.loads(model_name=args.model)[0]['loads']}")
 
+    print("6. or book by selection_id: the node remembers a selection made with one (60 s, single use)")
+    sid, rid = f"sel-{uuid.uuid4().hex[:8]}", f"req-{uuid.uuid4().hex[:8]}"
+    sel = kv.select(model_name=args.model, selection_id=sid, **prompt)
+    res = kv.reserve_selection(rid, sid)
+    print(f"   {rid} booked by selection_id {sid} on worker {res['worker_id']} rank {res['dp_rank']}: "
+          f"{res['effective_prefill_tokens']} prefill tokens")
+    kv.prefill_complete(rid)
+    kv.free(rid)
+
     if args.kvsim is not None:
-        print("6. the same prompt again: the worker that served it now holds its KV blocks")
+        print("7. the same prompt again: the worker that served it now holds its KV blocks")
         for _ in range(100):  # the KV events travel over ZMQ; give them a moment
             again = kv.select_and_reserve(model_name=args.model, token_ids=tokens)
             kv.free(again["reservation_id"])

@@ -14,11 +14,19 @@ node). Standard library only; Python 3.9 or later.
     ...send the request to sel["endpoint"], rank sel["dp_rank"]...
     kv.prefill_complete(sel["reservation_id"])
     kv.free(sel["reservation_id"])
+
+Every call takes timeout=seconds, which bounds that call (attempts,
+retries and pauses included). The answers are plain dicts; kvselect.answers
+has TypedDicts of the main ones (Selection, Reservation, Worker, ...).
 """
 
+from .answers import (NodeMeta, PartitionLoads, RankLoad, Reservation, ReservationInfo, ReservationPage, Selection,
+                      Worker, WorkerWritten)
 from .client import Client, ResponseInfo
 from .errors import KvselectError, TransportError
-from . import wire
+from . import answers, wire
 
-__all__ = ["Client", "KvselectError", "ResponseInfo", "TransportError", "wire"]
+__all__ = ["Client", "KvselectError", "NodeMeta", "PartitionLoads", "RankLoad", "Reservation", "ReservationInfo",
+           "ReservationPage", "ResponseInfo", "Selection", "TransportError", "Worker", "WorkerWritten", "answers",
+           "wire"]
 __version__ = "0.4.0"

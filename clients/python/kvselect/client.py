@@ -22,6 +22,10 @@ Behaviour, as in kvselect's Go client (package client):
   the client reads its own writes on any node. catalog_index and
   observe_catalog_index() share it between clients (a Ray driver and its
   tasks).
+* Time limits. Every call takes timeout=seconds, which bounds the whole
+  call as a Go context's deadline does: its attempts, leader lookups and
+  backoff pauses. Without it each attempt may take the client's timeout,
+  and a leader-only call keeps retrying for up to retry_timeout.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from . import wire
+from .answers import (NodeMeta, PartitionLoads, Reservation, ReservationInfo, ReservationPage, Selection, Worker,
+                      WorkerWritten)
 from .errors import KvselectError, TransportError, decode_error
 
 __all__ = ["Client", "ResponseInfo"]
@@ -73,6 +79,21 @@ class _Call:
     kind: str
     session: bool = False
     accept: Optional[Callable[[int], bool]] = None
+    deadline: Optional[float] = None  # time.monotonic() the call must end by (its timeout)
+
+    def time_left(self, default: float) -> float:
+        """The timeout of the call's next network step: default, or what is
+        left of the call's own timeout; raises (nothing sent) once it has
+        passed."""
+        if self.deadline is None:
+            return default
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TransportError(f"{self.method} {self.path}: the call's timeout has passed", sent=False)
+        return left
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
 
 @dataclass
@@ -98,7 +119,8 @@ class Client:
     addrs: node base URLs ("http://host:port" or "host:port"), in order of
     preference, as a list or a comma-separated string.
     token: bearer token sent on every request.
-    timeout: seconds one request may take.
+    timeout: seconds one request (one attempt) may take, unless the call
+    has a timeout of its own.
     retry_timeout: seconds a leader-only request keeps retrying while no
     leader answers.
     pinned: send every call to the first address, once (no failover, no
@@ -172,35 +194,36 @@ class Client:
 
     # Health and inspection.
 
-    def health(self) -> Dict[str, Any]:
-        return self._do(_Call("GET", wire.PATH_HEALTH, None, _READ))
+    def health(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._do(_Call("GET", wire.PATH_HEALTH, None, _READ), timeout)
 
-    def ready(self) -> Dict[str, Any]:
+    def ready(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """GET /ready. A node that is not ready answers 503 with the same
         body: that is not an error; the result's "ready" is False."""
-        return self._do(_Call("GET", wire.PATH_READY, None, _READ, accept=lambda s: s in (200, 503)))
+        return self._do(_Call("GET", wire.PATH_READY, None, _READ, accept=lambda s: s in (200, 503)), timeout)
 
-    def metrics(self) -> str:
+    def metrics(self, *, timeout: Optional[float] = None) -> str:
         """The Prometheus text of GET /metrics."""
-        self._do(_Call("GET", wire.PATH_METRICS, None, _READ), decode=False)
+        self._do(_Call("GET", wire.PATH_METRICS, None, _READ), timeout, decode=False)
         info = self.last_response
         return info.body.decode("utf-8") if info else ""
 
-    def openapi(self) -> Dict[str, Any]:
+    def openapi(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """The OpenAPI document of the API (GET /openapi.json)."""
-        return self._do(_Call("GET", wire.PATH_OPENAPI, None, _READ))
+        return self._do(_Call("GET", wire.PATH_OPENAPI, None, _READ), timeout)
 
-    def cluster_status(self) -> Dict[str, Any]:
-        return self._do(_Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ))
+    def cluster_status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._do(_Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ), timeout)
 
-    def dump(self) -> Dict[str, Any]:
+    def dump(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """The home node's index snapshot (GET /dump)."""
-        return self._do(_Call("GET", wire.PATH_DUMP, None, _READ))
+        return self._do(_Call("GET", wire.PATH_DUMP, None, _READ), timeout)
 
-    def loads(self, model_name: Optional[str] = None, tenant_id: Optional[str] = None) -> List[Dict[str, Any]]:
+    def loads(self, model_name: Optional[str] = None, tenant_id: Optional[str] = None, *,
+              timeout: Optional[float] = None) -> List[PartitionLoads]:
         """The home node's active load per rank (GET /loads)."""
         q = _query({wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id})
-        return self._do(_Call("GET", wire.PATH_LOADS + q, None, _READ))
+        return self._do(_Call("GET", wire.PATH_LOADS + q, None, _READ), timeout)
 
     # The worker catalog.
 
@@ -209,8 +232,8 @@ class Client:
                         data_parallel_start_rank: Optional[int] = None, data_parallel_size: Optional[int] = None,
                         kv_events_endpoints: Optional[Mapping[Union[int, str], str]] = None,
                         kv_events_endpoint: Optional[str] = None, replay_endpoint: Optional[str] = None,
-                        total_kv_blocks: Optional[int] = None,
-                        max_num_batched_tokens: Optional[int] = None) -> Dict[str, Any]:
+                        total_kv_blocks: Optional[int] = None, max_num_batched_tokens: Optional[int] = None,
+                        timeout: Optional[float] = None) -> WorkerWritten:
         """Registers a worker, or replaces the record of its id (POST
         /workers). Returns the stored record with its catalog_index."""
         body = _fields(worker_id=worker_id, model_name=model_name, tenant_id=tenant_id, endpoint=endpoint,
@@ -218,28 +241,28 @@ class Client:
                        data_parallel_size=data_parallel_size, kv_events_endpoints=_ranks(kv_events_endpoints),
                        kv_events_endpoint=kv_events_endpoint, replay_endpoint=replay_endpoint,
                        total_kv_blocks=total_kv_blocks, max_num_batched_tokens=max_num_batched_tokens)
-        return self._do(_Call("POST", wire.PATH_WORKERS, _json(body), _WRITE))
+        return self._do(_Call("POST", wire.PATH_WORKERS, _json(body), _WRITE), timeout)
 
-    def patch_worker(self, worker_id: int, **fields: Any) -> Dict[str, Any]:
+    def patch_worker(self, worker_id: int, *, timeout: Optional[float] = None, **fields: Any) -> WorkerWritten:
         """Changes the given fields of a worker (PATCH /workers/{id}); "" or
         0 clears an optional one."""
         if "kv_events_endpoints" in fields:
             fields["kv_events_endpoints"] = _ranks(fields["kv_events_endpoints"])
-        return self._do(_Call("PATCH", wire.path(wire.PATH_WORKER, worker_id), _json(fields), _WRITE))
+        return self._do(_Call("PATCH", wire.path(wire.PATH_WORKER, worker_id), _json(fields), _WRITE), timeout)
 
-    def delete_worker(self, worker_id: int) -> Dict[str, Any]:
+    def delete_worker(self, worker_id: int, *, timeout: Optional[float] = None) -> WorkerWritten:
         """Removes a worker and returns its last record (DELETE
         /workers/{id})."""
-        return self._do(_Call("DELETE", wire.path(wire.PATH_WORKER, worker_id), None, _WRITE))
+        return self._do(_Call("DELETE", wire.path(wire.PATH_WORKER, worker_id), None, _WRITE), timeout)
 
     def workers(self, model_name: Optional[str] = None, tenant_id: Optional[str] = None,
-                linearizable: bool = False) -> List[Dict[str, Any]]:
+                linearizable: bool = False, *, timeout: Optional[float] = None) -> List[Worker]:
         """The catalog (GET /workers), sorted by model, tenant and id."""
         q = {wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id}
-        return self._do(self._catalog_read(wire.PATH_WORKERS, q, linearizable))
+        return self._do(self._catalog_read(wire.PATH_WORKERS, q, linearizable), timeout)
 
-    def worker(self, worker_id: int, linearizable: bool = False) -> Dict[str, Any]:
-        return self._do(self._catalog_read(wire.path(wire.PATH_WORKER, worker_id), {}, linearizable))
+    def worker(self, worker_id: int, linearizable: bool = False, *, timeout: Optional[float] = None) -> Worker:
+        return self._do(self._catalog_read(wire.path(wire.PATH_WORKER, worker_id), {}, linearizable), timeout)
 
     def _catalog_read(self, path: str, q: Dict[str, Any], linearizable: bool) -> _Call:
         if linearizable:
@@ -250,93 +273,119 @@ class Client:
     # Selection and bookings.
 
     def select(self, *, selection_id: Optional[str] = None,
-               router_config_override: Optional[Mapping[str, float]] = None, **prompt: Any) -> Dict[str, Any]:
+               router_config_override: Optional[Mapping[str, float]] = None,
+               timeout: Optional[float] = None, **prompt: Any) -> Selection:
         """Chooses a worker rank for a prompt and books nothing (POST
         /select). The prompt is token_ids (and lora_name), or block_hashes,
         sequence_hashes and isl_tokens; model_name and tenant_id scope it.
         With a selection_id the node remembers the choice for 60 s, for
         reserve_selection."""
         body = _prompt(prompt, selection_id=selection_id, router_config_override=router_config_override)
-        return self._do(_Call("POST", wire.PATH_SELECT, _json(body), _READ, session=True))
+        return self._do(_Call("POST", wire.PATH_SELECT, _json(body), _READ, session=True), timeout)
 
     def select_and_reserve(self, *, reservation_id: Optional[str] = None, selection_id: Optional[str] = None,
                            router_config_override: Optional[Mapping[str, float]] = None,
-                           **prompt: Any) -> Dict[str, Any]:
+                           timeout: Optional[float] = None, **prompt: Any) -> Selection:
         """Chooses and books atomically on the home node (POST
         /select_and_reserve); without a reservation_id the node makes one."""
         body = _prompt(prompt, reservation_id=reservation_id, selection_id=selection_id,
                        router_config_override=router_config_override)
-        return self._do(_Call("POST", wire.PATH_SELECT_AND_RESERVE, _json(body), _BOOKING, session=True))
+        return self._do(_Call("POST", wire.PATH_SELECT_AND_RESERVE, _json(body), _BOOKING, session=True), timeout)
 
     def reserve(self, reservation_id: str, *, worker_id: int, dp_rank: int = 0,
-                effective_prefill_tokens: Optional[int] = None, **prompt: Any) -> Dict[str, Any]:
+                effective_prefill_tokens: Optional[int] = None, timeout: Optional[float] = None,
+                **prompt: Any) -> Reservation:
         """Books a request on a worker rank chosen elsewhere (POST
-        /reservations): Ray's select-then-reserve. Pass the selection's
+        /reservations): step 3 of Ray's select-then-reserve. The prompt is
+        the one the selection had: sequence_hashes and isl_tokens (with
+        model_name and tenant_id), or token_ids. Pass the selection's
         effective_prefill_tokens, or none to let the node compute it."""
         body = _prompt(prompt, reservation_id=reservation_id, worker_id=worker_id, dp_rank=dp_rank or None,
                        effective_prefill_tokens=effective_prefill_tokens)
-        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True))
+        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True), timeout)
 
-    def reserve_selection(self, reservation_id: str, selection_id: str) -> Dict[str, Any]:
+    def reserve_selection(self, reservation_id: str, selection_id: str, *,
+                          timeout: Optional[float] = None) -> Reservation:
         """Books exactly the choice a select(selection_id=...) made on the
-        home node."""
+        home node (POST /reservations with the selection_id alone)."""
         body = _prompt({}, reservation_id=reservation_id, selection_id=selection_id)
-        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True))
+        return self._do(_Call("POST", wire.PATH_RESERVATIONS, _json(body), _BOOKING, session=True), timeout)
 
-    def prefill_complete(self, reservation_id: str) -> Dict[str, Any]:
+    def prefill_complete(self, reservation_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Clears a booking's prefill load; repeating it is a no-op."""
         wire.validate_id(reservation_id)
-        return self._do(_Call("POST", wire.path(wire.PATH_PREFILL_COMPLETE, reservation_id), None, _BOOKING))
+        return self._do(_Call("POST", wire.path(wire.PATH_PREFILL_COMPLETE, reservation_id), None, _BOOKING),
+                        timeout)
 
-    def output_block(self, reservation_id: str, decay_fraction: Optional[float] = None) -> Dict[str, Any]:
+    def output_block(self, reservation_id: str, decay_fraction: Optional[float] = None, *,
+                     timeout: Optional[float] = None) -> Dict[str, Any]:
         """Adds one output block to a booking's decode load; decay_fraction,
         in [0, 1], makes its unshared and output blocks weigh that much."""
         wire.validate_id(reservation_id)
         body = None if decay_fraction is None else _json({"decay_fraction": decay_fraction})
-        return self._do(_Call("POST", wire.path(wire.PATH_OUTPUT_BLOCK, reservation_id), body, _BOOKING))
+        return self._do(_Call("POST", wire.path(wire.PATH_OUTPUT_BLOCK, reservation_id), body, _BOOKING), timeout)
 
-    def free(self, reservation_id: str) -> Dict[str, Any]:
+    def free(self, reservation_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Ends a booking (DELETE /reservations/{id})."""
         wire.validate_id(reservation_id)
-        return self._do(_Call("DELETE", wire.path(wire.PATH_RESERVATION, reservation_id), None, _BOOKING))
+        return self._do(_Call("DELETE", wire.path(wire.PATH_RESERVATION, reservation_id), None, _BOOKING), timeout)
 
     def reservations(self, *, model_name: Optional[str] = None, tenant_id: Optional[str] = None,
                      worker_id: Optional[int] = None, limit: Optional[int] = None,
-                     cursor: Optional[str] = None) -> Dict[str, Any]:
+                     cursor: Optional[str] = None, timeout: Optional[float] = None) -> ReservationPage:
         """One page of the home node's bookings, sorted by id (GET
         /reservations); pass the page's next_cursor as cursor for the next."""
         q = _query({wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id,
                     wire.QUERY_WORKER_ID: worker_id, wire.QUERY_LIMIT: limit, wire.QUERY_CURSOR: cursor})
-        return self._do(_Call("GET", wire.PATH_RESERVATIONS + q, None, _READ))
+        return self._do(_Call("GET", wire.PATH_RESERVATIONS + q, None, _READ), timeout)
 
-    def reservation(self, reservation_id: str) -> Dict[str, Any]:
+    def reservation(self, reservation_id: str, *, timeout: Optional[float] = None) -> ReservationInfo:
         wire.validate_id(reservation_id)
-        return self._do(_Call("GET", wire.path(wire.PATH_RESERVATION, reservation_id), None, _READ))
+        return self._do(_Call("GET", wire.path(wire.PATH_RESERVATION, reservation_id), None, _READ), timeout)
 
-    def potential_loads(self, **prompt: Any) -> List[Dict[str, Any]]:
+    def potential_loads(self, *, timeout: Optional[float] = None, **prompt: Any) -> List[Dict[str, Any]]:
         """Every schedulable rank's load if the prompt were booked on it."""
-        return self._do(_Call("POST", wire.PATH_POTENTIAL_LOADS, _json(_prompt(prompt)), _READ, session=True))
+        return self._do(_Call("POST", wire.PATH_POTENTIAL_LOADS, _json(_prompt(prompt)), _READ, session=True),
+                        timeout)
 
-    def overlap_scores(self, **prompt: Any) -> Dict[str, Any]:
+    def overlap_scores(self, *, timeout: Optional[float] = None, **prompt: Any) -> Dict[str, Any]:
         """Every schedulable rank's tiered match for the prompt."""
-        return self._do(_Call("POST", wire.PATH_OVERLAP_SCORES, _json(_prompt(prompt)), _READ, session=True))
+        return self._do(_Call("POST", wire.PATH_OVERLAP_SCORES, _json(_prompt(prompt)), _READ, session=True),
+                        timeout)
 
     # Membership.
 
-    def join(self, node_id: str, raft_addr: str, http_addr: Optional[str] = None) -> Dict[str, Any]:
+    def join(self, node_id: str, raft_addr: str, http_addr: Optional[str] = None, *,
+             timeout: Optional[float] = None) -> Dict[str, Any]:
         body = _fields(id=node_id, raft_addr=raft_addr, http_addr=http_addr)
-        return self._do(_Call("POST", wire.PATH_CLUSTER_JOIN, _json(body), _WRITE))
+        return self._do(_Call("POST", wire.PATH_CLUSTER_JOIN, _json(body), _WRITE), timeout)
 
-    def remove(self, node_id: str) -> Dict[str, Any]:
-        return self._do(_Call("POST", wire.PATH_CLUSTER_REMOVE, _json({"id": node_id}), _WRITE))
+    def remove(self, node_id: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return self._do(_Call("POST", wire.PATH_CLUSTER_REMOVE, _json({"id": node_id}), _WRITE), timeout)
 
-    def step_down(self) -> Dict[str, Any]:
+    def step_down(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Hands leadership to another voter; never sent twice."""
-        return self._do(_Call("POST", wire.PATH_CLUSTER_STEPDOWN, None, _WRITE_ONCE))
+        return self._do(_Call("POST", wire.PATH_CLUSTER_STEPDOWN, None, _WRITE_ONCE), timeout)
+
+    def set_metadata(self, node_id: str, http_addr: str, replica_sync: Optional[str] = None, *,
+                     timeout: Optional[float] = None) -> NodeMeta:
+        """Publishes a member's addresses (POST /cluster/metadata): its
+        HTTP address ("host:port") and, optionally, its replica-sync
+        endpoint ("tcp://host:port"). An idempotent catalog write: sent
+        again after an unknown outcome."""
+        body = _fields(id=node_id, http_addr=http_addr, replica_sync=replica_sync)
+        return self._do(_Call("POST", wire.PATH_CLUSTER_METADATA, _json(body), _WRITE), timeout)
 
     # The machinery.
 
-    def _do(self, call: _Call, decode: bool = True) -> Any:
+    def _do(self, call: _Call, timeout: Optional[float], decode: bool = True) -> Any:
+        """Runs a call. timeout (seconds), when given, bounds all of it:
+        each attempt waits at most what is left, and no attempt or pause
+        starts after it."""
+        if timeout is not None:
+            if not timeout > 0:
+                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+            call.deadline = time.monotonic() + timeout
         if self._pinned:
             ans, _ = self._exchange(self._addrs[0], call)
             self._verdict(call, ans, False)
@@ -379,7 +428,7 @@ class Client:
             try:
                 ans, _ = self._exchange(self._addrs[idx], call)
             except TransportError as e:
-                if e.sent and not lost_too:
+                if (e.sent and not lost_too) or call.expired():
                     raise
                 errors.append(str(e))
                 continue
@@ -391,9 +440,11 @@ class Client:
     def _via_leader(self, call: _Call) -> _Answer:
         """Sends a leader-only call through the home node (which forwards
         it); when nothing was written, finds the leader and sends it there,
-        with backoff, until retry_timeout. Idempotent writes are sent again
-        after an unknown outcome."""
+        with backoff, until retry_timeout (or the call's timeout).
+        Idempotent writes are sent again after an unknown outcome."""
         deadline = time.monotonic() + self._retry_timeout
+        if call.deadline is not None:
+            deadline = min(deadline, call.deadline)
         pause, target, after_unknown = _FIRST_BACKOFF, "", False
         while True:
             last: Exception
@@ -403,7 +454,7 @@ class Client:
                 if not e.sent:
                     # Never reached; the leader's own address may be one
                     # this client cannot dial: go back through home.
-                    target = "" if target else self._find_leader("")
+                    target = "" if target else self._find_leader(call, "")
                 elif call.kind == _WRITE:
                     after_unknown = True
                 elif call.kind != _LEADER_READ:
@@ -416,7 +467,7 @@ class Client:
                     return ans
                 except KvselectError as e:
                     if e.code in wire.NOTHING_WRITTEN:
-                        target = self._find_leader(target)
+                        target = self._find_leader(call, target)
                     elif e.code == wire.CODE_UNKNOWN_OUTCOME and call.kind == _WRITE:
                         after_unknown = True
                     else:
@@ -427,12 +478,14 @@ class Client:
             time.sleep(pause)
             pause = min(2 * pause, _MAX_BACKOFF)
 
-    def _find_leader(self, avoid: str) -> str:
+    def _find_leader(self, call: _Call, avoid: str) -> str:
         """The leader's base URL as the nodes know it, or "" (go through the
-        home node) when none knows it. avoid is not returned."""
+        home node) when none knows it. avoid is not returned. The lookup
+        counts against the call's timeout."""
+        status = _Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ, deadline=call.deadline)
         for base in self._addrs:
             try:
-                ans, _ = self._exchange(base, _Call("GET", wire.PATH_CLUSTER_STATUS, None, _READ))
+                ans, _ = self._exchange(base, status)
                 st = json.loads(ans.body) if ans.status == 200 else None
             except (TransportError, ValueError):
                 continue
@@ -490,7 +543,7 @@ class Client:
     def _round_trip(self, url: str, call: _Call) -> _Answer:
         u = urlsplit(url)
         conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(u.hostname, u.port, timeout=self._timeout)
+        conn = conn_cls(u.hostname, u.port, timeout=call.time_left(self._timeout))
         target = (u.path or "/") + ("?" + u.query if u.query else "")
         headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.4.0"}
         if call.body is not None:
@@ -508,6 +561,8 @@ class Client:
                 raise TransportError(f"{call.method} {url}: {e}", sent=False) from e
             try:
                 conn.request(call.method, target, body=call.body, headers=headers)
+                if call.deadline is not None and conn.sock is not None:
+                    conn.sock.settimeout(max(call.deadline - time.monotonic(), 0.001))
                 resp = conn.getresponse()
                 body = resp.read(self._max_answer + 1)
             except (OSError, http.client.HTTPException) as e:

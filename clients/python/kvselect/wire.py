@@ -18,11 +18,20 @@ HEADER_APPLIED = "X-Kvselect-Applied"
 
 # Query parameters.
 QUERY_CONSISTENCY = "consistency"
+# "true" asks a follower to answer a leader-only request with 307 to the
+# leader instead of forwarding it; the client never sets it (it follows
+# the leader itself).
+QUERY_REDIRECT = "redirect"
 QUERY_MODEL_NAME = "model_name"
 QUERY_TENANT_ID = "tenant_id"
+# Dynamo's newer name for the tenant_id filter.
+QUERY_ROUTING_GROUP = "routing_group"
 QUERY_WORKER_ID = "worker_id"
 QUERY_LIMIT = "limit"
 QUERY_CURSOR = "cursor"
+
+# Consistency levels of catalog reads (QUERY_CONSISTENCY).
+CONSISTENCY_LOCAL = "local"
 CONSISTENCY_LINEARIZABLE = "linearizable"
 
 # Paths of every route.

@@ -151,10 +151,13 @@ Handler = Callable[["FakeNode", BaseHTTPRequestHandler], Tuple[int, Dict[str, st
 class FakeNode:
     """An HTTP server whose answers a test scripts per route ("POST
     /workers"): each route has a list of answers, the last one repeating.
-    Every request is recorded."""
+    An answer is (status, headers, body), "hangup", or ("slow", seconds,
+    answer). Unscripted routes get default (404 when None). Every request
+    is recorded."""
 
     def __init__(self) -> None:
         self.routes: Dict[str, List[object]] = {}
+        self.default: Optional[object] = None
         self.got: List[Dict[str, str]] = []
         self.lock = threading.Lock()
         fake = self
@@ -173,7 +176,11 @@ class FakeNode:
                                      "index": self.headers.get("X-Kvselect-Index") or ""})
                     seq = fake.routes.get(route)
                     n = sum(1 for g in fake.got if g["route"] == route)
-                    answer = seq[min(n, len(seq)) - 1] if seq else (404, {}, {"error": "no such route", "code": "not_found"})
+                    answer = seq[min(n, len(seq)) - 1] if seq else (
+                        fake.default or (404, {}, {"error": "no such route", "code": "not_found"}))
+                if isinstance(answer, tuple) and answer[0] == "slow":
+                    time.sleep(answer[1])
+                    answer = answer[2]
                 if answer == "hangup":
                     self.close_connection = True
                     self.connection.close()
@@ -185,8 +192,11 @@ class FakeNode:
                 self.send_header("Content-Length", str(len(raw)))
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
+                try:
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except OSError:  # the client gave up (its timeout passed)
+                    self.close_connection = True
 
             do_GET = do_POST = do_PATCH = do_DELETE = _serve
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 
 import pytest
 
@@ -114,6 +115,51 @@ def test_step_down_is_never_sent_twice(fakes):
     with pytest.raises(TransportError, match="may or may not have taken effect"):
         Client(m.url).step_down()
     assert len(m.requests("POST /cluster/stepdown")) == 1
+
+
+def test_set_metadata_is_a_retried_catalog_write(fakes):
+    n = fakes()
+    meta = {"id": "n2", "http_addr": "h2:8092", "replica_sync": "tcp://h2:5600"}
+    n.script("POST /cluster/metadata", err(wire.CODE_UNKNOWN_OUTCOME), ok(meta, X_Kvselect_Index="30"))
+    n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
+    kv = Client(n.url)
+    assert kv.set_metadata("n2", "h2:8092", "tcp://h2:5600") == meta and kv.catalog_index == 30
+    sent = n.requests("POST /cluster/metadata")
+    assert len(sent) == 2 and all(json.loads(g["body"]) == meta for g in sent)
+    kv.set_metadata("n2", "h2:8092")
+    assert json.loads(n.requests("POST /cluster/metadata")[-1]["body"]) == {"id": "n2", "http_addr": "h2:8092"}
+
+
+def test_call_timeout(fakes):
+    n = fakes()
+    n.script("GET /health", ("slow", 0.5, ok({"status": "ok"})))
+    # A call's timeout overrides the client's, longer or shorter.
+    assert Client(n.url, timeout=0.1).health(timeout=5) == {"status": "ok"}
+    kv = Client([n.url, n.url], timeout=5)
+    with pytest.raises(TransportError):
+        kv.health(timeout=0.1)
+    # No other attempt starts once it has passed, even for a read.
+    assert len(n.requests("GET /health")) == 2
+    # A booking whose answer did not come in time may have been made.
+    n.script("POST /select_and_reserve", ("slow", 0.5, ok({"reservation_id": "r1"})))
+    with pytest.raises(TransportError) as e:
+        kv.select_and_reserve(token_ids=[1], reservation_id="r1", timeout=0.1)
+    assert e.value.sent and len(n.requests("POST /select_and_reserve")) == 1
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError):
+            kv.health(timeout=bad)
+    assert len(n.requests("GET /health")) == 2
+
+
+def test_call_timeout_bounds_leader_retries(fakes):
+    n = fakes()
+    n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
+    n.script("DELETE /workers/7", err(wire.CODE_NOT_LEADER))
+    start = time.monotonic()
+    with pytest.raises(KvselectError) as e:
+        Client(n.url, retry_timeout=60).delete_worker(7, timeout=0.3)
+    assert e.value.code == wire.CODE_NOT_LEADER and len(n.requests("DELETE /workers/7")) >= 2
+    assert time.monotonic() - start < 10
 
 
 def test_bookings_are_not_resent_reads_are(fakes):

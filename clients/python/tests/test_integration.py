@@ -3,9 +3,11 @@ three."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 import pytest
 
-from kvselect import Client, KvselectError, wire
+from kvselect import Client, KvselectError, answers, wire
 
 
 def register_two(kv: Client, model: str = "llama") -> None:
@@ -87,13 +89,140 @@ def test_errors_from_a_real_node(node):
     assert "kvselect_build_info" in kv.metrics()
 
 
-def test_wire_facts_match_the_served_document(node):
-    """The Python client's paths and codes are the ones the node documents."""
+# Every public call of the client, with the (method, path) of the route it
+# must use. Ids are 7. The test drives each one against a fake node and
+# compares what was sent with the document a real node serves.
+ROUTES = [
+    ("health", lambda kv: kv.health(), "GET", "/health"),
+    ("ready", lambda kv: kv.ready(), "GET", "/ready"),
+    ("metrics", lambda kv: kv.metrics(), "GET", "/metrics"),
+    ("openapi", lambda kv: kv.openapi(), "GET", "/openapi.json"),
+    ("cluster_status", lambda kv: kv.cluster_status(), "GET", "/cluster/status"),
+    ("dump", lambda kv: kv.dump(), "GET", "/dump"),
+    ("loads", lambda kv: kv.loads(model_name="m", tenant_id="t"), "GET", "/loads"),
+    ("register_worker", lambda kv: kv.register_worker(7, block_size=16), "POST", "/workers"),
+    ("patch_worker", lambda kv: kv.patch_worker(7, endpoint="http://w7:8000"), "PATCH", "/workers/{id}"),
+    ("delete_worker", lambda kv: kv.delete_worker(7), "DELETE", "/workers/{id}"),
+    ("workers", lambda kv: kv.workers(model_name="m", tenant_id="t"), "GET", "/workers"),
+    ("workers", lambda kv: kv.workers(linearizable=True), "GET", "/workers"),
+    ("worker", lambda kv: kv.worker(7), "GET", "/workers/{id}"),
+    ("worker", lambda kv: kv.worker(7, linearizable=True), "GET", "/workers/{id}"),
+    ("select", lambda kv: kv.select(token_ids=[1, 2], selection_id="s"), "POST", "/select"),
+    ("select_and_reserve", lambda kv: kv.select_and_reserve(token_ids=[1, 2]), "POST", "/select_and_reserve"),
+    ("reserve", lambda kv: kv.reserve("7", worker_id=1, dp_rank=1, sequence_hashes=[21], isl_tokens=16,
+                                      effective_prefill_tokens=8), "POST", "/reservations"),
+    ("reserve_selection", lambda kv: kv.reserve_selection("7", "s"), "POST", "/reservations"),
+    ("prefill_complete", lambda kv: kv.prefill_complete("7"), "POST", "/reservations/{id}/prefill_complete"),
+    ("output_block", lambda kv: kv.output_block("7", 0.5), "POST", "/reservations/{id}/output_block"),
+    ("free", lambda kv: kv.free("7"), "DELETE", "/reservations/{id}"),
+    ("reservations", lambda kv: kv.reservations(model_name="m", tenant_id="t", worker_id=1, limit=2, cursor="c"),
+     "GET", "/reservations"),
+    ("reservation", lambda kv: kv.reservation("7"), "GET", "/reservations/{id}"),
+    ("potential_loads", lambda kv: kv.potential_loads(token_ids=[1, 2]), "POST", "/potential_loads"),
+    ("overlap_scores", lambda kv: kv.overlap_scores(token_ids=[1, 2]), "POST", "/overlap_scores"),
+    ("join", lambda kv: kv.join("n4", "127.0.0.1:7004", "127.0.0.1:8004"), "POST", "/cluster/join"),
+    ("remove", lambda kv: kv.remove("n4"), "POST", "/cluster/remove"),
+    ("step_down", lambda kv: kv.step_down(), "POST", "/cluster/stepdown"),
+    ("set_metadata", lambda kv: kv.set_metadata("n4", "127.0.0.1:8004"), "POST", "/cluster/metadata"),
+]
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+def deref(doc: dict, obj: dict) -> dict:
+    """obj, or what its "$ref" points at in doc."""
+    while "$ref" in obj:
+        target = doc
+        for part in obj["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        obj = target
+    return obj
+
+
+def operations(doc: dict) -> dict:
+    """(METHOD, path) -> (parameters, response header names) of every
+    operation in the document."""
+    ops = {}
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if method in METHODS:
+                params = [deref(doc, p) for p in item.get("parameters", []) + op.get("parameters", [])]
+                headers = {h for r in op.get("responses", {}).values() for h in deref(doc, r).get("headers", {})}
+                ops[(method.upper(), path)] = (params, headers)
+    return ops
+
+
+def names(params: list, where: str) -> set:
+    return {p["name"] for p in params if p["in"] == where}
+
+
+def test_wire_facts_match_the_served_document(node, fakes):
+    """The Python client's calls, paths, headers, query parameters, codes
+    and answer shapes are the ones the node documents."""
     doc = Client(node).openapi()
+    ops = operations(doc)
+
+    # Every public call is in ROUTES, and together they use every
+    # operation of the document, and nothing else.
+    calls = {n for n, v in vars(Client).items() if callable(v) and not n.startswith("_")} - {"observe_catalog_index"}
+    assert calls == {r[0] for r in ROUTES}, calls ^ {r[0] for r in ROUTES}
+    used = {(m, p) for _, _, m, p in ROUTES}
+    assert used == set(ops), {"not documented": used - set(ops), "no call": set(ops) - used}
+
+    # Each call sends exactly its route, with documented query parameters
+    # and headers only.
+    fake = fakes()
+    fake.default = (200, {}, {})
+    sent_index = set()
+    for name, invoke, method, path in ROUTES:
+        kv = Client(fake.url)
+        kv.observe_catalog_index(5)
+        before = len(fake.got)
+        invoke(kv)
+        [got] = fake.got[before:]
+        assert got["route"] == f"{method} {path.replace('{id}', '7')}", name
+        params = ops[(method, path)][0]
+        assert set(parse_qs(got["query"])) <= names(params, "query"), (name, got["query"])
+        if got["index"]:
+            assert wire.HEADER_INDEX in names(params, "header"), name
+            sent_index.add((method, path))
+    # Session consistency: every operation that takes the catalog index
+    # gets it from some call.
+    assert sent_index == {op for op, (params, _) in ops.items() if wire.HEADER_INDEX in names(params, "header")}
+
+    # wire.py's constants are the document's.
     paths = {v for k, v in vars(wire).items() if k.startswith("PATH_")}
     assert paths == set(doc["paths"]), paths ^ set(doc["paths"])
+    documented = {h for params, headers in ops.values() for h in names(params, "header") | headers
+                  if h.lower().startswith("x-kvselect-")}
+    ours = {v for k, v in vars(wire).items() if k.startswith("HEADER_")}
+    assert ours == documented, ours ^ documented
+    documented = {q for params, _ in ops.values() for q in names(params, "query")}
+    ours = {v for k, v in vars(wire).items() if k.startswith("QUERY_")}
+    assert ours == documented, ours ^ documented
+    levels = {level for params, _ in ops.values() for p in params if p["name"] == wire.QUERY_CONSISTENCY
+              for level in p["schema"]["enum"]}
+    assert levels == {wire.CONSISTENCY_LOCAL, wire.CONSISTENCY_LINEARIZABLE}, levels
     documented_codes = set(doc["components"]["schemas"]["Error"]["properties"]["code"]["enum"])
     assert wire.CODES == documented_codes, wire.CODES ^ documented_codes
+
+    # The TypedDicts of kvselect.answers have the keys of the schemas of
+    # the same names, required and optional alike.
+    for name in answers.__all__:
+        schema, td = doc["components"]["schemas"][name], getattr(answers, name)
+        assert set(schema["properties"]) == td.__required_keys__ | td.__optional_keys__, name
+        assert set(schema.get("required", [])) == td.__required_keys__, name
+
+
+def test_set_metadata(node):
+    kv = Client(node)
+    [me] = [m for m in kv.cluster_status()["members"] if m["id"] == "n1"]
+    meta = kv.set_metadata("n1", me["http_addr"])
+    assert meta == {"id": "n1", "http_addr": me["http_addr"]}
+    assert kv.catalog_index == kv.last_response.catalog_index > 0
+    with pytest.raises(KvselectError) as e:
+        kv.set_metadata("n1", "", timeout=5)
+    assert e.value.code == wire.CODE_BAD_REQUEST
 
 
 def test_cluster(cluster):
