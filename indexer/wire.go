@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/kvselect/kvselect/internal/msgpackx"
 )
 
 // MaxFrameBytes is the largest ZMQ frame a KV event listener accepts
@@ -58,7 +60,7 @@ type wireFields struct {
 // calls, so one decoder serves one goroutine; the returned batch is valid
 // until the next Decode.
 type WireDecoder struct {
-	r      mpReader
+	r      msgpackx.Reader
 	hashes []uint64
 	tokens []uint32
 	fields []wireFields
@@ -70,15 +72,15 @@ type WireDecoder struct {
 // dropped; events that are malformed on their own are skipped and counted
 // in the batch instead.
 func (d *WireDecoder) Decode(payload []byte) (*WireBatch, error) {
-	d.r.reset(payload)
+	d.r.Reset(payload)
 	d.hashes, d.tokens, d.fields = d.hashes[:0], d.tokens[:0], d.fields[:0]
 	b := &d.batch
 	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf}
 	if err := d.decodeBatch(b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedBatch, err)
 	}
-	if d.r.remaining() != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformedBatch, d.r.remaining())
+	if d.r.Remaining() != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformedBatch, d.r.Remaining())
 	}
 	for i := range d.fields {
 		ev, ok, ignored := d.event(&d.fields[i])
@@ -96,10 +98,10 @@ func (d *WireDecoder) Decode(payload []byte) (*WireBatch, error) {
 
 func (d *WireDecoder) decodeBatch(b *WireBatch) error {
 	r := &d.r
-	if r.isMap() {
+	if r.IsMap() {
 		return d.decodeMapBatch(b)
 	}
-	n, err := r.arrayLen()
+	n, err := r.ArrayLen()
 	if err != nil {
 		return err
 	}
@@ -118,7 +120,7 @@ func (d *WireDecoder) decodeBatch(b *WireBatch) error {
 		}
 	}
 	for range n - 3 {
-		if err := r.skip(); err != nil {
+		if err := r.Skip(); err != nil {
 			return err
 		}
 	}
@@ -127,13 +129,13 @@ func (d *WireDecoder) decodeBatch(b *WireBatch) error {
 
 func (d *WireDecoder) decodeMapBatch(b *WireBatch) error {
 	r := &d.r
-	n, err := r.mapLen()
+	n, err := r.MapLen()
 	if err != nil {
 		return err
 	}
 	sawEvents := false
 	for range n {
-		key, err := r.str()
+		key, err := r.Str()
 		if err != nil {
 			return err
 		}
@@ -145,7 +147,7 @@ func (d *WireDecoder) decodeMapBatch(b *WireBatch) error {
 		case "data_parallel_rank":
 			err = d.dpRank(b)
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
 			return err
@@ -158,17 +160,17 @@ func (d *WireDecoder) decodeMapBatch(b *WireBatch) error {
 }
 
 func (d *WireDecoder) optNumber() (float64, error) {
-	if d.r.nilNext() {
+	if d.r.NilNext() {
 		return 0, nil
 	}
-	return d.r.number()
+	return d.r.Number()
 }
 
 func (d *WireDecoder) dpRank(b *WireBatch) error {
-	if d.r.nilNext() {
+	if d.r.NilNext() {
 		return nil
 	}
-	v, err := d.r.intVal()
+	v, err := d.r.Int()
 	if err != nil {
 		return err
 	}
@@ -184,16 +186,17 @@ func (d *WireDecoder) dpRank(b *WireBatch) error {
 // malformed); only bytes that cannot even be skipped fail the batch.
 func (d *WireDecoder) decodeEvents() error {
 	r := &d.r
-	n, err := r.arrayLen()
+	n, err := r.ArrayLen()
 	if err != nil {
 		return err
 	}
 	for range n {
-		start, hashes, tokens := r.off, len(d.hashes), len(d.tokens)
+		start, hashes, tokens := r.Mark(), len(d.hashes), len(d.tokens)
 		f := wireFields{}
 		if err := d.decodeEvent(&f); err != nil {
-			r.off, d.hashes, d.tokens = start, d.hashes[:hashes], d.tokens[:tokens]
-			if err := r.skip(); err != nil {
+			r.Rewind(start)
+			d.hashes, d.tokens = d.hashes[:hashes], d.tokens[:tokens]
+			if err := r.Skip(); err != nil {
 				return err
 			}
 			f = wireFields{}
@@ -205,13 +208,13 @@ func (d *WireDecoder) decodeEvents() error {
 
 func (d *WireDecoder) decodeEvent(f *wireFields) error {
 	r := &d.r
-	if r.isMap() {
-		n, err := r.mapLen()
+	if r.IsMap() {
+		n, err := r.MapLen()
 		if err != nil {
 			return err
 		}
 		for range n {
-			key, err := r.str()
+			key, err := r.Str()
 			if err != nil {
 				return err
 			}
@@ -221,14 +224,14 @@ func (d *WireDecoder) decodeEvent(f *wireFields) error {
 		}
 		return nil
 	}
-	n, err := r.arrayLen()
+	n, err := r.ArrayLen()
 	if err != nil {
 		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("empty event")
 	}
-	tag, err := r.str()
+	tag, err := r.Str()
 	if err != nil {
 		return err
 	}
@@ -267,14 +270,14 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 	switch name {
 	case "type":
 		var s []byte
-		s, err = r.str()
+		s, err = r.Str()
 		f.kind = string(s)
 	case "block_hashes":
 		f.hashLo = len(d.hashes)
 		err = d.hashList()
 		f.hashHi = len(d.hashes)
 	case "parent_block_hash":
-		if !r.nilNext() {
+		if !r.NilNext() {
 			f.parent, err = d.hash()
 			f.hasParent = true
 		}
@@ -283,29 +286,29 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 		err = d.tokenList()
 		f.tokHi, f.hasTok = len(d.tokens), true
 	case "block_size":
-		if !r.nilNext() {
-			f.blockSize, err = r.intVal()
+		if !r.NilNext() {
+			f.blockSize, err = r.Int()
 			f.hasBlockSize = true
 		}
 	case "medium":
-		f.medium, f.hasMedium, err = r.optStr()
+		f.medium, f.hasMedium, err = r.OptStr()
 	case "lora_name":
-		f.lora, _, err = r.optStr()
+		f.lora, _, err = r.OptStr()
 	case "group_idx":
-		if !r.nilNext() {
-			f.group, err = r.intVal()
+		if !r.NilNext() {
+			f.group, err = r.Int()
 			f.hasGroup = true
 		}
 	case "kv_cache_spec_kind":
-		f.spec, _, err = r.optStr()
+		f.spec, _, err = r.OptStr()
 	default:
-		err = r.skip()
+		err = r.Skip()
 	}
 	return err
 }
 
 func (d *WireDecoder) hashList() error {
-	n, err := d.r.arrayLen()
+	n, err := d.r.ArrayLen()
 	if err != nil {
 		return err
 	}
@@ -324,13 +327,13 @@ func (d *WireDecoder) hashList() error {
 // bytes are the hash, big-endian (vLLM's bytes hashes).
 func (d *WireDecoder) hash() (uint64, error) {
 	r := &d.r
-	if r.isBin() {
-		b, err := r.strOrBin(false)
+	if r.IsBin() {
+		b, err := r.StrOrBin(false)
 		if err != nil {
 			return 0, err
 		}
 		if len(b) == 0 {
-			return 0, r.fail("empty binary hash")
+			return 0, r.Fail("empty binary hash")
 		}
 		if len(b) >= 8 {
 			return binary.BigEndian.Uint64(b[len(b)-8:]), nil
@@ -339,17 +342,17 @@ func (d *WireDecoder) hash() (uint64, error) {
 		copy(pad[8-len(b):], b)
 		return binary.BigEndian.Uint64(pad[:]), nil
 	}
-	v, _, err := r.integer()
+	v, _, err := r.Integer()
 	return v, err
 }
 
 func (d *WireDecoder) tokenList() error {
-	n, err := d.r.arrayLen()
+	n, err := d.r.ArrayLen()
 	if err != nil {
 		return err
 	}
 	for range n {
-		t, err := d.r.uint32Val()
+		t, err := d.r.Uint32()
 		if err != nil {
 			return err
 		}

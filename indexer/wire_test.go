@@ -240,46 +240,6 @@ func TestWireTrailingBytesAndTruncation(t *testing.T) {
 	}
 }
 
-// TestSkipMatchesLibrary checks the hand-written skip against msgpack/v5
-// on assorted values: both must consume exactly the same bytes.
-func TestSkipMatchesLibrary(t *testing.T) {
-	values := []any{
-		nil, true, false, 0, 127, 128, -1, -33, 70000, int64(-1 << 40), uint64(1 << 63), 1.5, float32(2.5),
-		"", "short", string(make([]byte, 300)), []byte{}, make([]byte, 70000),
-		[]any{1, []any{2, []any{3, map[string]any{"a": []int{1, 2}}}}},
-		map[string]any{"k": map[string]any{"j": nil}}, make([]int, 20), make([]int, 70000),
-	}
-	for i, v := range values {
-		b := mp(t, v)
-		var r mpReader
-		r.reset(append(b, 0xc0))
-		if err := r.skip(); err != nil {
-			t.Fatalf("value %d: skip: %v", i, err)
-		}
-		if r.off != len(b) {
-			t.Errorf("value %d: skip consumed %d bytes, want %d", i, r.off, len(b))
-		}
-	}
-	// Ext types, which the library writes for time.Time.
-	var r mpReader
-	for _, b := range [][]byte{{0xd4, 1, 2}, {0xd8, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {0xc7, 2, 5, 1, 2}} {
-		r.reset(b)
-		if err := r.skip(); err != nil || r.off != len(b) {
-			t.Errorf("ext % x: err %v off %d", b, err, r.off)
-		}
-	}
-	// Deep nesting costs no stack.
-	deep := bytes.Repeat([]byte{0x91}, 1<<20)
-	r.reset(append(deep, 0xc0))
-	if err := r.skip(); err != nil {
-		t.Errorf("deep nesting: %v", err)
-	}
-	r.reset(deep)
-	if err := r.skip(); err == nil {
-		t.Errorf("truncated deep nesting accepted")
-	}
-}
-
 // FuzzDecodeWire feeds arbitrary payloads to the decoder: it must never
 // panic, must reject or accept consistently, and every accepted event
 // must be internally consistent and convertible.

@@ -1,4 +1,4 @@
-package indexer
+package msgpackx
 
 import (
 	"encoding/binary"
@@ -7,45 +7,54 @@ import (
 	"math"
 )
 
-// errMsgpack reports bytes that are not the msgpack value the decoder
-// expected. It never escapes the package unwrapped: decode errors wrap it
-// in ErrMalformedBatch or count an event as malformed.
-var errMsgpack = errors.New("malformed msgpack")
+// ErrMalformed reports bytes that are not the msgpack value the decoder
+// expected. Every error of a Reader wraps it.
+var ErrMalformed = errors.New("malformed msgpack")
 
-// mpReader is a bounds-checked cursor over msgpack bytes. It decodes only
-// what KV event payloads use and never allocates: strings and binaries are
-// returned as sub-slices of the input, and every length read from the
-// input is checked against the bytes that remain before anyone sizes a
-// slice with it. Skip is iterative, so nesting depth costs no stack.
-//
-// The KV event payloads are decoded by hand rather than through
-// msgpack/v5's reflection: the hot path is a few thousand integers per
-// message, and an explicit cursor makes "bad input never panics and never
-// allocates more than the frame" easy to see.
-type mpReader struct {
+// Reader is a bounds-checked cursor over msgpack bytes. It never
+// allocates: strings and binaries are returned as sub-slices of the input,
+// and every length read from the input is checked against the bytes that
+// remain before anyone sizes a slice with it. Skip is iterative, so
+// nesting depth costs no stack. The zero Reader reads nothing; Reset gives
+// it bytes.
+type Reader struct {
 	b   []byte
 	off int
 }
 
-func (r *mpReader) reset(b []byte) { r.b, r.off = b, 0 }
+// Reset makes r read b from its start.
+func (r *Reader) Reset(b []byte) { r.b, r.off = b, 0 }
 
-func (r *mpReader) remaining() int { return len(r.b) - r.off }
+// Remaining is the number of bytes not read yet.
+func (r *Reader) Remaining() int { return len(r.b) - r.off }
 
-func (r *mpReader) fail(what string) error {
-	return fmt.Errorf("%w: %s at byte %d", errMsgpack, what, r.off)
+// Mark returns the current position, for Rewind.
+func (r *Reader) Mark() int { return r.off }
+
+// Rewind goes back to a position Mark returned, so that a value that
+// failed to decode can be read again (or skipped) from its start.
+func (r *Reader) Rewind(mark int) {
+	if mark >= 0 && mark <= r.off {
+		r.off = mark
+	}
 }
 
-func (r *mpReader) peek() (byte, error) {
+// Fail returns an ErrMalformed error that says what was wrong and where.
+func (r *Reader) Fail(what string) error {
+	return fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, r.off)
+}
+
+func (r *Reader) peek() (byte, error) {
 	if r.off >= len(r.b) {
-		return 0, r.fail("unexpected end")
+		return 0, r.Fail("unexpected end")
 	}
 	return r.b[r.off], nil
 }
 
 // next returns the next n bytes and advances past them.
-func (r *mpReader) next(n int) ([]byte, error) {
-	if n < 0 || n > r.remaining() {
-		return nil, r.fail("truncated value")
+func (r *Reader) next(n int) ([]byte, error) {
+	if n < 0 || n > r.Remaining() {
+		return nil, r.Fail("truncated value")
 	}
 	s := r.b[r.off : r.off+n]
 	r.off += n
@@ -53,7 +62,7 @@ func (r *mpReader) next(n int) ([]byte, error) {
 }
 
 // uintN reads a big-endian unsigned integer of n bytes (1, 2, 4 or 8).
-func (r *mpReader) uintN(n int) (uint64, error) {
+func (r *Reader) uintN(n int) (uint64, error) {
 	s, err := r.next(n)
 	if err != nil {
 		return 0, err
@@ -70,7 +79,7 @@ func (r *mpReader) uintN(n int) (uint64, error) {
 }
 
 // nilNext consumes a nil if one is next and reports whether it did.
-func (r *mpReader) nilNext() bool {
+func (r *Reader) NilNext() bool {
 	if r.off < len(r.b) && r.b[r.off] == 0xc0 {
 		r.off++
 		return true
@@ -80,7 +89,7 @@ func (r *mpReader) nilNext() bool {
 
 // containerLen reads an array (isMap false) or map header. The count is
 // checked against the remaining bytes: every element takes at least one.
-func (r *mpReader) containerLen(isMap bool) (int, error) {
+func (r *Reader) containerLen(isMap bool) (int, error) {
 	c, err := r.peek()
 	if err != nil {
 		return 0, err
@@ -101,9 +110,9 @@ func (r *mpReader) containerLen(isMap bool) (int, error) {
 		n, err = r.uintN(4)
 	default:
 		if isMap {
-			return 0, r.fail("expected map")
+			return 0, r.Fail("expected map")
 		}
-		return 0, r.fail("expected array")
+		return 0, r.Fail("expected array")
 	}
 	if err != nil {
 		return 0, err
@@ -112,29 +121,35 @@ func (r *mpReader) containerLen(isMap bool) (int, error) {
 	if isMap {
 		per = 2
 	}
-	if n*per > uint64(r.remaining()) {
-		return 0, r.fail("container longer than its frame")
+	if n*per > uint64(r.Remaining()) {
+		return 0, r.Fail("container longer than its frame")
 	}
 	return int(n), nil
 }
 
-func (r *mpReader) arrayLen() (int, error) { return r.containerLen(false) }
-func (r *mpReader) mapLen() (int, error)   { return r.containerLen(true) }
+// ArrayLen reads an array header and returns its element count, which is
+// never more than the bytes that remain.
+func (r *Reader) ArrayLen() (int, error) { return r.containerLen(false) }
 
-// isArray and isMap report the kind of the next value without consuming it.
-func (r *mpReader) isArray() bool {
+// MapLen reads a map header and returns its pair count, which is never
+// more than the bytes that remain.
+func (r *Reader) MapLen() (int, error) { return r.containerLen(true) }
+
+// IsArray and IsMap report the kind of the next value without consuming it.
+func (r *Reader) IsArray() bool {
 	c, err := r.peek()
 	return err == nil && (c >= 0x90 && c <= 0x9f || c == 0xdc || c == 0xdd)
 }
 
-func (r *mpReader) isMap() bool {
+// IsMap: see IsArray.
+func (r *Reader) IsMap() bool {
 	c, err := r.peek()
 	return err == nil && (c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf)
 }
 
-// integer reads any msgpack integer. neg reports a negative signed value,
+// Integer reads any msgpack integer. neg reports a negative signed value,
 // in which case v is its two's-complement bit pattern.
-func (r *mpReader) integer() (v uint64, neg bool, err error) {
+func (r *Reader) Integer() (v uint64, neg bool, err error) {
 	c, err := r.peek()
 	if err != nil {
 		return 0, false, err
@@ -162,35 +177,60 @@ func (r *mpReader) integer() (v uint64, neg bool, err error) {
 		s := int64(u<<shift) >> shift
 		return uint64(s), s < 0, nil
 	}
-	return 0, false, r.fail("expected integer")
+	return 0, false, r.Fail("expected integer")
 }
 
-// uint32Val reads an integer in [0, 2^32).
-func (r *mpReader) uint32Val() (uint32, error) {
-	v, neg, err := r.integer()
+// Uint64 reads a non-negative integer.
+func (r *Reader) Uint64() (uint64, error) {
+	v, neg, err := r.Integer()
+	if err != nil {
+		return 0, err
+	}
+	if neg {
+		return 0, r.Fail("negative integer")
+	}
+	return v, nil
+}
+
+// Bool reads true or false.
+func (r *Reader) Bool() (bool, error) {
+	c, err := r.peek()
+	if err != nil {
+		return false, err
+	}
+	if c != 0xc2 && c != 0xc3 {
+		return false, r.Fail("expected bool")
+	}
+	r.off++
+	return c == 0xc3, nil
+}
+
+// Uint32 reads an integer in [0, 2^32).
+func (r *Reader) Uint32() (uint32, error) {
+	v, neg, err := r.Integer()
 	if err != nil {
 		return 0, err
 	}
 	if neg || v > math.MaxUint32 {
-		return 0, r.fail("integer out of uint32 range")
+		return 0, r.Fail("integer out of uint32 range")
 	}
 	return uint32(v), nil
 }
 
-// intVal reads an integer in the int64 range.
-func (r *mpReader) intVal() (int64, error) {
-	v, neg, err := r.integer()
+// Int reads an integer in the int64 range.
+func (r *Reader) Int() (int64, error) {
+	v, neg, err := r.Integer()
 	if err != nil {
 		return 0, err
 	}
 	if !neg && v > math.MaxInt64 {
-		return 0, r.fail("integer out of int64 range")
+		return 0, r.Fail("integer out of int64 range")
 	}
 	return int64(v), nil
 }
 
-// number reads a float or an integer as float64.
-func (r *mpReader) number() (float64, error) {
+// Number reads a float or an integer as float64.
+func (r *Reader) Number() (float64, error) {
 	c, err := r.peek()
 	if err != nil {
 		return 0, err
@@ -205,15 +245,16 @@ func (r *mpReader) number() (float64, error) {
 		u, err := r.uintN(8)
 		return math.Float64frombits(u), err
 	}
-	v, neg, err := r.integer()
+	v, neg, err := r.Integer()
 	if neg {
 		return float64(int64(v)), err
 	}
 	return float64(v), err
 }
 
-// strOrBin reads a str (wantStr) or a bin value and returns its bytes.
-func (r *mpReader) strOrBin(wantStr bool) ([]byte, error) {
+// StrOrBin reads a str (wantStr) or a bin value and returns its bytes, a
+// sub-slice of the input.
+func (r *Reader) StrOrBin(wantStr bool) ([]byte, error) {
 	c, err := r.peek()
 	if err != nil {
 		return nil, err
@@ -231,41 +272,42 @@ func (r *mpReader) strOrBin(wantStr bool) ([]byte, error) {
 		n, err = r.uintN(1 << (c - 0xc4))
 	default:
 		if wantStr {
-			return nil, r.fail("expected string")
+			return nil, r.Fail("expected string")
 		}
-		return nil, r.fail("expected binary")
+		return nil, r.Fail("expected binary")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if n > uint64(r.remaining()) {
-		return nil, r.fail("string longer than its frame")
+	if n > uint64(r.Remaining()) {
+		return nil, r.Fail("string longer than its frame")
 	}
 	return r.next(int(n))
 }
 
-func (r *mpReader) str() ([]byte, error) { return r.strOrBin(true) }
+// Str reads a str value and returns its bytes, a sub-slice of the input.
+func (r *Reader) Str() ([]byte, error) { return r.StrOrBin(true) }
 
-// optStr reads a string or nil (returned as "", false).
-func (r *mpReader) optStr() (string, bool, error) {
-	if r.nilNext() {
+// OptStr reads a string or nil (returned as "", false).
+func (r *Reader) OptStr() (string, bool, error) {
+	if r.NilNext() {
 		return "", false, nil
 	}
-	s, err := r.str()
+	s, err := r.Str()
 	return string(s), err == nil, err
 }
 
-// isBin reports whether the next value is a bin.
-func (r *mpReader) isBin() bool {
+// IsBin reports whether the next value is a bin.
+func (r *Reader) IsBin() bool {
 	c, err := r.peek()
 	return err == nil && c >= 0xc4 && c <= 0xc6
 }
 
-// skip advances past one complete value of any type. It keeps a count of
+// Skip advances past one complete value of any type. It keeps a count of
 // values still to skip instead of recursing, so a deeply nested payload
 // costs no stack; container lengths are bounded by the frame, so the count
 // is too.
-func (r *mpReader) skip() error {
+func (r *Reader) Skip() error {
 	for pending := 1; pending > 0; pending-- {
 		c, err := r.peek()
 		if err != nil {
@@ -316,18 +358,25 @@ func (r *mpReader) skip() error {
 			pending += int(k) << b2i(c == 0xdf)
 		default: // 0xc1 is never used
 			r.off--
-			return r.fail("invalid type code")
+			return r.Fail("invalid type code")
 		}
 		if err != nil {
 			return err
 		}
-		if n > uint64(r.remaining()) {
-			return r.fail("truncated value")
+		if n > uint64(r.Remaining()) {
+			return r.Fail("truncated value")
 		}
 		r.off += int(n)
-		if pending-1 > r.remaining() {
-			return r.fail("container longer than its frame")
+		if pending-1 > r.Remaining() {
+			return r.Fail("container longer than its frame")
 		}
 	}
 	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
