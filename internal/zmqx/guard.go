@@ -101,8 +101,18 @@ func RankEndpoint(base string, rank uint32) (string, error) {
 	return "", fmt.Errorf("%w: unsupported scheme %q in %q", ErrEndpoint, scheme, base)
 }
 
-// guarded wraps a net transport so every dialed connection is checked by
-// a zmtpGuard.
+// WriteTimeout bounds one write on a guarded connection. A peer that stops
+// reading (paused, or its receive buffer full) is cut off after it, so
+// that a PUB socket, which writes to its subscribers one after another,
+// never stalls for the others behind it.
+const WriteTimeout = 2 * time.Second
+
+// ErrStalled: a write did not complete within WriteTimeout; the connection
+// was closed.
+var ErrStalled = errors.New("zmq peer stopped reading")
+
+// guarded wraps a net transport so every connection it dials or accepts is
+// checked by a zmtpGuard and has its writes bounded.
 type guarded struct{ transport.Transport }
 
 func (g guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net.Conn, error) {
@@ -110,6 +120,29 @@ func (g guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net
 	if err != nil {
 		return nil, err
 	}
+	return newGuardConn(c)
+}
+
+func (g guarded) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	ln, err := g.Transport.Listen(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return guardListener{ln}, nil
+}
+
+// guardListener guards every connection it accepts, as Dial does.
+type guardListener struct{ net.Listener }
+
+func (l guardListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return newGuardConn(c)
+}
+
+func newGuardConn(c net.Conn) (*guardConn, error) {
 	if err := c.SetDeadline(time.Now().Add(HandshakeTimeout)); err != nil {
 		c.Close()
 		return nil, err
@@ -119,12 +152,29 @@ func (g guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net
 
 // guardConn checks the peer's bytes as zmq4 reads them. On a violation
 // it closes the connection and reports the error to zmq4, which surfaces
-// it from Recv.
+// it from Recv. Writes are bounded by WriteTimeout.
 type guardConn struct {
 	net.Conn
 	mu  sync.Mutex
 	g   zmtpGuard
 	err error
+}
+
+// Write writes within WriteTimeout, or closes the connection and fails
+// with ErrStalled. The error is deliberately not a net.Error timeout:
+// zmq4 keeps a connection whose write timed out, though a frame may be
+// half written, and drops it on any other error.
+func (c *guardConn) Write(p []byte) (int, error) {
+	if err := c.Conn.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(p)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.Conn.Close()
+		return n, fmt.Errorf("%w: no write progress in %v", ErrStalled, WriteTimeout)
+	}
+	return n, err
 }
 
 func (c *guardConn) Read(p []byte) (int, error) {

@@ -70,3 +70,32 @@ func DialSub(ctx context.Context, endpoint string, log *slog.Logger) (zmq4.Socke
 		return s.SetOption(zmq4.OptionSubscribe, "")
 	})
 }
+
+// PubQueue is how many messages a PUB socket queues for its subscribers
+// (zmq4's high-water mark); past it zmq4 drops new messages. With writes
+// bounded by WriteTimeout a stalled subscriber is cut off long before.
+const PubQueue = 4096
+
+// ListenPub binds a PUB socket on endpoint (tcp://host:port; port 0 picks
+// one, see the socket's Addr) through the guarded transport: subscribers'
+// frames are checked like any peer's, and a subscriber that stops reading
+// is disconnected after WriteTimeout instead of stalling the others.
+func ListenPub(ctx context.Context, endpoint string, log *slog.Logger) (zmq4.Socket, error) {
+	ep, err := Guarded(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := zmq4.NewPub(ctx, zmq4.WithLogger(slog.NewLogLogger(log.Handler(), slog.LevelDebug)))
+	if err := s.SetOption(zmq4.OptionHWM, PubQueue); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.Listen(ep); err != nil {
+		s.Close()
+		return nil, unguarded(err)
+	}
+	return s, nil
+}

@@ -1,0 +1,547 @@
+package zmqsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/zmqx"
+)
+
+// The transport. Each node binds one PUB socket and keeps one SUB per peer
+// endpoint, each with its own reconnect loop (zmq4's own is off, as for
+// the KV event listeners). Publish hands an event to a bounded queue and
+// never waits; one sender goroutine batches what is queued into a message
+// and gives it to the PUB socket, which queues at most zmqx.PubQueue
+// messages and cuts off a subscriber that stops reading after
+// zmqx.WriteTimeout. A SUB decodes each message whole, drops the node's
+// own echoes, and applies the events in order through Config.Apply.
+
+var (
+	// ErrEndpoint: a peer endpoint that is not tcp://host:port.
+	ErrEndpoint = errors.New("invalid replica-sync endpoint")
+	// ErrPeerNotFound: deregistering an endpoint that is not registered.
+	ErrPeerNotFound = errors.New("replica-sync peer not registered")
+	// ErrMemberPeer: deregistering an endpoint the node follows only
+	// because it is a cluster member's; it goes when the member does.
+	ErrMemberPeer = errors.New("replica-sync peer is a cluster member")
+	// ErrClosed: the syncer is closed.
+	ErrClosed = errors.New("replica sync closed")
+)
+
+// Config configures a Syncer.
+type Config struct {
+	// NodeID goes out as every message's origin; messages with it coming
+	// back are this node's own echoes and are dropped.
+	NodeID string
+	// Listen is the PUB endpoint to bind, tcp://host:port (port 0 picks
+	// one; Syncer.Endpoint tells which).
+	Listen string
+	// Advertise is the endpoint the other nodes dial. When empty it is
+	// tcp://AdvertiseHost:<bound port>, or the bound endpoint itself.
+	Advertise     string
+	AdvertiseHost string
+	// Peers are endpoints to subscribe to from the start
+	// (--replica-sync-peers).
+	Peers []string
+	// Apply applies one peer event and returns "" or why it dropped it
+	// (a label of the drop counter). It is called from the peers'
+	// goroutines, one event at a time per peer.
+	Apply func(origin string, ev *Event) string
+	// DropReasons are the reasons Apply may return, so the counters exist
+	// from the start.
+	DropReasons []string
+	// SendQueue bounds the events waiting for the sender (default 65536);
+	// past it Publish drops and counts.
+	SendQueue int
+	// BackoffMin and BackoffMax bound the reconnect delay to a peer
+	// (defaults 100 ms and 5 s).
+	BackoffMin, BackoffMax time.Duration
+	Logger                 *slog.Logger
+}
+
+// A message carries at most maxBatch events, and stops taking more once
+// they reach about maxBatchBytes: far below the 64 MiB frames a receiver
+// accepts, and small enough that one message never holds a subscriber up.
+const (
+	maxBatch      = 256
+	maxBatchBytes = 1 << 20
+)
+
+// encodedSize is about how many bytes ev takes on the wire (an upper
+// bound: 9 bytes per hash, 64 for the numbers and headers).
+func encodedSize(ev *Event) int {
+	return 64 + len(ev.ReservationID) + len(ev.Model) + len(ev.Tenant) + 9*len(ev.SequenceHashes)
+}
+
+// Source is why the node follows a peer.
+type Source string
+
+// Sources of a peer; one endpoint may have several.
+const (
+	SourceFlag       Source = api.PeerSourceFlag       // --replica-sync-peers
+	SourceRegistered Source = api.PeerSourceRegistered // POST /replica_sync/register_peer
+	SourceMember     Source = api.PeerSourceMember     // a cluster member's metadata
+)
+
+// Member is a cluster member as replica sync needs it: the endpoint it
+// advertises and the address to dial it at (the same unless --peer-dial
+// says otherwise).
+type Member struct {
+	Endpoint string
+	Dial     string
+}
+
+// Syncer publishes this node's lifecycle events and applies its peers'.
+type Syncer struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	pub     zmq4.Socket
+	addr    string // tcp://host:port actually bound
+	out     chan Event
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	peers   map[string]*peer // by endpoint
+	members map[string]Member
+}
+
+// Start binds the PUB socket, subscribes to cfg.Peers and starts the
+// sender.
+func Start(cfg Config) (*Syncer, error) {
+	if cfg.NodeID == "" || cfg.Apply == nil {
+		return nil, errors.New("zmqsync: NodeID and Apply are required")
+	}
+	if cfg.SendQueue <= 0 {
+		cfg.SendQueue = 1 << 16
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for _, ep := range cfg.Peers {
+		if err := ValidateEndpoint(ep); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Syncer{
+		cfg: cfg, log: cfg.Logger.With("component", "zmqsync"), metrics: newMetrics(cfg.DropReasons),
+		out: make(chan Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
+		peers: map[string]*peer{}, members: map[string]Member{},
+	}
+	pub, err := zmqx.ListenPub(ctx, cfg.Listen, s.log)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("replica sync: bind %s: %w", cfg.Listen, err)
+	}
+	s.pub = pub
+	s.addr = "tcp://" + pub.Addr().String()
+	if cfg.Advertise == "" && cfg.AdvertiseHost != "" {
+		_, port, _ := net.SplitHostPort(pub.Addr().String())
+		s.cfg.Advertise = "tcp://" + net.JoinHostPort(cfg.AdvertiseHost, port)
+	}
+	s.wg.Add(1)
+	go s.send()
+	s.mu.Lock()
+	for _, ep := range cfg.Peers {
+		s.addSourceLocked(ep, ep, SourceFlag, "")
+	}
+	s.mu.Unlock()
+	s.log.Info("replica sync started", "listen", s.addr, "peers", cfg.Peers)
+	return s, nil
+}
+
+// Endpoint is the address the PUB socket is bound to (tcp://host:port).
+func (s *Syncer) Endpoint() string { return s.addr }
+
+// Advertised is the endpoint the other nodes should subscribe to.
+func (s *Syncer) Advertised() string {
+	if s.cfg.Advertise != "" {
+		return s.cfg.Advertise
+	}
+	return s.addr
+}
+
+// Publish queues one of this node's events for the peers. It never blocks:
+// when the queue is full the event is dropped and counted.
+func (s *Syncer) Publish(ev Event) {
+	select {
+	case s.out <- ev:
+	default:
+		s.metrics.sendDropped.Inc()
+	}
+}
+
+// send batches queued events into messages until the syncer closes.
+func (s *Syncer) send() {
+	defer s.wg.Done()
+	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
+	var buf []byte
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case ev := <-s.out:
+			msg.Events = append(msg.Events[:0], ev)
+		}
+		size := encodedSize(&msg.Events[0])
+	drain:
+		for len(msg.Events) < maxBatch && size < maxBatchBytes {
+			select {
+			case ev := <-s.out:
+				msg.Events = append(msg.Events, ev)
+				size += encodedSize(&ev)
+			default:
+				break drain
+			}
+		}
+		buf = AppendMessage(buf[:0], &msg)
+		// zmq4 keeps the frames until its writer has sent them: give it
+		// its own copy, buf is reused.
+		if err := s.pub.Send(zmq4.NewMsgFrom([]byte(Topic), slices.Clone(buf))); err != nil {
+			s.metrics.sendDropped.Add(float64(len(msg.Events)))
+			s.log.Debug("replica sync send failed", "err", err)
+			continue
+		}
+		s.metrics.sentMessages.Inc()
+		s.metrics.sentEvents.Add(float64(len(msg.Events)))
+		clear(msg.Events) // drop references to hash slices
+	}
+}
+
+// ValidateEndpoint checks a peer endpoint: tcp://host:port.
+func ValidateEndpoint(ep string) error {
+	u, err := url.Parse(ep)
+	if err != nil || u.Scheme != "tcp" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%w: %q is not tcp://host:port", ErrEndpoint, ep)
+	}
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return fmt.Errorf("%w: %q is not tcp://host:port", ErrEndpoint, ep)
+	}
+	return nil
+}
+
+// Register follows an endpoint (POST /replica_sync/register_peer); it
+// reports whether it was new. Registered peers live in memory only.
+func (s *Syncer) Register(endpoint string) (created bool, err error) {
+	if err := ValidateEndpoint(endpoint); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	if p := s.peers[endpoint]; p != nil && (p.sources[SourceRegistered] || p.sources[SourceFlag]) {
+		return false, nil
+	}
+	s.addSourceLocked(endpoint, endpoint, SourceRegistered, "")
+	return true, nil
+}
+
+// Deregister stops following an endpoint that was registered or given by
+// flag. An endpoint that is also a member's stays followed as such.
+func (s *Syncer) Deregister(endpoint string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.peers[endpoint]
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: %s", ErrPeerNotFound, endpoint)
+	case !p.sources[SourceRegistered] && !p.sources[SourceFlag]:
+		return fmt.Errorf("%w: %s is node %s's; remove the node from the cluster instead", ErrMemberPeer, endpoint, p.nodeID)
+	}
+	s.dropSourceLocked(endpoint, SourceRegistered)
+	s.dropSourceLocked(endpoint, SourceFlag)
+	return nil
+}
+
+// SetMembers makes the node follow exactly these cluster members (by node
+// id; this node itself is skipped): a member that joins is subscribed, one
+// that leaves or moves is dropped.
+func (s *Syncer) SetMembers(members map[string]Member) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for id, m := range s.members {
+		if nm, ok := members[id]; !ok || nm != m {
+			s.dropSourceLocked(m.Endpoint, SourceMember)
+			delete(s.members, id)
+		}
+	}
+	for id, m := range members {
+		if id == s.cfg.NodeID || m.Endpoint == "" {
+			continue
+		}
+		if _, ok := s.members[id]; ok {
+			continue
+		}
+		if m.Dial == "" {
+			m.Dial = m.Endpoint
+		}
+		if err := ValidateEndpoint(m.Endpoint); err != nil {
+			s.log.Warn("cluster member has an invalid replica-sync endpoint; not followed", "node_id", id, "err", err)
+			continue
+		}
+		s.members[id] = m
+		s.addSourceLocked(m.Endpoint, m.Dial, SourceMember, id)
+	}
+}
+
+// addSourceLocked follows endpoint (dialed at dial) for one more reason.
+func (s *Syncer) addSourceLocked(endpoint, dial string, src Source, nodeID string) {
+	p := s.peers[endpoint]
+	if p != nil && src == SourceMember && p.dial != dial {
+		// The member's dial address differs from how the endpoint was
+		// reached before (--peer-dial): the member's wins.
+		s.stopPeerLocked(p)
+		p = nil
+	}
+	if p == nil {
+		p = &peer{s: s, endpoint: endpoint, dial: dial, sources: map[Source]bool{}}
+		p.status.State = StateConnecting
+		s.peers[endpoint] = p
+		ctx, cancel := context.WithCancel(s.ctx)
+		p.cancel = cancel
+		s.wg.Add(1)
+		go p.run(ctx)
+		s.log.Info("replica sync peer followed", "endpoint", endpoint, "dial", dial, "source", src, "node_id", nodeID)
+	}
+	p.sources[src] = true
+	if nodeID != "" {
+		p.nodeID = nodeID
+	}
+	s.metrics.peers.Set(float64(len(s.peers)))
+}
+
+// dropSourceLocked removes one reason to follow endpoint, and the
+// subscription with the last one.
+func (s *Syncer) dropSourceLocked(endpoint string, src Source) {
+	p := s.peers[endpoint]
+	if p == nil || !p.sources[src] {
+		return
+	}
+	delete(p.sources, src)
+	if len(p.sources) == 0 {
+		s.stopPeerLocked(p)
+		s.log.Info("replica sync peer dropped", "endpoint", endpoint)
+	}
+	s.metrics.peers.Set(float64(len(s.peers)))
+}
+
+func (s *Syncer) stopPeerLocked(p *peer) {
+	delete(s.peers, p.endpoint)
+	p.cancel()
+	// Not waited for here (it may be applying an event); Close waits for
+	// every peer goroutine.
+}
+
+// Peers returns the followed peers sorted by endpoint.
+func (s *Syncer) Peers() []PeerStatus {
+	s.mu.Lock()
+	ps := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	out := make([]PeerStatus, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.snapshot())
+	}
+	slices.SortFunc(out, func(a, b PeerStatus) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	return out
+}
+
+// Close stops the sender and every subscription, and closes the PUB socket.
+func (s *Syncer) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	s.pub.Close()
+}
+
+// State of a peer subscription.
+type State string
+
+// Peer subscription states, as for KV event listeners.
+const (
+	StateConnecting State = api.ListenerConnecting
+	StateActive     State = api.ListenerActive
+	StateFailed     State = api.ListenerFailed
+)
+
+// PeerStatus describes one followed peer.
+type PeerStatus struct {
+	Endpoint string
+	Dial     string
+	NodeID   string // set for a cluster member
+	Sources  []Source
+	State    State
+	// LastError is why the last connection failed.
+	LastError string
+	// Messages and Events count what arrived from the peer; Dropped the
+	// events not applied (undecodable messages count all their bytes'
+	// events as unknown, so they count once here as a message).
+	Messages, Events, Dropped uint64
+}
+
+// peer is one SUB subscription with its reconnect loop.
+type peer struct {
+	s        *Syncer
+	endpoint string
+	dial     string
+	cancel   context.CancelFunc
+
+	// guarded by s.mu
+	sources map[Source]bool
+	nodeID  string
+
+	mu     sync.Mutex
+	status PeerStatus
+}
+
+func (p *peer) snapshot() PeerStatus {
+	p.s.mu.Lock()
+	srcs := make([]Source, 0, len(p.sources))
+	for src := range p.sources {
+		srcs = append(srcs, src)
+	}
+	nodeID := p.nodeID
+	p.s.mu.Unlock()
+	slices.Sort(srcs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.status
+	st.Endpoint, st.Dial, st.NodeID, st.Sources = p.endpoint, p.dial, nodeID, srcs
+	return st
+}
+
+func (p *peer) update(f func(*PeerStatus)) {
+	p.mu.Lock()
+	f(&p.status)
+	p.mu.Unlock()
+}
+
+// run connects to the peer and applies its messages until ctx ends,
+// reconnecting with exponential backoff and jitter.
+func (p *peer) run(ctx context.Context) {
+	defer p.s.wg.Done()
+	cfg := p.s.cfg
+	delay, failures := cfg.BackoffMin, 0
+	for ctx.Err() == nil {
+		p.update(func(st *PeerStatus) { st.State = StateConnecting })
+		received, err := p.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() })
+		if received {
+			delay, failures = cfg.BackoffMin, 0
+		}
+		level := slog.LevelDebug
+		if failures%10 == 0 {
+			level = slog.LevelWarn
+		}
+		failures++
+		p.s.log.Log(ctx, level, "replica sync peer connection failed; reconnecting",
+			"endpoint", p.endpoint, "err", err, "retry_in", delay, "failures", failures)
+		t := time.NewTimer(delay + time.Duration(rand.Int64N(int64(delay)/5+1)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, cfg.BackoffMax)
+	}
+}
+
+// session runs one connection: it reports whether any message arrived and
+// why the connection ended.
+func (p *peer) session(ctx context.Context) (received bool, err error) {
+	sub, err := zmqx.Dial(ctx, zmq4.NewSub, p.dial, p.s.log, func(s zmq4.Socket) error {
+		return s.SetOption(zmq4.OptionSubscribe, Topic)
+	})
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close() // the socket also ends with ctx, which unblocks Recv
+	p.update(func(st *PeerStatus) { st.State, st.LastError = StateActive, "" })
+	var m Message
+	for {
+		msg, err := sub.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return received, ctx.Err()
+			}
+			return received, err
+		}
+		received = true
+		p.receive(msg.Frames, &m)
+	}
+}
+
+// receive decodes and applies one message.
+func (p *peer) receive(frames [][]byte, m *Message) {
+	met := p.s.metrics
+	met.receivedMessages.Inc()
+	p.update(func(st *PeerStatus) { st.Messages++ })
+	if len(frames) != 2 || string(frames[0]) != Topic {
+		met.droppedMessages.WithLabelValues("frames").Inc()
+		return
+	}
+	if err := DecodeMessage(frames[1], m); err != nil {
+		reason := "malformed"
+		if errors.Is(err, ErrUnknownVersion) {
+			reason = "unknown_version"
+		}
+		met.droppedMessages.WithLabelValues(reason).Inc()
+		p.s.log.Debug("replica sync message dropped", "endpoint", p.endpoint, "err", err)
+		return
+	}
+	if m.Origin == p.s.cfg.NodeID {
+		met.droppedMessages.WithLabelValues("echo").Inc()
+		return
+	}
+	var dropped uint64
+	for i := range m.Events {
+		ev := &m.Events[i]
+		met.receivedEvents.WithLabelValues(ev.Kind.String()).Inc()
+		if why := p.s.cfg.Apply(m.Origin, ev); why != "" {
+			met.droppedEvents.WithLabelValues(why).Inc()
+			dropped++
+		}
+	}
+	p.update(func(st *PeerStatus) { st.Events += uint64(len(m.Events)); st.Dropped += dropped })
+}

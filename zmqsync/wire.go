@@ -1,0 +1,447 @@
+package zmqsync
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/msgpackx"
+)
+
+// The wire format of replica-sync messages; doc.go describes schema v1.
+const (
+	// Topic is the first frame of every replica-sync ZMQ message, the
+	// subscription prefix of every subscriber.
+	Topic = "kvselect.sync"
+	// Version is the schema version this package writes and the only one
+	// it reads.
+	Version = 1
+
+	// MaxEvents bounds the events of one message; a publisher with more
+	// pending splits them over several messages.
+	MaxEvents = 4096
+	// MaxOriginLen bounds a message's origin (the publishing node's id).
+	MaxOriginLen = api.MaxNameLen // the longest node id the catalog accepts
+)
+
+// minEventBytes is the size of the shortest valid event: a fixarray
+// header, a fixint kind and a fixstr id of one byte.
+const minEventBytes = 4
+
+var (
+	// ErrMalformed is wrapped by every error of DecodeMessage except an
+	// unknown version: bytes that are not a valid v1 message, an unknown
+	// event kind, or a field out of range. When the bytes themselves were
+	// not the expected msgpack the error wraps msgpackx.ErrMalformed too,
+	// and a bad reservation id wraps api.ErrBadID.
+	ErrMalformed = errors.New("malformed replica-sync message")
+	// ErrUnknownVersion reports a well-formed message of a schema version
+	// other than Version.
+	ErrUnknownVersion = errors.New("unknown replica-sync message version")
+)
+
+// AppendMessage appends m, encoded as schema v1, to dst and returns the
+// extended slice. It writes whatever m holds: a message that
+// ValidateMessage rejects is encoded all the same, and every receiver drops
+// it. With a dst of enough capacity it does not allocate.
+func AppendMessage(dst []byte, m *Message) []byte {
+	dst = appendArrayLen(dst, 3)
+	dst = appendUint(dst, Version)
+	dst = appendStr(dst, m.Origin)
+	dst = appendArrayLen(dst, len(m.Events))
+	for i := range m.Events {
+		dst = appendEvent(dst, &m.Events[i])
+	}
+	return dst
+}
+
+func appendEvent(dst []byte, ev *Event) []byte {
+	if ev.Kind != KindAdmission {
+		dst = appendArrayLen(dst, 2)
+		dst = appendUint(dst, uint64(ev.Kind))
+		return appendStr(dst, ev.ReservationID)
+	}
+	dst = appendArrayLen(dst, 12)
+	dst = appendUint(dst, uint64(ev.Kind))
+	dst = appendStr(dst, ev.ReservationID)
+	dst = appendStr(dst, ev.Model)
+	dst = appendStr(dst, ev.Tenant)
+	dst = appendUint(dst, ev.WorkerID)
+	dst = appendUint(dst, uint64(ev.DPRank))
+	dst = appendUint(dst, uint64(ev.BlockSize))
+	dst = appendArrayLen(dst, len(ev.SequenceHashes))
+	for _, h := range ev.SequenceHashes {
+		dst = appendUint(dst, h)
+	}
+	dst = appendBool(dst, ev.Chained)
+	dst = appendInt(dst, ev.ISL)
+	dst = appendInt(dst, ev.PrefillTokens)
+	return appendInt(dst, ev.Admitted.UnixNano())
+}
+
+// DecodeMessage decodes one schema v1 payload into m, reusing the backing
+// arrays of m.Events and of their SequenceHashes: the decoded hash slices
+// are valid until the next decode into the same m, so a receiver that keeps
+// them copies them. Strings are never aliased to b.
+//
+// The message is accepted whole or not at all: any invalid event makes the
+// whole message an error (wrapping ErrMalformed or ErrUnknownVersion), and
+// m is then left empty. DecodeMessage never panics, and it sizes nothing
+// from a count the input has not backed with bytes.
+func DecodeMessage(b []byte, m *Message) error {
+	var r msgpackx.Reader
+	r.Reset(b)
+	if err := decodeMessage(&r, m); err != nil {
+		m.Origin, m.Events = "", m.Events[:0]
+		return err
+	}
+	return nil
+}
+
+func decodeMessage(r *msgpackx.Reader, m *Message) error {
+	n, err := r.ArrayLen()
+	if err != nil {
+		return malformed(err)
+	}
+	if n < 1 {
+		return malformed(r.Fail("empty message array"))
+	}
+	v, err := r.Uint64()
+	if err != nil {
+		return malformed(err)
+	}
+	if v != Version {
+		return fmt.Errorf("%w: %d (this node reads %d)", ErrUnknownVersion, v, Version)
+	}
+	if n < 3 {
+		return malformed(r.Fail(fmt.Sprintf("message array of %d elements, want at least 3", n)))
+	}
+	origin, err := r.Str()
+	if err != nil {
+		return malformed(err)
+	}
+	if len(origin) == 0 || len(origin) > MaxOriginLen {
+		return invalid("origin of %d bytes, want 1 to %d", len(origin), MaxOriginLen)
+	}
+	if m.Origin != string(origin) { // no allocation when the sender is the last one
+		m.Origin = string(origin)
+	}
+	if err := decodeEvents(r, m); err != nil {
+		return err
+	}
+	if err := skipTrailing(r, n-3); err != nil {
+		return err
+	}
+	if r.Remaining() != 0 {
+		return malformed(r.Fail("bytes after the message"))
+	}
+	return nil
+}
+
+func decodeEvents(r *msgpackx.Reader, m *Message) error {
+	n, err := r.ArrayLen()
+	if err != nil {
+		return malformed(err)
+	}
+	if n > MaxEvents {
+		return invalid("%d events, at most %d", n, MaxEvents)
+	}
+	// The shortest event, [kind, "x"], takes minEventBytes: a count the
+	// bytes cannot back is refused before the slice is sized from it.
+	if n > r.Remaining()/minEventBytes {
+		return malformed(r.Fail(fmt.Sprintf("%d events in %d bytes", n, r.Remaining())))
+	}
+	events := m.Events[:0]
+	if cap(events) < n {
+		events = make([]Event, 0, n)
+	}
+	for i := 0; i < n; i++ {
+		var old Event
+		if len(events) < cap(events) {
+			old = events[:len(events)+1][len(events)]
+		}
+		prev := &old
+		if i > 0 {
+			prev = &events[i-1]
+		}
+		ev := Event{SequenceHashes: old.SequenceHashes[:0]}
+		if err := decodeEvent(r, &ev, &old, prev); err != nil {
+			m.Events = events[:0]
+			return fmt.Errorf("event %d: %w", i, err)
+		}
+		events = append(events, ev)
+	}
+	m.Events = events
+	return nil
+}
+
+// decodeEvent decodes one event into ev. old (the event this slot held
+// before) and prev (the event before it) lend their strings when the bytes
+// are equal, so a batch of one partition costs no allocation per
+// model and tenant.
+func decodeEvent(r *msgpackx.Reader, ev, old, prev *Event) error {
+	n, err := r.ArrayLen()
+	if err != nil {
+		return malformed(err)
+	}
+	if n < 2 {
+		return malformed(r.Fail(fmt.Sprintf("event array of %d elements, want at least 2", n)))
+	}
+	kind, err := r.Uint64()
+	if err != nil {
+		return malformed(err)
+	}
+	want := 2
+	switch kind {
+	case uint64(KindAdmission):
+		want = 12
+	case uint64(KindPrefillComplete), uint64(KindFree):
+	default:
+		return invalid("unknown event kind %d", kind)
+	}
+	if n < want {
+		return malformed(r.Fail(fmt.Sprintf("%s event of %d elements, want at least %d", Kind(kind), n, want)))
+	}
+	ev.Kind = Kind(kind)
+	id, err := r.Str()
+	if err != nil {
+		return malformed(err)
+	}
+	ev.ReservationID = string(id)
+	if err := api.ValidateID(ev.ReservationID); err != nil {
+		return fmt.Errorf("%w: reservation id: %w", ErrMalformed, err)
+	}
+	if ev.Kind == KindAdmission {
+		if err := decodeAdmission(r, ev, old, prev); err != nil {
+			return err
+		}
+	}
+	return skipTrailing(r, n-want)
+}
+
+// decodeAdmission decodes the ten fields that follow an admission's id.
+func decodeAdmission(r *msgpackx.Reader, ev, old, prev *Event) error {
+	var err error
+	if ev.Model, err = nameField(r, "model", old.Model, prev.Model); err != nil {
+		return err
+	}
+	if ev.Tenant, err = nameField(r, "tenant", old.Tenant, prev.Tenant); err != nil {
+		return err
+	}
+	if ev.WorkerID, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if ev.DPRank, err = r.Uint32(); err != nil {
+		return malformed(err)
+	}
+	if ev.BlockSize, err = r.Uint32(); err != nil {
+		return malformed(err)
+	}
+	if ev.BlockSize == 0 {
+		return invalid("block size 0")
+	}
+	if err := decodeHashes(r, ev); err != nil {
+		return err
+	}
+	if ev.Chained, err = r.Bool(); err != nil {
+		return malformed(err)
+	}
+	if ev.ISL, err = r.Int(); err != nil {
+		return malformed(err)
+	}
+	if ev.ISL < 1 || ev.ISL > api.MaxISLTokens {
+		return invalid("isl %d, want 1 to %d", ev.ISL, int64(api.MaxISLTokens))
+	}
+	if ev.PrefillTokens, err = r.Int(); err != nil {
+		return malformed(err)
+	}
+	if ev.PrefillTokens < 0 || ev.PrefillTokens > ev.ISL {
+		return invalid("prefill tokens %d, want 0 to isl (%d)", ev.PrefillTokens, ev.ISL)
+	}
+	admitted, err := r.Int()
+	if err != nil {
+		return malformed(err)
+	}
+	if admitted <= 0 {
+		return invalid("admission time %d ns, want after the Unix epoch", admitted)
+	}
+	ev.Admitted = time.Unix(0, admitted)
+	return nil
+}
+
+func decodeHashes(r *msgpackx.Reader, ev *Event) error {
+	n, err := r.ArrayLen() // n <= the bytes that remain
+	if err != nil {
+		return malformed(err)
+	}
+	if n > api.MaxHashes {
+		return invalid("%d sequence hashes, at most %d", n, api.MaxHashes)
+	}
+	hashes := ev.SequenceHashes[:0]
+	if cap(hashes) < n {
+		hashes = make([]uint64, 0, n)
+	}
+	for range n {
+		h, err := r.Uint64()
+		if err != nil {
+			return malformed(err)
+		}
+		hashes = append(hashes, h)
+	}
+	ev.SequenceHashes = hashes
+	return nil
+}
+
+// nameField reads a model or tenant name, returning one of the candidate
+// strings instead of a new one when the bytes are equal.
+func nameField(r *msgpackx.Reader, field string, cand1, cand2 string) (string, error) {
+	b, err := r.Str()
+	if err != nil {
+		return "", malformed(err)
+	}
+	if len(b) > api.MaxNameLen {
+		return "", invalid("%s of %d bytes, at most %d", field, len(b), api.MaxNameLen)
+	}
+	switch string(b) { // comparisons of string(b) do not allocate
+	case cand1:
+		return cand1, nil
+	case cand2:
+		return cand2, nil
+	}
+	return string(b), nil
+}
+
+// skipTrailing skips n elements a newer v1 writer appended.
+func skipTrailing(r *msgpackx.Reader, n int) error {
+	for range n {
+		if err := r.Skip(); err != nil {
+			return malformed(err)
+		}
+	}
+	return nil
+}
+
+// ValidateMessage applies the checks DecodeMessage makes to a message
+// about to be sent, so a publisher can refuse what every receiver would
+// drop. It returns nil or an error wrapping ErrMalformed.
+func ValidateMessage(m *Message) error {
+	if len(m.Origin) == 0 || len(m.Origin) > MaxOriginLen {
+		return invalid("origin of %d bytes, want 1 to %d", len(m.Origin), MaxOriginLen)
+	}
+	if len(m.Events) > MaxEvents {
+		return invalid("%d events, at most %d", len(m.Events), MaxEvents)
+	}
+	for i := range m.Events {
+		if err := validateEvent(&m.Events[i]); err != nil {
+			return fmt.Errorf("event %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validateEvent(ev *Event) error {
+	switch ev.Kind {
+	case KindAdmission, KindPrefillComplete, KindFree:
+	default:
+		return invalid("unknown event kind %d", ev.Kind)
+	}
+	if err := api.ValidateID(ev.ReservationID); err != nil {
+		return fmt.Errorf("%w: reservation id: %w", ErrMalformed, err)
+	}
+	if ev.Kind != KindAdmission {
+		return nil
+	}
+	switch {
+	case len(ev.Model) > api.MaxNameLen:
+		return invalid("model of %d bytes, at most %d", len(ev.Model), api.MaxNameLen)
+	case len(ev.Tenant) > api.MaxNameLen:
+		return invalid("tenant of %d bytes, at most %d", len(ev.Tenant), api.MaxNameLen)
+	case ev.BlockSize == 0:
+		return invalid("block size 0")
+	case len(ev.SequenceHashes) > api.MaxHashes:
+		return invalid("%d sequence hashes, at most %d", len(ev.SequenceHashes), api.MaxHashes)
+	case ev.ISL < 1 || ev.ISL > api.MaxISLTokens:
+		return invalid("isl %d, want 1 to %d", ev.ISL, int64(api.MaxISLTokens))
+	case ev.PrefillTokens < 0 || ev.PrefillTokens > ev.ISL:
+		return invalid("prefill tokens %d, want 0 to isl (%d)", ev.PrefillTokens, ev.ISL)
+	case ev.Admitted.UnixNano() <= 0:
+		return invalid("admission time %v, want after the Unix epoch", ev.Admitted)
+	}
+	return nil
+}
+
+// malformed wraps an error of the msgpack reader.
+func malformed(err error) error { return fmt.Errorf("%w: %w", ErrMalformed, err) }
+
+// invalid reports a well-formed field whose value is out of range.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// Msgpack writers: the smallest encoding of each value, as the msgpack
+// spec recommends, so one message has exactly one encoding.
+
+func appendArrayLen(dst []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(dst, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(dst, 0xdc, byte(n>>8), byte(n))
+	}
+	return append(dst, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendStr(dst []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		dst = append(dst, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xd9, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, 0xda, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(dst, s...)
+}
+
+func appendUint(dst []byte, v uint64) []byte {
+	switch {
+	case v <= 0x7f:
+		return append(dst, byte(v))
+	case v <= math.MaxUint8:
+		return append(dst, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return append(dst, 0xcd, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		return append(dst, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return append(dst, 0xcf, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
+		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+func appendInt(dst []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(dst, uint64(v))
+	case v >= -32:
+		return append(dst, byte(v)) // negative fixint
+	case v >= math.MinInt8:
+		return append(dst, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return append(dst, 0xd1, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return append(dst, 0xd2, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return append(dst, 0xd3, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
+		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+func appendBool(dst []byte, v bool) []byte {
+	if v {
+		return append(dst, 0xc3)
+	}
+	return append(dst, 0xc2)
+}
