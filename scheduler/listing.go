@@ -24,6 +24,9 @@ type ReservationInfo struct {
 	DecayFraction *float64
 	Admitted      time.Time
 	Expires       time.Time
+	// OriginNode is the node that booked it when replica sync mirrored it
+	// here; "" for a booking made on this node.
+	OriginNode string
 }
 
 // ReservationFilter selects the bookings Reservations lists. Empty fields
@@ -76,6 +79,7 @@ func (s *Scheduler) info(p *partition, r *reservation) ReservationInfo {
 		ID: r.id, Partition: p.key, WorkerID: r.rank.key.Worker, DPRank: r.rank.key.Rank,
 		Blocks: len(r.blocks), ISL: r.isl, PrefillTokens: r.prefill, PrefillComplete: r.prefillDone,
 		OutputBlocks: r.outFull + r.outFrac, Admitted: r.admitted, Expires: r.admitted.Add(s.cfg.ActiveRequestExpiry),
+		OriginNode: r.origin,
 	}
 	if r.fractional {
 		f := float64(r.frac) / unit

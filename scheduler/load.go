@@ -71,6 +71,9 @@ type reservation struct {
 	id     string
 	handle uint64
 	rank   *rankLoad
+	// origin is the id of the node that booked it when it was mirrored
+	// from a peer by replica sync; "" for a booking made here.
+	origin string
 	// blocks are the request's sequence hashes, without repeats.
 	blocks []uint64
 	// verified: the sequence hashes were checked to chain the request's

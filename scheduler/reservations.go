@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // claimID registers a reservation id on this node, or fails if it is taken.
@@ -30,6 +31,7 @@ func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, ve
 		isl: isl, prefill: prefill, admitted: s.now(), verified: verified,
 	}
 	p.book(res, seq)
+	s.publishAdmission(p, res)
 }
 
 func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt, prefill int64) {
@@ -150,8 +152,14 @@ func (s *Scheduler) withReservation(id string, fn func(p *partition, r *reservat
 
 // PrefillComplete clears the reservation's prefill load; repeating it is a
 // no-op.
+// It is published to the peers whether the booking was made here or
+// mirrored from one.
 func (s *Scheduler) PrefillComplete(id string) error {
-	return s.withReservation(id, func(p *partition, r *reservation) { p.completePrefill(r) })
+	err := s.withReservation(id, func(p *partition, r *reservation) { p.completePrefill(r) })
+	if err == nil {
+		s.publish(zmqsync.Event{Kind: zmqsync.KindPrefillComplete, ReservationID: id})
+	}
+	return err
 }
 
 // OutputBlock adds one output block to the reservation's decode load, with
@@ -163,12 +171,17 @@ func (s *Scheduler) OutputBlock(id string, decay *float64) error {
 	return s.withReservation(id, func(p *partition, r *reservation) { p.addOutputBlock(r, decay) })
 }
 
-// Free ends a reservation and removes all its load.
+// Free ends a reservation and removes all its load. It is published to
+// the peers whether the booking was made here or mirrored from one.
 func (s *Scheduler) Free(id string) error {
-	return s.withReservation(id, func(p *partition, r *reservation) {
+	err := s.withReservation(id, func(p *partition, r *reservation) {
 		p.unbook(r)
 		s.forget(id)
 	})
+	if err == nil {
+		s.publish(zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: id})
+	}
+	return err
 }
 
 // SweepExpired frees reservations admitted longer ago than the expiry and

@@ -38,6 +38,10 @@ type Scheduler struct {
 
 	pending *pendingSelections
 
+	// publisher and tombstones: replica sync (replica.go).
+	publisher  Publisher
+	tombstones *tombstones
+
 	handles atomic.Uint64
 }
 
@@ -81,7 +85,7 @@ func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error)
 	return &Scheduler{
 		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
 		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
-		pending: newPendingSelections(),
+		pending: newPendingSelections(), tombstones: newTombstones(),
 	}, nil
 }
 

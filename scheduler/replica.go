@@ -1,0 +1,190 @@
+package scheduler
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/zmqsync"
+)
+
+// Replica sync (SPEC §3.6, seed 000): a booking made on this node is
+// published to the other nodes, which book the same load as a mirrored
+// reservation; prefill_complete and free, on whichever node they are
+// called, are published too. The other nodes' events come back through
+// ApplyPeerEvent. Nothing here waits for a peer: publishing is a
+// non-blocking hand-off, and a lost event costs accuracy until the expiry
+// sweep, never availability.
+
+// Publisher takes this node's lifecycle events for the other nodes. It
+// must not block: it is called with a partition lock held.
+type Publisher interface {
+	Publish(ev zmqsync.Event)
+}
+
+// SetPublisher makes the scheduler publish its bookings, prefill
+// completions and frees to p (nil: publish nothing). Call it before the
+// node serves requests.
+func (s *Scheduler) SetPublisher(p Publisher) { s.publisher = p }
+
+func (s *Scheduler) publish(ev zmqsync.Event) {
+	if s.publisher != nil {
+		s.publisher.Publish(ev)
+	}
+}
+
+// publishAdmission tells the peers about a booking made here; p.mu is
+// held. The event shares res.blocks, which never changes after booking.
+func (s *Scheduler) publishAdmission(p *partition, res *reservation) {
+	if s.publisher == nil {
+		return
+	}
+	s.publish(zmqsync.Event{
+		Kind: zmqsync.KindAdmission, ReservationID: res.id,
+		Model: p.key.Model, Tenant: p.key.Tenant, WorkerID: res.rank.key.Worker, DPRank: res.rank.key.Rank,
+		BlockSize: p.blockSize, SequenceHashes: res.blocks, Chained: res.verified,
+		ISL: res.isl, PrefillTokens: res.prefill, Admitted: res.admitted,
+	})
+}
+
+// Why a peer event was not applied: the label of the drop counter.
+const (
+	DropUnknownPartition   = "unknown_partition"
+	DropUnknownRank        = "unknown_rank"
+	DropBlockSize          = "block_size"
+	DropDuplicate          = "duplicate"
+	DropUnknownReservation = "unknown_reservation"
+	DropExpired            = "expired"
+)
+
+// DropReasons lists every reason ApplyPeerEvent may give.
+func DropReasons() []string {
+	return []string{DropUnknownPartition, DropUnknownRank, DropBlockSize, DropDuplicate, DropUnknownReservation, DropExpired}
+}
+
+// ApplyPeerEvent applies another node's lifecycle event to this node's
+// active load and returns "" when it did, or why it dropped it (one of
+// DropReasons). Replica traffic never creates workers or partitions: an
+// admission for a partition, worker rank or block size this node does not
+// schedule is dropped. An admission of an id already booked here is
+// dropped (the id stays taken); a free of an id not known here leaves a
+// tombstone, so that the admission it overtook (it came from another node,
+// over another connection) is dropped when it arrives.
+func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
+	switch ev.Kind {
+	case zmqsync.KindAdmission:
+		return s.mirrorAdmission(origin, ev)
+	case zmqsync.KindPrefillComplete:
+		if s.withReservation(ev.ReservationID, func(p *partition, r *reservation) { p.completePrefill(r) }) != nil {
+			return DropUnknownReservation
+		}
+	case zmqsync.KindFree:
+		err := s.withReservation(ev.ReservationID, func(p *partition, r *reservation) {
+			p.unbook(r)
+			s.forget(r.id)
+		})
+		if err != nil {
+			s.tombstones.add(ev.ReservationID, s.now())
+			return DropUnknownReservation
+		}
+	}
+	return ""
+}
+
+func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
+	now := s.now()
+	admitted := ev.Admitted
+	if admitted.After(now) {
+		admitted = now // a peer's clock ahead of ours: never admit in the future
+	}
+	if !admitted.After(now.Add(-s.cfg.ActiveRequestExpiry)) {
+		return DropExpired
+	}
+	if s.tombstones.has(ev.ReservationID, now) {
+		return DropUnknownReservation // freed on another node before its admission reached us
+	}
+	p := s.partition(fsm.PartitionKey{Model: ev.Model, Tenant: ev.Tenant})
+	if p == nil {
+		return DropUnknownPartition
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.blockSize != ev.BlockSize {
+		return DropBlockSize
+	}
+	rl := p.byKey[indexer.RankKey{Worker: ev.WorkerID, Rank: ev.DPRank}]
+	if rl == nil || !rl.schedulable {
+		return DropUnknownRank
+	}
+	if s.claimID(ev.ReservationID, p) != nil {
+		return DropDuplicate
+	}
+	p.book(&reservation{
+		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin,
+		isl: ev.ISL, prefill: ev.PrefillTokens, admitted: admitted, verified: ev.Chained,
+	}, ev.SequenceHashes)
+	return ""
+}
+
+// tombstones remembers, for a while, the ids of frees that arrived before
+// their admission. Bounded: past maxTombstones the oldest go first.
+type tombstones struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	byID  map[string]*list.Element
+	order *list.List // of tombstone, oldest first
+}
+
+type tombstone struct {
+	id      string
+	expires time.Time
+}
+
+// maxTombstones bounds the memory of early frees (a few MiB at most).
+const maxTombstones = 1 << 16
+
+// tombstoneTTL is how long an early free waits for its admission; peers'
+// events arrive within milliseconds, so this is generous.
+const tombstoneTTL = time.Minute
+
+func newTombstones() *tombstones {
+	return &tombstones{ttl: tombstoneTTL, byID: map[string]*list.Element{}, order: list.New()}
+}
+
+func (t *tombstones) add(id string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked(now)
+	if e, ok := t.byID[id]; ok {
+		t.order.Remove(e)
+	}
+	t.byID[id] = t.order.PushBack(tombstone{id: id, expires: now.Add(t.ttl)})
+	for t.order.Len() > maxTombstones {
+		t.removeLocked(t.order.Front())
+	}
+}
+
+// has reports whether id has a live tombstone, and uses it up.
+func (t *tombstones) has(id string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked(now)
+	e, ok := t.byID[id]
+	if ok {
+		t.removeLocked(e)
+	}
+	return ok
+}
+
+func (t *tombstones) expireLocked(now time.Time) {
+	for e := t.order.Front(); e != nil && !e.Value.(tombstone).expires.After(now); e = t.order.Front() {
+		t.removeLocked(e)
+	}
+}
+
+func (t *tombstones) removeLocked(e *list.Element) {
+	delete(t.byID, e.Value.(tombstone).id)
+	t.order.Remove(e)
+}
