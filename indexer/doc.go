@@ -13,7 +13,8 @@
 // Indexer.Match is the hot path: a prefix tree stored as one flat map keyed
 // by path hash, with exact per-rank hole counts, so that ranks holding a
 // prefix-closed set are scored by bisection over depth rather than by
-// walking every block. Dump and Load write and read the Dynamo RouterEvent
-// recovery format with per-rank watermarks. DESIGN.md explains the data
-// structure, its invariants and its measured costs.
+// walking every block. WriteDump and LoadDump stream the Dynamo RouterEvent
+// recovery format with per-rank watermarks (GET /dump, startup recovery),
+// one partition snapshot or one batch of events at a time. DESIGN.md
+// explains the data structure, its invariants and its measured costs.
 package indexer

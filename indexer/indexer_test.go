@@ -120,7 +120,7 @@ func Test_DumpFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"m:default":{"block_size":16,"events":[` +
+	want := `{"m:default":{"model_name":"m","tenant_id":"default","block_size":16,"events":[` +
 		`{"worker_id":1,"storage_tier":"device","event":{"event_id":1,"dp_rank":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":100,"tokens_hash":1},{"block_hash":101,"tokens_hash":2}]}}}},` +
 		`{"worker_id":1,"storage_tier":"host_pinned","event":{"event_id":2,"dp_rank":0,"data":{"stored":{"parent_hash":101,"blocks":[{"block_hash":102,"tokens_hash":3}]}}}}],` +
 		`"watermarks":[{"worker_id":1,"dp_rank":0,"seq":9}]}}`

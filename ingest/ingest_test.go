@@ -24,12 +24,17 @@ type harness struct {
 	bs  uint32 // block size of registered workers
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, func(*Config) {}) }
+
+// newHarnessWith is newHarness with the manager's configuration adjusted.
+func newHarnessWith(t *testing.T, mutate func(*Config)) *harness {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ix := indexer.New(quiet)
-	m := New(ix, Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
-		ReplayTimeout: 5 * time.Second, Logger: quiet})
+	cfg := Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+		ReplayTimeout: 5 * time.Second, Logger: quiet}
+	mutate(&cfg)
+	m := New(ix, cfg)
 	t.Cleanup(m.Close)
 	return &harness{t: t, ix: ix, m: m, log: fsm.NewLog(ix.ApplyCatalog, m.ApplyCatalog), bs: testBS}
 }

@@ -30,6 +30,8 @@ type listener struct {
 	m    *Manager
 	log  *slog.Logger
 
+	// cancel is set by start, under the manager's lock; a listener the
+	// manager holds (Config.Hold) has none and no goroutine to wait for.
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -39,9 +41,11 @@ type listener struct {
 	// Owned by the run goroutine.
 	last    uint64
 	hasLast bool
-	// After a replay, live messages in [dupLo, dupHi] were already
-	// applied from the replay: they are duplicates, not an engine
-	// restart. The window closes once the live stream reaches dupHi.
+	// After a replay from seq `from` that returned up to dupHi, live
+	// messages in [dupLo = from, dupHi] were already applied from the
+	// replay (or lost to the engine's buffer before it): they are
+	// duplicates, not an engine restart. The window closes once the live
+	// stream reaches dupHi.
 	window       bool
 	dupLo, dupHi uint64
 
@@ -55,15 +59,19 @@ func newListener(m *Manager, sp spec) *listener {
 		log: m.log.With("worker_id", sp.rk.Worker, "dp_rank", sp.rk.Rank, "endpoint", sp.endpoint)}
 	l.status = RankStatus{Endpoint: sp.endpoint, ReplayEndpoint: sp.replay}
 	l.setState(StateConnecting, nil)
-	if seq, ok := m.ix.Watermark(sp.rk); ok {
-		// A recovered index (or a restart of this listener) continues from
-		// its watermark: reconnecting replays what came after it.
-		l.last, l.hasLast = seq, true
-	}
 	return l
 }
 
+// start runs the listener. It continues from the rank's watermark as the
+// index holds it now, not when the listener was created: a held listener
+// starts after the index was recovered from a peer's dump, and a restarted
+// one after its predecessor's last message. Reconnecting replays what came
+// after it.
 func (l *listener) start(parent context.Context) {
+	if seq, ok := l.m.ix.Watermark(l.spec.rk); ok {
+		l.last, l.hasLast = seq, true
+		l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
+	}
 	ctx, cancel := context.WithCancel(parent)
 	l.cancel = cancel
 	go l.run(ctx)
@@ -71,8 +79,17 @@ func (l *listener) start(parent context.Context) {
 
 // stop ends the listener and waits until it has applied its last message.
 func (l *listener) stop() {
-	l.cancel()
-	<-l.done
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.wait()
+}
+
+// wait waits for a started listener's goroutine to end.
+func (l *listener) wait() {
+	if l.cancel != nil {
+		<-l.done
+	}
 }
 
 func (l *listener) snapshot() RankStatus {
@@ -277,7 +294,12 @@ func (l *listener) recover(ctx context.Context, from uint64, trigger *message) {
 		}
 	}
 	if n > 0 {
-		l.window, l.dupLo, l.dupHi = true, lo, hi
+		// The window starts at from, not lo: when the engine's buffer no
+		// longer reached back to from, live messages queued meanwhile can
+		// be older than lo. They were counted lost (or, for a listener
+		// without a watermark, skipped); applying them now would break the
+		// order, and reading them as a restart would clear the rank.
+		l.window, l.dupLo, l.dupHi = true, min(from, lo), hi
 	}
 	if trigger != nil {
 		l.inOrder(*trigger, msgApplied)

@@ -30,7 +30,12 @@ type Config struct {
 	// QueueLen is how many live messages a listener buffers while it
 	// replays; past that the socket pushes back. Default 4096.
 	QueueLen int
-	Logger   *slog.Logger
+	// Hold keeps listeners from starting until Release: the manager tracks
+	// the listeners the catalog calls for (they show as connecting) but
+	// starts none, so a node can first load its index from a peer's dump
+	// and set the watermarks each listener then replays from.
+	Hold   bool
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -69,6 +74,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	closed    bool
+	held      bool // listeners are tracked but not started (Config.Hold) until Release
 	listeners map[indexer.RankKey]*listener
 
 	misordered atomic.Uint64 // listeners started for ranks the index did not know
@@ -86,8 +92,32 @@ func New(ix *indexer.Indexer, cfg Config) *Manager {
 	return &Manager{
 		ix: ix, cfg: cfg, log: cfg.Logger.With("component", "ingest"),
 		metrics: newMetrics(), sem: make(chan struct{}, cfg.Threads),
-		ctx: ctx, cancel: cancel, listeners: map[indexer.RankKey]*listener{},
+		ctx: ctx, cancel: cancel, listeners: map[indexer.RankKey]*listener{}, held: cfg.Hold,
 	}
+}
+
+// Release starts the listeners held since New (Config.Hold), each from its
+// rank's watermark as the index holds it now, and every later one at
+// once. It is idempotent, and a no-op after Close.
+func (m *Manager) Release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.held || m.closed {
+		return
+	}
+	m.held = false
+	for _, l := range m.listeners {
+		l.start(m.ctx)
+	}
+	m.log.Info("kv event listeners released", "listeners", len(m.listeners))
+}
+
+// Held reports whether listeners are still held (Config.Hold, no Release
+// yet).
+func (m *Manager) Held() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held
 }
 
 func (m *Manager) acquire() { m.sem <- struct{}{} }
@@ -138,7 +168,9 @@ func (m *Manager) ApplyCatalog(ch *fsm.Change) {
 			}
 			l := newListener(m, sp)
 			m.listeners[rk] = l
-			l.start(m.ctx)
+			if !m.held {
+				l.start(m.ctx)
+			}
 		}
 	}
 }
@@ -181,7 +213,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.cancel()
 	for _, l := range ls {
-		<-l.done
+		l.wait()
 	}
 }
 
