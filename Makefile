@@ -77,7 +77,9 @@ bench: build
 	@mkdir -p bench/results
 	{ $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./indexer/ ./scheduler/ && \
 	  $(GO) test -run '^$$' -bench Ingest -benchtime 100000x -count 1 ./ingest/ && \
-	  $(GO) test -run '^$$' -bench CatalogWrite -benchtime 500x -count 1 ./server/; } \
+	  $(GO) test -run '^$$' -bench CatalogWrite -benchtime 500x -count 1 ./server/ && \
+	  $(GO) test -run '^$$' -bench DumpTransfer -benchtime 1x -count 1 ./http/ && \
+	  $(GO) test -run '^$$' -bench Propagation -benchtime 1x -count 1 ./zmqsync/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
 
@@ -86,6 +88,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelect$$' -fuzztime $(FUZZTIME) ./http/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadDumpStream$$' -fuzztime $(FUZZTIME) ./indexer/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWire$$' -fuzztime $(FUZZTIME) ./indexer/
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/zmqx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReplyFrames$$' -fuzztime $(FUZZTIME) ./ingest/

@@ -7,10 +7,13 @@ type Health struct {
 
 // Ready answers GET /ready, with 200 when Ready and 503 otherwise.
 type Ready struct {
-	Ready              bool         `json:"ready"`
-	SchedulableWorkers int          `json:"schedulable_workers"`
-	Workers            []Worker     `json:"workers"`
-	Cluster            ReadyCluster `json:"cluster"`
+	Ready              bool `json:"ready"`
+	SchedulableWorkers int  `json:"schedulable_workers"`
+	// Recovering is true while the node loads its KV index from a peer's
+	// dump at startup (SPEC §7); its listeners start once it is false.
+	Recovering bool         `json:"recovering"`
+	Workers    []Worker     `json:"workers"`
+	Cluster    ReadyCluster `json:"cluster"`
 }
 
 // ReadyCluster is the node's place in the cluster, as /ready shows it.

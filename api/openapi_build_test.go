@@ -100,6 +100,7 @@ var respHeaders = map[string]string{
 	api.HeaderServedBy:       "The node that served a leader-only request.",
 	api.HeaderApplied:        "`false` when the follower that forwarded the write had not applied it itself within 2 s.",
 	"Retry-After":            "Seconds to wait before trying again.",
+	"Content-Encoding":       "`gzip` when the request's Accept-Encoding allows it.",
 	"Location":               "The same request on the leader.",
 	"Allow":                  "The methods the path takes.",
 	"WWW-Authenticate":       "The bearer scheme the route needs.",
@@ -216,9 +217,10 @@ var operations = []op{
 		params: []param{hIndex}, body: api.Prompt{},
 		resps: with(promptErrors, resp{"200", "One row per schedulable rank, sorted.", api.OverlapScores{}, nil})},
 	{method: "GET", path: api.PathDump, id: "dump", access: api.AccessAdmin, where: api.RunsOnAny, tag: "inspection", summary: "The KV index snapshot",
-		desc: "The Dynamo standalone indexer's recovery format, per partition, with per-rank sequence watermarks.",
-		resps: []resp{{"200", "The snapshot.", api.Dump{}, nil},
-			{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}}}},
+		desc: "The Dynamo standalone indexer's recovery format, per partition, with per-rank sequence watermarks. Streamed one partition at a time, each an atomic snapshot; gzip-compressed when the request's Accept-Encoding allows it. Each entry names its model_name and tenant_id, which loaders trust over the key (keys that names with ':' make collide get \"#2\", \"#3\", ... appended).",
+		resps: []resp{{"200", "The snapshot; X-Kvselect-Index is the catalog index when it began.", api.Dump{}, []string{api.HeaderIndex, api.HeaderContentEncoding}},
+			{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}},
+			{"503", "`not_ready`: this node is still recovering its own index from a peer (recovering in /ready); ask another node.", api.Error{}, []string{"Retry-After"}}}},
 
 	{method: "GET", path: api.PathClusterStatus, id: "clusterStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "cluster", summary: "This node's view of the cluster",
 		resps: []resp{{"200", "The status.", api.ClusterStatus{}, nil}}},
@@ -240,6 +242,25 @@ var operations = []op{
 		desc:   "Members send their own HTTP and replica-sync addresses; they are node metadata in the catalog.",
 		params: []param{qRedirect}, body: api.NodeMeta{}, required: []string{"id", "http_addr"},
 		resps: with(catalogErrors, resp{"200", "The stored metadata.", api.NodeMeta{}, writeHeaders})},
+
+	{method: "POST", path: api.PathReplicaSyncRegister, id: "registerReplicaSyncPeer", access: api.AccessAdmin, where: api.RunsOnAny, tag: "replica-sync", summary: "Subscribe to another node's replica sync",
+		desc: "This node only, in memory (after a restart only --replica-sync-peers and the cluster members are followed). Cluster members are followed without it.",
+		body: api.ReplicaSyncPeerRequest{}, required: []string{"endpoint"},
+		resps: replicaSyncResps(resp{"201", "Subscribed.", api.ReplicaSyncPeerAck{}, nil}, resp{"200", "Already subscribed.", api.ReplicaSyncPeerAck{}, nil})},
+	{method: "POST", path: api.PathReplicaSyncDeregister, id: "deregisterReplicaSyncPeer", access: api.AccessAdmin, where: api.RunsOnAny, tag: "replica-sync", summary: "Stop following a registered peer",
+		body: api.ReplicaSyncPeerRequest{}, required: []string{"endpoint"},
+		resps: replicaSyncResps(resp{"200", "Unsubscribed.", api.ReplicaSyncPeerAck{}, nil}, resp{"404", "Not a registered peer.", api.Error{}, nil})},
+	{method: "GET", path: api.PathReplicaSyncPeers, id: "replicaSyncPeers", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "The peers this node follows",
+		resps: []resp{{"200", "Sorted by endpoint.", api.ReplicaSyncPeers{}, nil},
+			{"409", "Replica sync is off (no --replica-sync-port).", api.Error{}, nil}}},
+}
+
+// replicaSyncResps are the answers of a replica-sync peer write.
+func replicaSyncResps(ok ...resp) []resp {
+	return append(ok,
+		resp{"400", "The body or the endpoint (tcp://host:port) is malformed.", api.Error{}, nil},
+		resp{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}},
+		resp{"409", "Replica sync is off (no --replica-sync-port), or the endpoint is a cluster member's (it goes with the member).", api.Error{}, nil})
 }
 
 // requestTypes refuse unknown fields.
@@ -248,30 +269,35 @@ var requestTypes = map[reflect.Type]bool{
 	reflect.TypeFor[api.ReserveRequest](): true, reflect.TypeFor[api.Prompt](): true,
 	reflect.TypeFor[api.RouterConfigOverride](): true, reflect.TypeFor[api.OutputBlockRequest](): true,
 	reflect.TypeFor[api.JoinRequest](): true, reflect.TypeFor[api.RemoveRequest](): true,
+	reflect.TypeFor[api.ReplicaSyncPeerRequest](): true,
 }
 
 // typeDocs describe the schemas.
 var typeDocs = map[string]string{
-	"Error":           "Every error answer but load shedding's: a message that starts with the field at fault, and a stable machine-readable code.",
-	"Busy":            "Load shedding's 503 (Dynamo's shape), with Retry-After.",
-	"WorkerPatch":     "A worker registration (POST: worker_id required, the rest defaults) or patch (PATCH: only the fields given change).",
-	"Worker":          "A catalog record, with this node's listener per rank.",
-	"WorkerWritten":   "A catalog record after a write, with the index the write was applied at.",
-	"ListenerStatus":  "This node's KV event listener of one rank.",
-	"Prompt":          "A prompt: token_ids, or block_hashes with sequence_hashes (same length) and isl_tokens; and its partition.",
-	"SelectRequest":   "A prompt to select for, and the selection's options.",
-	"Selection":       "The chosen worker rank (seed 000's shape). cached_tokens and effective_overlap_blocks never appear.",
-	"Overlap":         "The chosen worker's match in tokens: gpu the best device prefix over its ranks, cpu and disk cumulative (gpu ≤ cpu ≤ disk), dp every rank's device prefix, longest_matched = disk.",
-	"ReserveRequest":  "A booking: a reservation id and either a selection_id, or the worker rank and the prompt.",
-	"Reservation":     "A booking made.",
-	"ReservationInfo": "A booking as this node holds it.",
-	"ReservationAck":  "A lifecycle step done.",
-	"Hashes":          fmt.Sprintf("64-bit hashes, unsigned or signed (reinterpreted bit for bit); at most %d.", api.MaxHashes),
-	"TokenIDs":        fmt.Sprintf("Token ids (unsigned 32-bit); at most %d.", api.MaxHashes),
-	"ReservationID":   "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space.",
-	"Dump":            "The index snapshot, per partition \"<model>:<tenant>\".",
-	"ClusterStatus":   "A node's view of the Raft cluster.",
-	"NodeMeta":        "A member's published addresses.",
+	"Error":                  "Every error answer but load shedding's: a message that starts with the field at fault, and a stable machine-readable code.",
+	"Busy":                   "Load shedding's 503 (Dynamo's shape), with Retry-After.",
+	"WorkerPatch":            "A worker registration (POST: worker_id required, the rest defaults) or patch (PATCH: only the fields given change).",
+	"Worker":                 "A catalog record, with this node's listener per rank.",
+	"WorkerWritten":          "A catalog record after a write, with the index the write was applied at.",
+	"ListenerStatus":         "This node's KV event listener of one rank.",
+	"Prompt":                 "A prompt: token_ids, or block_hashes with sequence_hashes (same length) and isl_tokens; and its partition.",
+	"SelectRequest":          "A prompt to select for, and the selection's options.",
+	"Selection":              "The chosen worker rank (seed 000's shape). cached_tokens and effective_overlap_blocks never appear.",
+	"Overlap":                "The chosen worker's match in tokens: gpu the best device prefix over its ranks, cpu and disk cumulative (gpu ≤ cpu ≤ disk), dp every rank's device prefix, longest_matched = disk.",
+	"ReserveRequest":         "A booking: a reservation id and either a selection_id, or the worker rank and the prompt.",
+	"Reservation":            "A booking made.",
+	"ReservationInfo":        "A booking as this node holds it.",
+	"ReservationAck":         "A lifecycle step done.",
+	"Hashes":                 fmt.Sprintf("64-bit hashes, unsigned or signed (reinterpreted bit for bit); at most %d.", api.MaxHashes),
+	"TokenIDs":               fmt.Sprintf("Token ids (unsigned 32-bit); at most %d.", api.MaxHashes),
+	"ReservationID":          "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space.",
+	"Dump":                   "The index snapshot, per partition \"<model>:<tenant>\" (made unique with \"#2\", \"#3\", ... when names with ':' collide).",
+	"ClusterStatus":          "A node's view of the Raft cluster.",
+	"NodeMeta":               "A member's published addresses.",
+	"ReplicaSyncPeerRequest": "A replica-sync peer's endpoint.",
+	"ReplicaSyncPeerAck":     "A replica-sync peer change, done.",
+	"ReplicaSyncPeers":       "The replica-sync peers a node follows.",
+	"ReplicaSyncPeer":        "One replica-sync subscription.",
 }
 
 // fieldDocs add descriptions and bounds to properties, by "Type.json_name".
@@ -326,6 +352,9 @@ var fieldDocs = map[string]schema{
 	"ClusterStatus.catalog_index":   {"description": "The last catalog write this node has applied, side effects included: what min_catalog_index compares against."},
 	"ClusterStatus.last_contact_ms": {"description": "A follower's time since it last heard from the leader (-1: never; 0 on the leader)."},
 	"ReadyCluster.state":            {"enum": []string{api.StateLeader, api.StateFollower, api.StateCandidate, api.StateShutdown}},
+	"Ready.recovering":              {"description": "True while the node loads its KV index from a peer's dump at startup; its KV event listeners start once it is false."},
+	"PartitionDump.model_name":      {"description": "The partition's model; loaders trust it over the key (absent in Dynamo's dumps)."},
+	"PartitionDump.tenant_id":       {"description": "The partition's tenant; loaders trust it over the key (absent in Dynamo's dumps)."},
 	"Member.suffrage":               {"enum": []string{"Voter", "Nonvoter", "Staging"}},
 	"JoinRequest.caught_up":         {"description": "Sent by the joining node once it holds the configuration that lists it; only then is it made a voter."},
 }

@@ -72,6 +72,10 @@ const (
 	PathClusterRemove    = "/cluster/remove"
 	PathClusterStepDown  = "/cluster/stepdown"
 	PathClusterMetadata  = "/cluster/metadata"
+
+	PathReplicaSyncRegister   = "/replica_sync/register_peer"
+	PathReplicaSyncDeregister = "/replica_sync/deregister_peer"
+	PathReplicaSyncPeers      = "/replica_sync/peers"
 )
 
 // WorkerPath is PathWorker for one worker id.

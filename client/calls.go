@@ -277,6 +277,30 @@ func (c *Client) SetMetadata(ctx context.Context, meta api.NodeMeta) (*api.NodeM
 	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterMetadata, kind: write}, meta, &out)
 }
 
+// RegisterReplicaSyncPeer makes the home node follow another node's
+// replica sync (POST /replica_sync/register_peer); created is false when it
+// already did.
+func (c *Client) RegisterReplicaSyncPeer(ctx context.Context, endpoint string) (created bool, err error) {
+	var info ResponseInfo
+	err = c.send(WithResponseInfo(ctx, &info), call{method: http.MethodPost, path: api.PathReplicaSyncRegister, kind: booking},
+		api.ReplicaSyncPeerRequest{Endpoint: endpoint}, nil)
+	return err == nil && info.Status == http.StatusCreated, err
+}
+
+// DeregisterReplicaSyncPeer makes the home node stop following a peer it
+// was told to follow (POST /replica_sync/deregister_peer).
+func (c *Client) DeregisterReplicaSyncPeer(ctx context.Context, endpoint string) error {
+	return c.send(ctx, call{method: http.MethodPost, path: api.PathReplicaSyncDeregister, kind: booking},
+		api.ReplicaSyncPeerRequest{Endpoint: endpoint}, nil)
+}
+
+// ReplicaSyncPeers lists the peers the home node follows (GET
+// /replica_sync/peers).
+func (c *Client) ReplicaSyncPeers(ctx context.Context) (*api.ReplicaSyncPeers, error) {
+	var out api.ReplicaSyncPeers
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReplicaSyncPeers, kind: read}, nil, &out)
+}
+
 // checkPathID refuses, before anything is sent, a reservation id that no
 // node would accept (api.ValidateID): in a path it would name another
 // route, or none, and the answer would be a misleading 404.

@@ -9,6 +9,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // Errors raised by the HTTP layer itself.
@@ -18,6 +19,9 @@ var (
 	errUnauthorized = errors.New("missing or invalid bearer token")
 	errNoRoute      = errors.New("no such route")
 	errMethod       = errors.New("method not allowed")
+	// errRecovering: /dump on a node whose own index is still being
+	// recovered; its partial index must not seed another node's.
+	errRecovering = errors.New("this node is still recovering its KV index from a peer; ask another node")
 )
 
 // requestError is a 400 whose message starts with the offending field.
@@ -47,6 +51,7 @@ var errorCodes = []struct {
 	{errUnauthorized, api.CodeUnauthorized},
 	{errNoRoute, api.CodeNotFound},
 	{errMethod, api.CodeMethodNotAllowed},
+	{errRecovering, api.CodeNotReady},
 	{fsm.ErrInvalidCommand, api.CodeBadRequest},
 	{fsm.ErrWorkerNotFound, api.CodeNotFound},
 	{scheduler.ErrInvalid, api.CodeBadRequest},
@@ -62,6 +67,11 @@ var errorCodes = []struct {
 	{cluster.ErrCatalogBehind, api.CodeCatalogBehind},
 	{cluster.ErrMembership, api.CodeConflict},
 	{cluster.ErrClosed, api.CodeShuttingDown},
+	{errReplicaSyncOff, api.CodeConflict},
+	{zmqsync.ErrEndpoint, api.CodeBadRequest},
+	{zmqsync.ErrPeerNotFound, api.CodeNotFound},
+	{zmqsync.ErrMemberPeer, api.CodeConflict},
+	{zmqsync.ErrClosed, api.CodeShuttingDown},
 }
 
 // codeOf returns the API code for err; unknown errors are "internal".

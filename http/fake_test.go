@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http/httptest"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -185,7 +187,10 @@ func (f *fakeNode) Reservation(id string) (scheduler.ReservationInfo, error) {
 	return scheduler.ReservationInfo{}, fmt.Errorf("%w: %q", scheduler.ErrReservationNotFound, id)
 }
 
-func (f *fakeNode) Dump() api.Dump { return api.Dump{} }
+func (f *fakeNode) WriteDump(_ context.Context, w io.Writer) (indexer.DumpStats, error) {
+	_, err := io.WriteString(w, "{}\n")
+	return indexer.DumpStats{}, err
+}
 
 // serve starts the service on a loopback test server, closed with the test.
 func serve(t *testing.T, s *Service) string {

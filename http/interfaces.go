@@ -2,13 +2,16 @@ package http
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // The handlers reach the node's parts only through these interfaces, each
@@ -71,9 +74,27 @@ type LoadReader interface {
 	Reservation(id string) (scheduler.ReservationInfo, error)
 }
 
+// ReplicaSync manages this node's replica-sync peers (zmqsync.Syncer);
+// nil in Config when replica sync is off.
+type ReplicaSync interface {
+	Register(endpoint string) (created bool, err error)
+	Deregister(endpoint string) error
+	Peers() []zmqsync.PeerStatus
+	// Advertised is the endpoint the other nodes subscribe to.
+	Advertised() string
+}
+
 // IndexReader snapshots the prefix index.
 type IndexReader interface {
-	Dump() api.Dump
+	// WriteDump streams GET /dump's JSON document to w, one partition
+	// snapshot at a time (indexer.Indexer.WriteDump).
+	WriteDump(ctx context.Context, w io.Writer) (indexer.DumpStats, error)
+}
+
+// RecoveryReader reports whether the node is still recovering its KV
+// index from a peer's dump at startup (server/recovery.go).
+type RecoveryReader interface {
+	Recovering() bool
 }
 
 // ListenerReader reports a worker's KV event listener per rank (nil when

@@ -116,7 +116,9 @@ func (tr *tour) call(name string, s *server.Server, method, target string, body 
 // -record it also writes the exchanges to api/testdata/examples, which
 // api's tests validate on their own.
 func TestTourMatchesOpenAPI(t *testing.T) {
-	c := servertest.StartCluster(t, 3, nil)
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
+		cfg.ReplicaSync = &server.ReplicaSyncConfig{Listen: "tcp://127.0.0.1:0"}
+	})
 	leader, fs := c.Leader(), c.Followers()
 	f1, f2 := fs[0], fs[1]
 	tr := &tour{t: t, hc: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -185,6 +187,13 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("output-block-decay", f1, "POST", "/reservations/r-1/output_block", map[string]any{"decay_fraction": 0.5}, 200)
 	tr.call("output-block-bad-decay", f1, "POST", "/reservations/r-1/output_block", map[string]any{"decay_fraction": 2}, 400)
 	tr.call("get-reservation", f1, "GET", "/reservations/r-1", nil, 200)
+	servertest.Eventually(t, "replica sync mirrors r-1 on another node", func() error {
+		if _, err := f2.Scheduler.Reservation("r-1"); err != nil {
+			return err
+		}
+		return nil
+	})
+	tr.call("get-mirrored-reservation", f2, "GET", "/reservations/r-1", nil, 200)
 	tr.call("loads", f1, "GET", "/loads?model_name=model", nil, 200)
 	tr.call("potential-loads", f1, "POST", "/potential_loads", prompt, 200)
 	tr.call("overlap-scores", f1, "POST", "/overlap_scores", prompt, 200)
@@ -213,6 +222,16 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("cluster-remove", f2, "POST", "/cluster/remove", map[string]any{"id": "n9"}, 200)
 	tr.call("cluster-remove-again", f2, "POST", "/cluster/remove", map[string]any{"id": "n9"}, 200)
 	tr.call("delete-worker", f2, "DELETE", "/workers/3", nil, 200)
+
+	// Replica-sync peers: the members are followed without asking.
+	peers := tr.call("replica-sync-peers", f1, "GET", "/replica_sync/peers", nil, 200)
+	member := fmt.Sprint(peers["peers"].([]any)[0])
+	tr.call("replica-sync-register", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 201)
+	tr.call("replica-sync-register-again", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 200)
+	tr.call("replica-sync-register-bad", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "http://x:1"}, 400)
+	tr.call("replica-sync-deregister", f1, "POST", "/replica_sync/deregister_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 200)
+	tr.call("replica-sync-deregister-unknown", f1, "POST", "/replica_sync/deregister_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 404)
+	tr.call("replica-sync-deregister-member", f1, "POST", "/replica_sync/deregister_peer", map[string]any{"endpoint": member}, 409)
 	tr.call("cluster-stepdown", f1, "POST", "/cluster/stepdown", nil, 200)
 
 	// Every operation of the document succeeded at least once.

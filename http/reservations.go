@@ -157,11 +157,15 @@ func (s *Service) listReservations(w http.ResponseWriter, r *http.Request) error
 }
 
 func reservationView(r scheduler.ReservationInfo) api.ReservationInfo {
-	return api.ReservationInfo{
+	v := api.ReservationInfo{
 		ReservationID: r.ID, ModelName: r.Partition.Model, TenantID: r.Partition.Tenant,
 		WorkerID: r.WorkerID, DPRank: r.DPRank, Blocks: r.Blocks, ISLTokens: r.ISL,
 		PrefillTokens: r.PrefillTokens, PrefillComplete: r.PrefillComplete, OutputBlocks: r.OutputBlocks,
 		DecayFraction: r.DecayFraction, AdmittedAt: r.Admitted.UTC(), ExpiresAt: r.Expires.UTC(),
 		Origin: api.OriginLocal,
 	}
+	if r.OriginNode != "" {
+		v.Origin, v.OriginNode = api.OriginPeer, r.OriginNode
+	}
+	return v
 }

@@ -57,6 +57,10 @@ func (s *Service) routes() []route {
 		{"POST", api.PathClusterRemove, api.AccessAdmin, api.RunsOnLeader, s.clusterRemove},
 		{"POST", api.PathClusterStepDown, api.AccessAdmin, api.RunsOnLeader, s.clusterStepDown},
 		{"POST", api.PathClusterMetadata, api.AccessAdmin, api.RunsOnLeader, s.clusterMetadata},
+
+		{"POST", api.PathReplicaSyncRegister, api.AccessAdmin, api.RunsOnAny, s.registerPeer},
+		{"POST", api.PathReplicaSyncDeregister, api.AccessAdmin, api.RunsOnAny, s.deregisterPeer},
+		{"GET", api.PathReplicaSyncPeers, api.AccessSelection, api.RunsOnAny, s.replicaSyncPeers},
 	}
 }
 

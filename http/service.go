@@ -27,6 +27,12 @@ type Config struct {
 	Loads     LoadReader
 	Index     IndexReader
 	Listeners ListenerReader // may be nil
+	// Recovery says whether the index is still being recovered from a
+	// peer (/ready's recovering; /dump refuses meanwhile); nil: never.
+	Recovery RecoveryReader
+	// ReplicaSync is nil when the node runs without replica sync: its
+	// routes then answer 409.
+	ReplicaSync ReplicaSync
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer

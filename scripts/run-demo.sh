@@ -4,7 +4,9 @@
 # registers its workers through a follower (which forwards the writes to
 # the leader); every node subscribes to every worker itself. The demo sends
 # a prompt to one worker and shows each node routing the same prompt to
-# the worker that now holds its KV cache. Ctrl-C stops everything.
+# the worker that now holds its KV cache, then a booking on one node
+# steering the next choice on another (replica sync of active load).
+# Ctrl-C stops everything.
 set -euo pipefail
 
 PORT=${PORT:-8092}           # HTTP of n1; n2 and n3 use +100 and +200
@@ -13,14 +15,14 @@ SIM_PORT=${SIM_PORT:-8093}
 BIN=${BIN:-bin}
 SIM="http://127.0.0.1:${SIM_PORT}"
 
-HTTP=() RAFT=() URLS=() INITIAL=""
+HTTP=() RAFT=() SYNC=() URLS=() INITIAL=""
 for i in 0 1 2; do
-  HTTP+=($((PORT + 100 * i))) RAFT+=($((RAFT_PORT + 100 * i)))
+  HTTP+=($((PORT + 100 * i))) RAFT+=($((RAFT_PORT + 100 * i))) SYNC+=($((RAFT_PORT + 1 + 100 * i)))
   URLS+=("http://127.0.0.1:${HTTP[$i]}")
   INITIAL+="${INITIAL:+,}n$((i + 1))=127.0.0.1:${RAFT[$i]}"
 done
 
-for p in "${HTTP[@]}" "${RAFT[@]}" "$SIM_PORT"; do
+for p in "${HTTP[@]}" "${RAFT[@]}" "${SYNC[@]}" "$SIM_PORT"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     echo "port $p is in use; pick others: make run PORT=... RAFT_PORT=... SIM_PORT=..." >&2
     exit 1
@@ -42,7 +44,7 @@ for i in 0 1 2; do
   id="n$((i + 1))"
   mkdir -p "run/$id"
   "$BIN/kvselect" --node-id "$id" --bind 127.0.0.1 --port "${HTTP[$i]}" --raft-addr "127.0.0.1:${RAFT[$i]}" \
-    --data-dir "run/$id" --initial-cluster "$INITIAL" --log-level warn 2> >(sed "s/^/  [$id] /" >&2) &
+    --data-dir "run/$id" --initial-cluster "$INITIAL" --replica-sync-port "${SYNC[$i]}" --log-level warn 2> >(sed "s/^/  [$id] /" >&2) &
   PIDS+=($!)
 done
 
@@ -108,14 +110,33 @@ for i in 0 1 2; do
   curl -s -X POST "${URLS[$i]}/select" -d "{$PROMPT}" | json '"worker_id=%s dp_rank=%s overlap.gpu=%s effective_prefill_tokens=%s" % (d["worker_id"], d["dp_rank"], d["overlap"]["gpu"], d["effective_prefill_tokens"])' | sed 's/^/   → /'
 done
 
-echo; echo "== select and reserve on n1, then the request's lifecycle"
-ctl select --model llama --tokens "$TOKENS" --reserve req-1 | sed 's/^/   /'
-ctl loads --model llama | sed 's/^/   /'
-for path in /reservations/req-1/prefill_complete /reservations/req-1/output_block; do
-  curl -s -X POST "${URLS[0]}$path" >/dev/null
+# Replica sync: every node follows the others' bookings (no peer list: the
+# members' replica-sync endpoints are in the catalog).
+synced() { [ "$(curl -s "$1/replica_sync/peers" | json 'sum(1 for p in d["details"] if p["state"]=="active")' 2>/dev/null)" = 2 ]; }
+for u in "${URLS[@]}"; do for _ in $(seq 1 100); do synced "$u" && break; sleep 0.05; done; done
+FRESH=$(seq 501 564 | paste -sd, -)
+echo; echo "== replica sync: a booking on n1 counts on n2 and n3 and steers their next choice"
+echo "   n1 selects and books a fresh prompt (no worker holds it):"
+ctl select --model llama --tokens "$FRESH" --reserve req-1 | sed 's/^/   /'
+BOOKED=$(curl -s "${URLS[0]}/reservations/req-1" | json 'd["worker_id"]')
+for u in "${URLS[1]}" "${URLS[2]}"; do
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "$u/reservations/req-1" && break; sleep 0.02; done
 done
-curl -s -X DELETE "${URLS[0]}/reservations/req-1" >/dev/null
-echo "   prefill_complete, output_block, DELETE /reservations/req-1: done"
+echo "   n2 holds the booking too, mirrored from n1:"
+"$BIN/kvselectctl" --addr "${URLS[1]}" reservations list | sed 's/^/   /'
+"$BIN/kvselectctl" --addr "${URLS[1]}" loads --model llama | sed 's/^/   /'
+echo "   n2 sends the same prompt elsewhere: worker $BOOKED already has it in flight"
+curl -s -X POST "${URLS[1]}/select" -d "{\"model_name\":\"llama\",\"token_ids\":[$FRESH]}" | json '"worker_id=%s (booked on n1: worker '"$BOOKED"')" % d["worker_id"]' | sed 's/^/   → /'
+
+echo; echo "== the request's lifecycle, reported to any node: prefill_complete on n2, DELETE on n3"
+curl -s -X POST "${URLS[1]}/reservations/req-1/prefill_complete" >/dev/null
+curl -s -X POST "${URLS[1]}/reservations/req-1/output_block" >/dev/null
+curl -s -X DELETE "${URLS[2]}/reservations/req-1" >/dev/null
+idle() { [ "$(curl -s "$1/loads" | json 'sum(l["active_requests"] for p in d for l in p["loads"])' 2>/dev/null)" = 0 ]; }
+for u in "${URLS[@]}"; do for _ in $(seq 1 100); do idle "$u" && break; sleep 0.02; done; done
+for i in 0 1 2; do
+  echo "   n$((i + 1)) active requests: $(curl -s "${URLS[$i]}/loads" | json 'sum(l["active_requests"] for p in d for l in p["loads"])')"
+done
 
 echo; echo "== worker 2 resets its cache (AllBlocksCleared over ZMQ); no node holds the prompt any more"
 curl -s -X POST "$SIM/reset" -d '{"worker_id":2}' >/dev/null

@@ -4,4 +4,10 @@
 // construction order, the goroutines that run beside the parts, and a
 // graceful shutdown. cmd/kvselect only turns flags into a Config; tests
 // build whole nodes in-process with the same code.
+//
+// At every start a node recovers its KV index (recovery.go): the KV event
+// listeners are held while it loads another member's GET /dump (or the
+// first --indexer-peers URL that answers), and start afterwards from the
+// dump's watermarks, replaying the rest from each worker. /ready reports
+// recovering meanwhile; Raft and HTTP never wait for it.
 package server

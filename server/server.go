@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // Config is everything one node needs.
@@ -39,7 +41,26 @@ type Config struct {
 	CatalogWait time.Duration
 	// Ingest tunes the KV event listeners (threads, backoff, replay).
 	Ingest ingest.Config
-	Logger *slog.Logger
+	// Recovery tunes the startup recovery of the KV index from a peer's
+	// dump (recovery.go).
+	Recovery RecoveryConfig
+	// ReplicaSync turns replica sync of active load on (SPEC §3.6); nil
+	// leaves it off.
+	ReplicaSync *ReplicaSyncConfig
+	Logger      *slog.Logger
+}
+
+// ReplicaSyncConfig configures replica sync.
+type ReplicaSyncConfig struct {
+	// Listen is the PUB endpoint to bind, tcp://bind:port (port 0 picks
+	// one).
+	Listen string
+	// Advertise is the endpoint the other nodes dial; by default the host
+	// of the HTTP advertise address with the bound port.
+	Advertise string
+	// Peers are followed from the start besides the cluster members
+	// (--replica-sync-peers).
+	Peers []string
 }
 
 // Server is a running node.
@@ -50,13 +71,19 @@ type Server struct {
 	Indexer   *indexer.Indexer
 	Scheduler *scheduler.Scheduler
 	Ingest    *ingest.Manager
-	Registry  *prometheus.Registry
+	// Sync is the replica-sync transport; nil when replica sync is off.
+	Sync     *zmqsync.Syncer
+	Registry *prometheus.Registry
 
 	ln   net.Listener
 	http *http.Server
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	// recovering is true from Start until the KV index recovery is over
+	// (recovery.go).
+	recovering atomic.Bool
 }
 
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
@@ -87,8 +114,24 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Ingest.Logger == nil {
 		cfg.Ingest.Logger = cfg.Logger
 	}
+	// Listeners wait for the index recovery, which releases them once the
+	// watermarks they replay from are set (recovery.go).
+	cfg.Ingest.Hold = true
+	s.recovering.Store(true)
 	s.Ingest = ingest.New(s.Indexer, cfg.Ingest)
+	if cfg.ReplicaSync != nil {
+		if s.Sync, err = startReplicaSync(cfg, s.Scheduler, s.log); err != nil {
+			s.Ingest.Close()
+			ln.Close()
+			return nil, err
+		}
+		s.Scheduler.SetPublisher(s.Sync)
+		cfg.Cluster.ReplicaSyncAdvertise = s.Sync.Advertised()
+	}
 	if s.Node, err = cluster.Open(cfg.Cluster, s.applyCatalogChange); err != nil {
+		if s.Sync != nil {
+			s.Sync.Close()
+		}
 		s.Ingest.Close()
 		ln.Close()
 		return nil, err
@@ -97,9 +140,14 @@ func Start(cfg Config) (*Server, error) {
 	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors(), s.Ingest.Collectors()} {
 		s.Registry.MustRegister(cs...)
 	}
+	var rs httpd.ReplicaSync
+	if s.Sync != nil {
+		s.Registry.MustRegister(s.Sync.Collectors()...)
+		rs = s.Sync
+	}
 	api := httpd.New(httpd.Config{
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node,
-		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status,
+		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
 		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
 		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
@@ -119,6 +167,7 @@ func Start(cfg Config) (*Server, error) {
 		defer s.wg.Done()
 		s.Scheduler.RunSweeper(s.stop)
 	}()
+	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
 		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
 		"authenticated", cfg.AuthToken != "")
@@ -137,11 +186,16 @@ func Start(cfg Config) (*Server, error) {
 //  2. the scheduler makes ranks candidates or drops them with their
 //     reservations (its matches read the index of step 1);
 //  3. the listeners start last, so no KV event arrives for a rank the
-//     index does not know yet, and stop for ranks already gone.
+//     index does not know yet, and stop for ranks already gone;
+//  4. replica sync follows the members the catalog names (their
+//     metadata), after the scheduler knows the ranks their events name.
 func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	s.Indexer.ApplyCatalog(ch)
 	s.Scheduler.ApplyCatalog(ch)
 	s.Ingest.ApplyCatalog(ch)
+	if s.Sync != nil {
+		s.Sync.SetMembers(replicaMembers(ch.Cur, s.cfg.Cluster.PeerDial))
+	}
 }
 
 // buildInfo is the kvselect_build_info gauge: 1, with the build in its
@@ -219,6 +273,9 @@ func (s *Server) shutdown(ctx context.Context, crash bool) error {
 			err = s.Node.Close()
 		}
 		s.Ingest.Close()
+		if s.Sync != nil {
+			s.Sync.Close()
+		}
 		s.wg.Wait()
 		s.log.Info("kvselect node stopped", "node_id", s.cfg.Cluster.NodeID)
 	})

@@ -169,7 +169,57 @@ func figures(rs map[string]Result) []Figure {
 		}
 		out = append(out, f)
 	}
+	out = append(out, recoveryFigures(get)...)
+	out = append(out, replicaSyncFigures(get)...)
 	return out
+}
+
+// replicaSyncFigures is SPEC §12's replica-sync target from
+// BenchmarkPropagation (zmqsync): the delay from a booking published on
+// one node to its admission applied on another, at 1 k and 10 k bookings
+// per second, against a bare zmq4 PUB -> SUB of the same bytes.
+func replicaSyncFigures(get func(name, unit string) (float64, bool)) []Figure {
+	var out []Figure
+	for _, rate := range []string{"1000", "10000"} {
+		name := "BenchmarkPropagation/rate=" + rate
+		p99, ok := get(name+"/replica-sync", "p99-us")
+		if !ok {
+			continue
+		}
+		p50, _ := get(name+"/replica-sync", "p50-us")
+		f := Figure{Name: "replica sync p99, booking to load on another node (" + rate + " bookings/s, loopback)",
+			Value: p99 / 1000, Unit: "ms", Compared: fmt.Sprintf("p50 %.2f ms", p50/1000)}
+		if rate == "10000" {
+			f.Target, f.Met = "<= 5", p99 <= 5000
+		}
+		if b, ok := get(name+"/bare-zmq", "p99-us"); ok {
+			b50, _ := get(name+"/bare-zmq", "p50-us")
+			f.Baseline = fmt.Sprintf("bare zmq4 PUB -> SUB: p50 %.2f ms, p99 %.2f ms", b50/1000, b/1000)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// recoveryFigures is SPEC §12's recovery target from
+// BenchmarkDumpTransfer (http): a 1 M-block index dumped, sent over
+// loopback HTTP (gzip) and streamed into a second index, against the same
+// without gzip.
+func recoveryFigures(get func(name, unit string) (float64, bool)) []Figure {
+	const gz, plain = "BenchmarkDumpTransfer/gzip", "BenchmarkDumpTransfer/plain"
+	v, ok := get(gz, "recovery-s")
+	if !ok {
+		return nil
+	}
+	m := func(name, unit string) float64 { x, _ := get(name, unit); return x }
+	f := Figure{Name: fmt.Sprintf("index recovery (%.2f M blocks: GET /dump gzip on loopback, streamed into a 2nd index)", m(gz, "blocks")/1e6),
+		Value: v, Unit: "s", Target: "<= 10", Met: v <= 10,
+		Compared: fmt.Sprintf("%.1f MB on the wire; peak heap above start: serving +%.0f MB, loading +%.0f MB for a %.0f MB index; peak RSS +%.0f MB",
+			m(gz, "wire-MB"), m(gz, "server-peak-heap-MB"), m(gz, "loader-peak-heap-MB"), m(gz, "index-heap-MB"), m(gz, "rss-hwm-MB"))}
+	if p, ok := get(plain, "recovery-s"); ok {
+		f.Baseline = fmt.Sprintf("plain JSON: %.2f s, %.1f MB on the wire", p, m(plain, "wire-MB"))
+	}
+	return []Figure{f}
 }
 
 func report(args []string, stdout io.Writer) error {

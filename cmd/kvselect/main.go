@@ -20,6 +20,7 @@ import (
 	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 func main() {
@@ -94,6 +95,10 @@ func parseConfig(args []string) (server.Config, error) {
 		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
 		joinTimeout   = fs.Duration("join-timeout", cluster.DefaultConfig().JoinTimeout, "how long --join keeps trying before start-up fails")
 		peerDial      = fs.String("peer-dial", "", "fault-injection: id=raft/http/replica-sync addresses to dial for a peer instead of the advertised ones")
+		indexerPeers  = fs.String("indexer-peers", "", "HTTP URLs, comma separated, asked in order for a /dump to recover the KV index from at start (default: the other cluster members)")
+		syncPort      = fs.Int("replica-sync-port", 0, "port of the replica-sync ZMQ PUB (binds tcp://<bind>:<port>); 0 turns replica sync off")
+		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>)")
+		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port)")
 
 		heartbeat    = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
 		election     = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
@@ -146,10 +151,10 @@ func parseConfig(args []string) (server.Config, error) {
 	if cl.PeerDial, err = cluster.ParsePeerDial(*peerDial); err != nil {
 		return server.Config{}, fmt.Errorf("--peer-dial: %w", err)
 	}
-	for _, u := range strings.Split(*join, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			cl.Join = append(cl.Join, u)
-		}
+	cl.Join = splitList(*join)
+	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--indexer-peers (env %s): %w", envflag.Name(env.Prefix, "indexer-peers"), err)
 	}
 
 	sc := scheduler.DefaultConfig()
@@ -160,7 +165,27 @@ func parseConfig(args []string) (server.Config, error) {
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
-		Ingest: ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
+		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
+		Recovery: server.RecoveryConfig{Peers: recoveryPeers},
+	}
+	if *syncPort != 0 {
+		if *syncPort < 0 || *syncPort > 65535 {
+			return cfg, fmt.Errorf("--replica-sync-port (env %s) must be from 1 to 65535, got %d", envflag.Name(env.Prefix, "replica-sync-port"), *syncPort)
+		}
+		cfg.ReplicaSync = &server.ReplicaSyncConfig{
+			Listen: "tcp://" + net.JoinHostPort(*bind, strconv.Itoa(*syncPort)), Advertise: *syncAdvertise,
+			Peers: splitList(*syncPeers),
+		}
+		for _, ep := range append(cfg.ReplicaSync.Peers, *syncAdvertise) {
+			if ep == "" {
+				continue
+			}
+			if err := zmqsync.ValidateEndpoint(ep); err != nil {
+				return cfg, fmt.Errorf("--replica-sync-peers/--replica-sync-advertise: %w", err)
+			}
+		}
+	} else if *syncPeers != "" || *syncAdvertise != "" {
+		return cfg, errors.New("--replica-sync-peers and --replica-sync-advertise need --replica-sync-port")
 	}
 	if *port < 0 || *port > 65535 {
 		return cfg, fmt.Errorf("--port (env %s) must be from 0 to 65535, got %d", envflag.Name(env.Prefix, "port"), *port)
@@ -200,4 +225,15 @@ func newLogger(level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, got %q", format)
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

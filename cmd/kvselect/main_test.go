@@ -83,3 +83,33 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		})
 	}
 }
+
+func Test_IndexerPeersFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		want      []string
+		err       bool
+	}{
+		{name: "none", want: nil},
+		{name: "flag", args: []string{"--indexer-peers", "http://a:8092/, b:8092"}, want: []string{"http://a:8092", "http://b:8092"}},
+		{name: "environment", env: "https://c:1", want: []string{"https://c:1"}},
+		{name: "not http", args: []string{"--indexer-peers", "tcp://a:1"}, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("KVSELECT_INDEXER_PEERS", tc.env)
+			}
+			cfg, err := parseConfig(tc.args)
+			if tc.err {
+				if err == nil || !strings.Contains(err.Error(), "--indexer-peers") {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err != nil || strings.Join(cfg.Recovery.Peers, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("peers = %q, %v; want %q", cfg.Recovery.Peers, err, tc.want)
+			}
+		})
+	}
+}

@@ -23,14 +23,17 @@ type Cluster struct {
 	// Nodes[i] is node n<i+1>, or nil while it is stopped.
 	Nodes []*server.Server
 	cfgs  []server.Config
+	// mutate adjusts every node's configuration, those Add starts too.
+	mutate func(i int, cfg *server.Config)
 }
 
 // StartCluster starts n nodes that bootstrap one cluster together and
 // waits until they agree on a leader and every node's metadata is
-// replicated. mutate, when not nil, adjusts node i's configuration first.
+// replicated. mutate, when not nil, adjusts node i's configuration first
+// (and that of the nodes Add starts later).
 func StartCluster(t testing.TB, n int, mutate func(i int, cfg *server.Config)) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Nodes: make([]*server.Server, n), cfgs: make([]server.Config, n)}
+	c := &Cluster{t: t, Nodes: make([]*server.Server, n), cfgs: make([]server.Config, n), mutate: mutate}
 	lns := make([]net.Listener, n)
 	var peers []cluster.Peer
 	for i := range n {
@@ -195,6 +198,9 @@ func (c *Cluster) Add(join ...string) *server.Server {
 	c.t.Helper()
 	i := len(c.Nodes)
 	cfg := Config(NodeID(i), filepath.Join(c.t.TempDir(), NodeID(i)))
+	if c.mutate != nil {
+		c.mutate(i, &cfg)
+	}
 	cfg.Cluster.Join = join
 	c.cfgs = append(c.cfgs, cfg)
 	c.Nodes = append(c.Nodes, nil)

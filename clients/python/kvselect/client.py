@@ -376,6 +376,23 @@ class Client:
         body = _fields(id=node_id, http_addr=http_addr, replica_sync=replica_sync)
         return self._do(_Call("POST", wire.PATH_CLUSTER_METADATA, _json(body), _WRITE), timeout)
 
+    def register_replica_sync_peer(self, endpoint: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Makes the home node follow another node's replica sync (POST
+        /replica_sync/register_peer, "tcp://host:port"); in memory only.
+        Cluster members are followed without it."""
+        body = _fields(endpoint=endpoint)
+        return self._do(_Call("POST", wire.PATH_REPLICA_SYNC_REGISTER, _json(body), _BOOKING), timeout)
+
+    def deregister_replica_sync_peer(self, endpoint: str, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Makes the home node stop following a registered peer (POST
+        /replica_sync/deregister_peer)."""
+        body = _fields(endpoint=endpoint)
+        return self._do(_Call("POST", wire.PATH_REPLICA_SYNC_DEREGISTER, _json(body), _BOOKING), timeout)
+
+    def replica_sync_peers(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The peers the home node follows (GET /replica_sync/peers)."""
+        return self._do(_Call("GET", wire.PATH_REPLICA_SYNC_PEERS, None, _READ), timeout)
+
     # The machinery.
 
     def _do(self, call: _Call, timeout: Optional[float], decode: bool = True) -> Any:

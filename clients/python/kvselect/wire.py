@@ -56,6 +56,9 @@ PATH_CLUSTER_JOIN = "/cluster/join"
 PATH_CLUSTER_REMOVE = "/cluster/remove"
 PATH_CLUSTER_STEPDOWN = "/cluster/stepdown"
 PATH_CLUSTER_METADATA = "/cluster/metadata"
+PATH_REPLICA_SYNC_REGISTER = "/replica_sync/register_peer"
+PATH_REPLICA_SYNC_DEREGISTER = "/replica_sync/deregister_peer"
+PATH_REPLICA_SYNC_PEERS = "/replica_sync/peers"
 
 
 def path(template: str, ident: object) -> str:

@@ -124,6 +124,11 @@ ROUTES = [
     ("remove", lambda kv: kv.remove("n4"), "POST", "/cluster/remove"),
     ("step_down", lambda kv: kv.step_down(), "POST", "/cluster/stepdown"),
     ("set_metadata", lambda kv: kv.set_metadata("n4", "127.0.0.1:8004"), "POST", "/cluster/metadata"),
+    ("register_replica_sync_peer", lambda kv: kv.register_replica_sync_peer("tcp://h:1"),
+     "POST", "/replica_sync/register_peer"),
+    ("deregister_replica_sync_peer", lambda kv: kv.deregister_replica_sync_peer("tcp://h:1"),
+     "POST", "/replica_sync/deregister_peer"),
+    ("replica_sync_peers", lambda kv: kv.replica_sync_peers(), "GET", "/replica_sync/peers"),
 ]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
