@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
-	"time"
 
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
 
@@ -123,9 +122,7 @@ func (l *listener) count(f func(*RankStatus)) {
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	defer l.setState(stateStopped, nil)
-	cfg := l.m.cfg
-	delay := cfg.BackoffMin
-	failures := 0 // in a row, without a message in between
+	bo := backoff.New(l.m.cfg.BackoffMin, l.m.cfg.BackoffMax)
 	for ctx.Err() == nil {
 		l.setState(StateConnecting, nil)
 		received, err := l.session(ctx)
@@ -134,25 +131,19 @@ func (l *listener) run(ctx context.Context) {
 		}
 		l.setState(StateFailed, err)
 		if received {
-			delay, failures = cfg.BackoffMin, 0
+			bo.Reset()
 		}
-		// An engine that stays down would log on every retry; warn on the
-		// first failure and then at every 10th, the status has the rest.
+		// An engine that stays down would log on every retry; the status
+		// has what the debug lines leave out.
+		wait, failures, warn := bo.Next()
 		level := slog.LevelDebug
-		if failures%10 == 0 {
+		if warn {
 			level = slog.LevelWarn
 		}
-		failures++
-		l.log.Log(ctx, level, "kv events connection failed; reconnecting", "err", err, "retry_in", delay, "failures", failures)
-		jitter := time.Duration(rand.Int64N(int64(delay)/5 + 1))
-		t := time.NewTimer(delay + jitter)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		l.log.Log(ctx, level, "kv events connection failed; reconnecting", "err", err, "retry_in", wait, "failures", failures)
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		delay = min(2*delay, cfg.BackoffMax)
 	}
 }
 

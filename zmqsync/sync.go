@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
 
@@ -457,8 +457,7 @@ func (p *peer) update(f func(*PeerStatus)) {
 // reconnecting with exponential backoff and jitter.
 func (p *peer) run(ctx context.Context) {
 	defer p.s.wg.Done()
-	cfg := p.s.cfg
-	delay, failures := cfg.BackoffMin, 0
+	bo := backoff.New(p.s.cfg.BackoffMin, p.s.cfg.BackoffMax)
 	for ctx.Err() == nil {
 		p.update(func(st *PeerStatus) { st.State = StateConnecting })
 		received, err := p.session(ctx)
@@ -467,23 +466,18 @@ func (p *peer) run(ctx context.Context) {
 		}
 		p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() })
 		if received {
-			delay, failures = cfg.BackoffMin, 0
+			bo.Reset()
 		}
+		wait, failures, warn := bo.Next()
 		level := slog.LevelDebug
-		if failures%10 == 0 {
+		if warn {
 			level = slog.LevelWarn
 		}
-		failures++
 		p.s.log.Log(ctx, level, "replica sync peer connection failed; reconnecting",
-			"endpoint", p.endpoint, "err", err, "retry_in", delay, "failures", failures)
-		t := time.NewTimer(delay + time.Duration(rand.Int64N(int64(delay)/5+1)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+			"endpoint", p.endpoint, "err", err, "retry_in", wait, "failures", failures)
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		delay = min(2*delay, cfg.BackoffMax)
 	}
 }
 

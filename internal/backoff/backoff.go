@@ -1,0 +1,54 @@
+// Package backoff is the delay between the attempts of kvselect's own
+// reconnect loops (KV event listeners, replica-sync peers): exponential,
+// with jitter, reset by an attempt that got somewhere, and a say in which
+// failures are worth a warning.
+package backoff
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff doubles the delay after each failure, from Min up to Max, and
+// adds up to 20 % jitter so that many loops that fail together do not
+// retry together. The zero value is not usable; use New.
+type Backoff struct {
+	min, max time.Duration
+	delay    time.Duration
+	failures int // in a row, since the last Reset
+}
+
+// New returns a Backoff starting at min (at least 1 ms) and capped at max
+// (at least min).
+func New(lo, hi time.Duration) *Backoff {
+	lo = max(lo, time.Millisecond)
+	return &Backoff{min: lo, max: max(hi, lo), delay: lo}
+}
+
+// Reset starts over from Min: the last attempt made progress.
+func (b *Backoff) Reset() { b.delay, b.failures = b.min, 0 }
+
+// Next records one more failure and returns how long to wait before the
+// next attempt, how many failures in a row that makes, and whether this
+// one deserves a warning: the first, then every 10th, so an endpoint that
+// stays down does not flood the log (the caller logs the others at debug).
+func (b *Backoff) Next() (wait time.Duration, failures int, warn bool) {
+	warn = b.failures%10 == 0
+	b.failures++
+	wait = b.delay + time.Duration(rand.Int64N(int64(b.delay)/5+1))
+	b.delay = min(2*b.delay, b.max)
+	return wait, b.failures, warn
+}
+
+// Sleep waits d, or until ctx ends; it reports whether the whole d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
