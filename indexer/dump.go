@@ -389,13 +389,19 @@ func (ix *partIndex) snapshotRank(s *snapshot, r *rankState) {
 	s.hashes, s.members, s.stack = hs, ms, stack
 }
 
+// MaxDumpEventBlocks bounds the blocks of one dumped event: a longer chain
+// continues in the next event (whose parent is the last block before it),
+// so that no single JSON value of a dump is large (a loader bounds each).
+const MaxDumpEventBlocks = 4096
+
 // emit adds one block: to the last event when it continues that event's
-// chain (same rank and tier, parent its last block), else as a new event.
+// chain (same rank and tier, parent its last block) and has room, else as
+// a new event.
 func (s *snapshot) emit(rk RankKey, t Tier, hasParent bool, parent uint64, b DumpBlock) {
 	if n := len(s.events); n > 0 {
 		last := &s.events[n-1]
 		if last.worker == rk.Worker && last.rank == rk.Rank && last.tier == t &&
-			hasParent && s.blocks[last.end-1].BlockHash == parent {
+			hasParent && s.blocks[last.end-1].BlockHash == parent && last.end-s.start(n-1) < MaxDumpEventBlocks {
 			s.blocks = append(s.blocks, b)
 			last.end++
 			return

@@ -262,3 +262,75 @@ func Test_LoadDumpSkips(t *testing.T) {
 		t.Fatalf("watermark %d %v", seq, ok)
 	}
 }
+
+// Test_DumpSplitsLongChains: a chain longer than MaxDumpEventBlocks is
+// dumped as several events, each continuing the last, and loads back the
+// same.
+func Test_DumpSplitsLongChains(t *testing.T) {
+	src, dst := newCatalogHarness(t), newCatalogHarness(t)
+	for _, h := range []*catalogHarness{src, dst} {
+		h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	}
+	const n = 2*MaxDumpEventBlocks + 10
+	ev := Event{Kind: EventStored, Tier: TierDevice}
+	q := make([]uint64, n)
+	for i := range n {
+		ev.Blocks = append(ev.Blocks, StoredBlock{Hash: uint64(1_000_000 + i), Local: uint64(i + 1)})
+		q[i] = uint64(i + 1)
+	}
+	if _, err := src.x.Apply(RankKey{Worker: 1}, Batch{Events: []Event{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	pd := src.x.Dump()["m:default"]
+	if len(pd.Events) != 3 {
+		t.Fatalf("%d events for a chain of %d blocks, want 3", len(pd.Events), n)
+	}
+	for i, e := range pd.Events {
+		if blocks := len(e.Event.Data.Stored.Blocks); blocks > MaxDumpEventBlocks {
+			t.Fatalf("event %d has %d blocks", i, blocks)
+		}
+	}
+	if _, err := dst.x.LoadDump(context.Background(), bytes.NewReader(writeDump(t, src.x)), LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sameMatches(t, src.x, dst.x, []fsm.PartitionKey{keyM}, [][]uint64{q})
+}
+
+// endless is a reader of a prefix followed by one pattern forever.
+type endless struct {
+	prefix, pattern []byte
+	served          int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(e.prefix) > 0 {
+			k := copy(p[n:], e.prefix)
+			e.prefix = e.prefix[k:]
+			n += k
+			continue
+		}
+		n += copy(p[n:], e.pattern)
+	}
+	e.served += int64(n)
+	return n, nil
+}
+
+// Test_LoadDumpBoundsOneValue: one endless event (a peer gone mad) is
+// refused once it passes the bound, instead of being held in memory.
+func Test_LoadDumpBoundsOneValue(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	for _, where := range []string{
+		`{"m:default":{"block_size":16,"events":[{"worker_id":1,"storage_tier":"device","event":{"event_id":1,"dp_rank":0,"data":{"stored":{"parent_hash":null,"blocks":[`,
+		`{"m:default":{"block_size":16,"unknown":[`,
+	} {
+		in := &endless{prefix: []byte(where), pattern: []byte(`{"block_hash":1,"tokens_hash":1},`)}
+		const limit = 1 << 20
+		_, err := h.x.LoadDump(context.Background(), in, LoadOptions{MaxValueBytes: limit})
+		if !errors.Is(err, ErrBadDump) || in.served > 4*limit {
+			t.Fatalf("err %v after %d bytes", err, in.served)
+		}
+	}
+}

@@ -61,6 +61,9 @@ type LoadOptions struct {
 	// acquisition (default 4096): large enough to make locking cheap, small
 	// enough that matches on the partition never wait long.
 	BatchBlocks int
+	// MaxValueBytes bounds one JSON value of the dump (default
+	// MaxDumpValueBytes).
+	MaxValueBytes int64
 }
 
 // LoadDump reads a whole dump (GET /dump's body: partitions keyed by
@@ -85,7 +88,11 @@ func (x *Indexer) LoadDump(ctx context.Context, r io.Reader, opt LoadOptions) (L
 	if opt.BatchBlocks <= 0 {
 		opt.BatchBlocks = 4096
 	}
-	l := &loader{x: x, ctx: ctx, dec: json.NewDecoder(r), opt: opt, touched: map[RankKey]bool{}}
+	if opt.MaxValueBytes <= 0 {
+		opt.MaxValueBytes = MaxDumpValueBytes
+	}
+	l := &loader{x: x, ctx: ctx, in: &valueBudget{r: r, limit: opt.MaxValueBytes}, opt: opt, touched: map[RankKey]bool{}}
+	l.dec = json.NewDecoder(l.in)
 	err := l.document()
 	if err != nil {
 		x.resetRanks(l.touched)
@@ -94,10 +101,36 @@ func (x *Indexer) LoadDump(ctx context.Context, r io.Reader, opt LoadOptions) (L
 	return l.st, nil
 }
 
+// MaxDumpValueBytes bounds one JSON value of a dump (an event, a
+// watermark list, an unknown field): json.Decoder holds a whole value in
+// memory, so without it one forged value could take all of it. Dumps this
+// package writes keep events to MaxDumpEventBlocks blocks (about 0.3 MiB).
+const MaxDumpValueBytes = 64 << 20
+
+// valueBudget is the loader's reader: it fails once more than limit
+// bytes (plus a read-ahead allowance) have been read since the last arm,
+// which the loader calls before each value it decodes.
+type valueBudget struct {
+	r           io.Reader
+	read, limit int64
+}
+
+func (v *valueBudget) arm() { v.read = 0 }
+
+func (v *valueBudget) Read(p []byte) (int, error) {
+	if v.read > v.limit+64<<10 {
+		return 0, fmt.Errorf("%w: a value of more than %d bytes", ErrBadDump, v.limit)
+	}
+	n, err := v.r.Read(p)
+	v.read += int64(n)
+	return n, err
+}
+
 // loader is one LoadDump's state.
 type loader struct {
 	x       *Indexer
 	ctx     context.Context
+	in      *valueBudget
 	dec     *json.Decoder
 	opt     LoadOptions
 	st      LoadStats
@@ -113,6 +146,7 @@ func (l *loader) fail(format string, args ...any) error {
 // token reads the next token; a read error (a stream cut short) keeps its
 // cause, wrapped in ErrBadDump.
 func (l *loader) token() (json.Token, error) {
+	l.in.arm()
 	t, err := l.dec.Token()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -135,6 +169,7 @@ func (l *loader) delim(want json.Delim) error {
 }
 
 func (l *loader) decode(v any) error {
+	l.in.arm()
 	if err := l.dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
@@ -302,6 +337,7 @@ func (l *loader) events(e *partEntry) error {
 	}
 	for l.dec.More() {
 		l.ev = RouterEvent{}
+		l.in.arm()
 		if err := l.dec.Decode(&l.ev); err != nil {
 			var te *json.UnmarshalTypeError
 			if !errors.As(err, &te) {

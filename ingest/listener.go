@@ -41,10 +41,10 @@ type listener struct {
 	last    uint64
 	hasLast bool
 	// After a replay from seq `from` that returned up to dupHi, live
-	// messages in [dupLo = from, dupHi] were already applied from the
-	// replay (or lost to the engine's buffer before it): they are
-	// duplicates, not an engine restart. The window closes once the live
-	// stream reaches dupHi.
+	// messages in [dupLo, dupHi] were already applied from the replay (or
+	// lost to the engine's buffer before it): they are duplicates, not an
+	// engine restart (see recover for dupLo). The window closes once the
+	// live stream reaches dupHi.
 	window       bool
 	dupLo, dupHi uint64
 
@@ -285,12 +285,20 @@ func (l *listener) recover(ctx context.Context, from uint64, trigger *message) {
 		}
 	}
 	if n > 0 {
-		// The window starts at from, not lo: when the engine's buffer no
-		// longer reached back to from, live messages queued meanwhile can
-		// be older than lo. They were counted lost (or, for a listener
-		// without a watermark, skipped); applying them now would break the
-		// order, and reading them as a restart would clear the rank.
-		l.window, l.dupLo, l.dupHi = true, min(from, lo), hi
+		// After a watermark (from > 0) the window starts at from, not lo:
+		// when the engine's buffer no longer reached back to from, live
+		// messages queued meanwhile can be older than lo. They were counted
+		// lost; applying them now would break the order, and reading them
+		// as a restart would clear the rank. A listener without one (from
+		// 0) can receive nothing live older than lo (it was published
+		// before it subscribed), so there the window starts at lo, and a
+		// restarted engine's first numbers below lo still read as a
+		// restart.
+		dupLo := lo
+		if from > 0 {
+			dupLo = min(from, lo)
+		}
+		l.window, l.dupLo, l.dupHi = true, dupLo, hi
 	}
 	if trigger != nil {
 		l.inOrder(*trigger, msgApplied)

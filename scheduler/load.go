@@ -145,7 +145,23 @@ func (p *partition) book(res *reservation, seq []uint64) {
 	rl.requests++
 	p.handles[res.handle] = res
 	p.reservations[res.id] = res
-	res.fifo = p.fifo.PushBack(res)
+	p.enqueue(res)
+}
+
+// enqueue puts res in fifo in admission order, which the expiry sweep
+// relies on to stop at the first live booking. A local booking is the
+// newest and goes last at once; a mirrored one keeps its node's (earlier)
+// admission time and may belong a little before the tail.
+func (p *partition) enqueue(res *reservation) {
+	e := p.fifo.Back()
+	for e != nil && e.Value.(*reservation).admitted.After(res.admitted) {
+		e = e.Prev()
+	}
+	if e == nil {
+		res.fifo = p.fifo.PushFront(res)
+		return
+	}
+	res.fifo = p.fifo.InsertAfter(res, e)
 }
 
 // unbook removes a reservation's load; it is the exact inverse of book plus
@@ -212,11 +228,15 @@ func (p *partition) addOutputBlock(res *reservation, decay *float64) {
 	rl.decode += res.outFrac * newW
 }
 
-func (p *partition) completePrefill(res *reservation) {
-	if !res.prefillDone {
-		res.prefillDone = true
-		res.rank.prefill -= res.prefill
+// completePrefill ends the reservation's prefill load and reports whether
+// it was still on (a repeat is a no-op).
+func (p *partition) completePrefill(res *reservation) bool {
+	if res.prefillDone {
+		return false
 	}
+	res.prefillDone = true
+	res.rank.prefill -= res.prefill
+	return true
 }
 
 // activePrefixes sets prefix[slot] to the number of leading sequence

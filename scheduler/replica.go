@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"container/list"
-	"sync"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -25,9 +24,11 @@ type Publisher interface {
 }
 
 // SetPublisher makes the scheduler publish its bookings, prefill
-// completions and frees to p (nil: publish nothing). Call it before the
-// node serves requests.
-func (s *Scheduler) SetPublisher(p Publisher) { s.publisher = p }
+// completions and frees to p (nil: publish nothing), as node nodeID (the
+// origin its peers record). Call it before the node serves requests.
+func (s *Scheduler) SetPublisher(p Publisher, nodeID string) {
+	s.publisher, s.nodeID = p, nodeID
+}
 
 func (s *Scheduler) publish(ev zmqsync.Event) {
 	if s.publisher != nil {
@@ -49,6 +50,19 @@ func (s *Scheduler) publishAdmission(p *partition, res *reservation) {
 	})
 }
 
+// publishEnd tells the peers that a booking's prefill ended or that it
+// ended, naming the node that booked it; p.mu is held.
+func (s *Scheduler) publishEnd(kind zmqsync.Kind, res *reservation) {
+	if s.publisher == nil {
+		return
+	}
+	by := res.origin
+	if by == "" {
+		by = s.nodeID
+	}
+	s.publish(zmqsync.Event{Kind: kind, ReservationID: res.id, BookedBy: by})
+}
+
 // Why a peer event was not applied: the label of the drop counter.
 const (
 	DropUnknownPartition   = "unknown_partition"
@@ -56,12 +70,14 @@ const (
 	DropBlockSize          = "block_size"
 	DropDuplicate          = "duplicate"
 	DropUnknownReservation = "unknown_reservation"
+	DropOtherBooking       = "other_booking"
 	DropExpired            = "expired"
 )
 
 // DropReasons lists every reason ApplyPeerEvent may give.
 func DropReasons() []string {
-	return []string{DropUnknownPartition, DropUnknownRank, DropBlockSize, DropDuplicate, DropUnknownReservation, DropExpired}
+	return []string{DropUnknownPartition, DropUnknownRank, DropBlockSize, DropDuplicate,
+		DropUnknownReservation, DropOtherBooking, DropExpired}
 }
 
 // ApplyPeerEvent applies another node's lifecycle event to this node's
@@ -69,26 +85,50 @@ func DropReasons() []string {
 // DropReasons). Replica traffic never creates workers or partitions: an
 // admission for a partition, worker rank or block size this node does not
 // schedule is dropped. An admission of an id already booked here is
-// dropped (the id stays taken); a free of an id not known here leaves a
-// tombstone, so that the admission it overtook (it came from another node,
-// over another connection) is dropped when it arrives.
+// dropped (the id stays taken); a prefill_complete or free that names
+// another booking node than the one of the booking here with that id is
+// dropped too (two nodes booked one id before either admission arrived:
+// each keeps its own). A free of an id not known here leaves a tombstone,
+// so that the admission it overtook (it came from another node, over
+// another connection) is dropped when it arrives.
 func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
 	switch ev.Kind {
 	case zmqsync.KindAdmission:
 		return s.mirrorAdmission(origin, ev)
-	case zmqsync.KindPrefillComplete:
-		if s.withReservation(ev.ReservationID, func(p *partition, r *reservation) { p.completePrefill(r) }) != nil {
-			return DropUnknownReservation
-		}
-	case zmqsync.KindFree:
-		err := s.withReservation(ev.ReservationID, func(p *partition, r *reservation) {
-			p.unbook(r)
-			s.forget(r.id)
-		})
-		if err != nil {
+	case zmqsync.KindPrefillComplete, zmqsync.KindFree:
+		return s.endFromPeer(ev)
+	}
+	return ""
+}
+
+// endFromPeer applies a peer's prefill_complete or free. The miss and the
+// tombstone it leaves are one step under resMu, the lock mirrorAdmission
+// claims the id under, so a free and its admission cannot pass each other
+// in between.
+func (s *Scheduler) endFromPeer(ev *zmqsync.Event) string {
+	s.resMu.Lock()
+	p := s.resIndex[ev.ReservationID]
+	if p == nil {
+		if ev.Kind == zmqsync.KindFree {
 			s.tombstones.add(ev.ReservationID, s.now())
-			return DropUnknownReservation
 		}
+		s.resMu.Unlock()
+		return DropUnknownReservation
+	}
+	s.resMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.reservations[ev.ReservationID]
+	switch {
+	case r == nil: // ended between the two lookups
+		return DropUnknownReservation
+	case ev.BookedBy != "" && ev.BookedBy != r.origin && (r.origin != "" || ev.BookedBy != s.nodeID):
+		return DropOtherBooking
+	case ev.Kind == zmqsync.KindFree:
+		p.unbook(r)
+		s.forget(r.id)
+	default:
+		p.completePrefill(r)
 	}
 	return ""
 }
@@ -101,9 +141,6 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	}
 	if !admitted.After(now.Add(-s.cfg.ActiveRequestExpiry)) {
 		return DropExpired
-	}
-	if s.tombstones.has(ev.ReservationID, now) {
-		return DropUnknownReservation // freed on another node before its admission reached us
 	}
 	p := s.partition(fsm.PartitionKey{Model: ev.Model, Tenant: ev.Tenant})
 	if p == nil {
@@ -118,8 +155,8 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	if rl == nil || !rl.schedulable {
 		return DropUnknownRank
 	}
-	if s.claimID(ev.ReservationID, p) != nil {
-		return DropDuplicate
+	if why := s.claimMirrored(ev.ReservationID, p, now); why != "" {
+		return why
 	}
 	p.book(&reservation{
 		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin,
@@ -128,10 +165,26 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	return ""
 }
 
+// claimMirrored claims a peer booking's id like claimID, unless it is
+// taken or a free already ended it (its tombstone is used up); p.mu is
+// held.
+func (s *Scheduler) claimMirrored(id string, p *partition, now time.Time) string {
+	s.resMu.Lock()
+	defer s.resMu.Unlock()
+	switch {
+	case s.resIndex[id] != nil:
+		return DropDuplicate
+	case s.tombstones.take(id, now):
+		return DropUnknownReservation // freed on another node before its admission reached us
+	}
+	s.resIndex[id] = p
+	return ""
+}
+
 // tombstones remembers, for a while, the ids of frees that arrived before
-// their admission. Bounded: past maxTombstones the oldest go first.
+// their admission. Bounded: past maxTombstones the oldest go first. The
+// scheduler's resMu guards it.
 type tombstones struct {
-	mu    sync.Mutex
 	ttl   time.Duration
 	byID  map[string]*list.Element
 	order *list.List // of tombstone, oldest first
@@ -154,8 +207,6 @@ func newTombstones() *tombstones {
 }
 
 func (t *tombstones) add(id string, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.expireLocked(now)
 	if e, ok := t.byID[id]; ok {
 		t.order.Remove(e)
@@ -166,10 +217,8 @@ func (t *tombstones) add(id string, now time.Time) {
 	}
 }
 
-// has reports whether id has a live tombstone, and uses it up.
-func (t *tombstones) has(id string, now time.Time) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// take reports whether id has a live tombstone, and uses it up.
+func (t *tombstones) take(id string, now time.Time) bool {
 	t.expireLocked(now)
 	e, ok := t.byID[id]
 	if ok {

@@ -55,7 +55,7 @@ func replicas(t *testing.T, n int) ([]*fixture, []*relay) {
 				rs[i].peers = append(rs[i].peers, g)
 			}
 		}
-		f.s.SetPublisher(rs[i])
+		f.s.SetPublisher(rs[i], rs[i].origin)
 	}
 	return fs, rs
 }
@@ -251,5 +251,77 @@ func Test_ReplicaLeavesTheCatalogAlone(t *testing.T) {
 	}
 	if _, err := fs[1].s.Reservation("r1"); !errors.Is(err, ErrReservationNotFound) {
 		t.Fatalf("mirrored booking outlived its worker: %v", err)
+	}
+}
+
+// Test_ReplicaSameIDOnTwoNodes: two nodes book one id before either
+// admission arrives. Each keeps its own booking (the other's admission is
+// a duplicate), and the end of one never ends the other.
+func Test_ReplicaSameIDOnTwoNodes(t *testing.T) {
+	fs, rs := replicas(t, 2)
+	for _, r := range rs {
+		r.hold = true
+	}
+	fs[0].mustReserve("x", 1, 0, prompt(1))
+	fs[1].mustReserve("x", 2, 0, prompt(2))
+	for _, r := range rs {
+		held := r.held
+		r.hold, r.held = false, nil
+		for _, ev := range held {
+			r.deliver(ev)
+		}
+	}
+	if rs[0].drops[DropDuplicate] != 1 || rs[1].drops[DropDuplicate] != 1 {
+		t.Fatalf("drops %v %v", rs[0].drops, rs[1].drops)
+	}
+	if err := fs[0].s.PrefillComplete("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs[0].s.Free("x"); err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].drops[DropOtherBooking] != 2 {
+		t.Fatalf("node 2 applied node 1's end of its own x: drops %v", rs[0].drops)
+	}
+	if l := fs[1].load(2, 0); l.ActiveRequests != 1 || l.ActivePrefillTokens != 16 {
+		t.Fatalf("node 2's own booking of x = %+v", l)
+	}
+}
+
+// Test_ReplicaExpiryOrder: a mirrored booking with an earlier admission
+// time than local bookings already queued still expires on time (the
+// sweep stops at the first live booking).
+func Test_ReplicaExpiryOrder(t *testing.T) {
+	f := newFixture(t)
+	f.worker(1, 1)
+	f.mustReserve("local", 1, 0, prompt(1))
+	ev := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "old", Model: "m", Tenant: "default",
+		WorkerID: 1, BlockSize: 16, SequenceHashes: []uint64{9}, ISL: 16, PrefillTokens: 16,
+		Admitted: f.clock.Add(-200 * time.Second)}
+	if why := f.s.ApplyPeerEvent("n2", &ev); why != "" {
+		t.Fatal(why)
+	}
+	f.clock = f.clock.Add(150 * time.Second) // "old" is 350 s old, "local" 150 s
+	if n := f.s.SweepExpired(); n != 1 {
+		t.Fatalf("swept %d, want the mirrored booking", n)
+	}
+	if _, err := f.s.Reservation("old"); !errors.Is(err, ErrReservationNotFound) {
+		t.Fatalf("old: %v", err)
+	}
+}
+
+// Test_ReplicaRepeatedPrefillNotPublished: a repeated prefill_complete is a
+// no-op, and is not sent to the peers again.
+func Test_ReplicaRepeatedPrefillNotPublished(t *testing.T) {
+	fs, rs := replicas(t, 2)
+	fs[0].mustReserve("r", 1, 0, prompt(1))
+	rs[0].hold = true
+	for range 3 {
+		if err := fs[0].s.PrefillComplete("r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rs[0].held) != 1 || rs[0].held[0].BookedBy != "n1" {
+		t.Fatalf("published %+v", rs[0].held)
 	}
 }

@@ -155,11 +155,11 @@ func (s *Scheduler) withReservation(id string, fn func(p *partition, r *reservat
 // It is published to the peers whether the booking was made here or
 // mirrored from one.
 func (s *Scheduler) PrefillComplete(id string) error {
-	err := s.withReservation(id, func(p *partition, r *reservation) { p.completePrefill(r) })
-	if err == nil {
-		s.publish(zmqsync.Event{Kind: zmqsync.KindPrefillComplete, ReservationID: id})
-	}
-	return err
+	return s.withReservation(id, func(p *partition, r *reservation) {
+		if p.completePrefill(r) {
+			s.publishEnd(zmqsync.KindPrefillComplete, r)
+		}
+	})
 }
 
 // OutputBlock adds one output block to the reservation's decode load, with
@@ -174,14 +174,11 @@ func (s *Scheduler) OutputBlock(id string, decay *float64) error {
 // Free ends a reservation and removes all its load. It is published to
 // the peers whether the booking was made here or mirrored from one.
 func (s *Scheduler) Free(id string) error {
-	err := s.withReservation(id, func(p *partition, r *reservation) {
+	return s.withReservation(id, func(p *partition, r *reservation) {
 		p.unbook(r)
 		s.forget(id)
+		s.publishEnd(zmqsync.KindFree, r)
 	})
-	if err == nil {
-		s.publish(zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: id})
-	}
-	return err
 }
 
 // SweepExpired frees reservations admitted longer ago than the expiry and

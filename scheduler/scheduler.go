@@ -21,7 +21,7 @@ import (
 //
 // Locking: mu guards the partition map; each partition's mu guards its
 // ranks, load and reservations; resMu guards the node-wide reservation id
-// index. Lock order: partition.mu, then resMu. Scheduler.mu is never held
+// index (and the tombstones of replica sync). Lock order: partition.mu, then resMu. Scheduler.mu is never held
 // while taking a partition lock.
 type Scheduler struct {
 	cfg     Config
@@ -38,8 +38,10 @@ type Scheduler struct {
 
 	pending *pendingSelections
 
-	// publisher and tombstones: replica sync (replica.go).
+	// Replica sync (replica.go): where this node's events go, as which
+	// node; tombstones of early frees, guarded by resMu.
 	publisher  Publisher
+	nodeID     string
 	tombstones *tombstones
 
 	handles atomic.Uint64

@@ -125,7 +125,7 @@ func Start(cfg Config) (*Server, error) {
 			ln.Close()
 			return nil, err
 		}
-		s.Scheduler.SetPublisher(s.Sync)
+		s.Scheduler.SetPublisher(s.Sync, cfg.Cluster.NodeID)
 		cfg.Cluster.ReplicaSyncAdvertise = s.Sync.Advertised()
 	}
 	if s.Node, err = cluster.Open(cfg.Cluster, s.applyCatalogChange); err != nil {

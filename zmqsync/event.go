@@ -26,13 +26,19 @@ func (k Kind) String() string {
 }
 
 // Event is one lifecycle step of one reservation. PrefillComplete and Free
-// carry only the reservation id; an admission carries what a receiver
-// needs to book the same load: the partition, the worker rank, the
-// prompt's sequence hashes, its length and prefill tokens, and when it was
-// booked (expiry runs from then on every node).
+// carry the reservation id and the node that booked it; an admission
+// carries what a receiver needs to book the same load: the partition, the
+// worker rank, the prompt's sequence hashes, its length and prefill
+// tokens, and when it was booked (expiry runs from then on every node).
 type Event struct {
 	Kind          Kind
 	ReservationID string
+	// BookedBy (PrefillComplete and Free) is the id of the node whose
+	// booking this is, so that a receiver never ends a booking of its own
+	// that happens to share the id (two nodes may book one id before
+	// either admission arrives). "" when the publisher did not say: the
+	// id alone decides, as before the field existed.
+	BookedBy string
 
 	// Admission only.
 	Model, Tenant string

@@ -13,7 +13,8 @@ type metrics struct {
 func newMetrics(dropReasons []string) *metrics {
 	m := &metrics{
 		sentMessages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvselect_replica_sync_sent_messages_total", Help: "Replica-sync messages published."}),
+			Name: "kvselect_replica_sync_sent_messages_total",
+			Help: "Replica-sync messages handed to the PUB socket (zmq4 drops past its queue of zmqx.PubQueue messages without saying so)."}),
 		sentEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_sent_events_total", Help: "Lifecycle events published to the peers."}),
 		sendDropped: prometheus.NewCounter(prometheus.CounterOpts{

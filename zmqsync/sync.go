@@ -22,10 +22,15 @@ import (
 // The transport. Each node binds one PUB socket and keeps one SUB per peer
 // endpoint, each with its own reconnect loop (zmq4's own is off, as for
 // the KV event listeners). Publish hands an event to a bounded queue and
-// never waits; one sender goroutine batches what is queued into a message
-// and gives it to the PUB socket, which queues at most zmqx.PubQueue
-// messages and cuts off a subscriber that stops reading after
-// zmqx.WriteTimeout. A SUB decodes each message whole, drops the node's
+// never waits (a full queue drops and counts); one sender goroutine
+// batches what is queued into a message and gives it to the PUB socket.
+// zmq4's PUB writes each message to its subscribers one after another and
+// queues at most zmqx.PubQueue messages, dropping past that without a
+// word; so the guarded transport cuts off a subscriber that stops reading
+// (zmqx.WriteTimeout) or keeps the writer waiting most of the time, and
+// the queue drains. The residual loss, a burst of more than PubQueue
+// messages faster than the slowest connected subscriber reads, is not
+// counted. A SUB decodes each message whole, drops the node's
 // own echoes, and applies the events in order through Config.Apply.
 
 var (
@@ -255,7 +260,10 @@ func (s *Syncer) Register(endpoint string) (created bool, err error) {
 	if s.closed {
 		return false, ErrClosed
 	}
-	if p := s.peers[endpoint]; p != nil && (p.sources[SourceRegistered] || p.sources[SourceFlag]) {
+	if p := s.peers[endpoint]; p != nil {
+		// Already followed (by flag, registration or membership): 200.
+		// A member's endpoint registered too stays after the member goes.
+		p.sources[SourceRegistered] = true
 		return false, nil
 	}
 	s.addSourceLocked(endpoint, endpoint, SourceRegistered, "")
@@ -288,6 +296,14 @@ func (s *Syncer) SetMembers(members map[string]Member) {
 	if s.closed {
 		return
 	}
+	want := make(map[string]Member, len(members))
+	for id, m := range members {
+		if m.Dial == "" {
+			m.Dial = m.Endpoint // compared with what is followed, as followed
+		}
+		want[id] = m
+	}
+	members = want
 	for id, m := range s.members {
 		if nm, ok := members[id]; !ok || nm != m {
 			s.dropSourceLocked(m.Endpoint, SourceMember)
@@ -300,9 +316,6 @@ func (s *Syncer) SetMembers(members map[string]Member) {
 		}
 		if _, ok := s.members[id]; ok {
 			continue
-		}
-		if m.Dial == "" {
-			m.Dial = m.Endpoint
 		}
 		if err := ValidateEndpoint(m.Endpoint); err != nil {
 			s.log.Warn("cluster member has an invalid replica-sync endpoint; not followed", "node_id", id, "err", err)

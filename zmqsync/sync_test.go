@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -210,7 +211,7 @@ func Test_PeerManagement(t *testing.T) {
 		"b": {Endpoint: "tcp://127.0.0.1:2"}, // also registered
 		"c": {Endpoint: "tcp://10.0.0.3:3", Dial: "tcp://127.0.0.1:3"},
 	})
-	want := []string{"tcp://10.0.0.3:3[member]", "tcp://127.0.0.1:1[flag]", "tcp://127.0.0.1:2[member registered]"}
+	want := []string{"tcp://10.0.0.3:3[member]", "tcp://127.0.0.1:1[flag registered]", "tcp://127.0.0.1:2[member registered]"}
 	if got := endpoints(); !slices.Equal(got, want) {
 		t.Fatalf("peers %v, want %v", got, want)
 	}
@@ -227,6 +228,25 @@ func Test_PeerManagement(t *testing.T) {
 		if err := a.Deregister(ep); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The same membership again (every catalog change delivers it) keeps
+	// the subscriptions as they are.
+	subs := func() map[string]*peer {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return maps.Clone(a.peers)
+	}
+	before := subs()
+	a.SetMembers(map[string]Member{"b": {Endpoint: "tcp://127.0.0.1:2"}, "c": {Endpoint: "tcp://10.0.0.3:3", Dial: "tcp://127.0.0.1:3"}})
+	if after := subs(); !maps.Equal(after, before) {
+		t.Fatalf("the same membership replaced subscriptions: %v → %v", before, after)
+	}
+	// A member's endpoint is already followed: registering it is a 200.
+	if created, err := a.Register("tcp://10.0.0.3:3"); created || err != nil {
+		t.Fatalf("registering a member's endpoint: %v %v", created, err)
+	}
+	if err := a.Deregister("tcp://10.0.0.3:3"); err != nil {
+		t.Fatalf("deregistering it again: %v", err)
 	}
 	a.SetMembers(map[string]Member{"b": {Endpoint: "tcp://127.0.0.1:2"}}) // c left
 	if got := endpoints(); !slices.Equal(got, []string{"tcp://127.0.0.1:2[member]"}) {

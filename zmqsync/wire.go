@@ -59,9 +59,15 @@ func AppendMessage(dst []byte, m *Message) []byte {
 
 func appendEvent(dst []byte, ev *Event) []byte {
 	if ev.Kind != KindAdmission {
-		dst = appendArrayLen(dst, 2)
+		if ev.BookedBy == "" {
+			dst = appendArrayLen(dst, 2)
+			dst = appendUint(dst, uint64(ev.Kind))
+			return appendStr(dst, ev.ReservationID)
+		}
+		dst = appendArrayLen(dst, 3)
 		dst = appendUint(dst, uint64(ev.Kind))
-		return appendStr(dst, ev.ReservationID)
+		dst = appendStr(dst, ev.ReservationID)
+		return appendStr(dst, ev.BookedBy)
 	}
 	dst = appendArrayLen(dst, 12)
 	dst = appendUint(dst, uint64(ev.Kind))
@@ -217,6 +223,18 @@ func decodeEvent(r *msgpackx.Reader, ev, old, prev *Event) error {
 		if err := decodeAdmission(r, ev, old, prev); err != nil {
 			return err
 		}
+	} else if n > want {
+		// The optional booked_by (str or nil) that follows a
+		// prefill_complete's or a free's id.
+		by, _, err := r.OptStr()
+		if err != nil {
+			return malformed(err)
+		}
+		if len(by) > MaxOriginLen {
+			return invalid("booked_by of %d bytes, at most %d", len(by), MaxOriginLen)
+		}
+		ev.BookedBy = by
+		want++
 	}
 	return skipTrailing(r, n-want)
 }
@@ -351,6 +369,9 @@ func validateEvent(ev *Event) error {
 		return fmt.Errorf("%w: reservation id: %w", ErrMalformed, err)
 	}
 	if ev.Kind != KindAdmission {
+		if len(ev.BookedBy) > MaxOriginLen {
+			return invalid("booked_by of %d bytes, at most %d", len(ev.BookedBy), MaxOriginLen)
+		}
 		return nil
 	}
 	switch {

@@ -167,6 +167,11 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 			Admitted: wireT0,
 		}}},
 	}, {
+		name: "free with the booking node",
+		// [1, "n1", [[3, "r1", "n2"]]]
+		b:    []byte{0x93, 0x01, 0xa2, 'n', '1', 0x91, 0x93, 0x03, 0xa2, 'r', '1', 0xa2, 'n', '2'},
+		want: Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2"}}},
+	}, {
 		name: "wide encodings of small values",
 		// [uint8 1, str8 "n1", array16 [[uint64 3, str16 "r1"]]]
 		b: []byte{0x93, 0xcc, 0x01, 0xd9, 0x02, 'n', '1', 0xdc, 0x00, 0x01,
@@ -217,6 +222,9 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 		{"no events", Message{Origin: "n"}},
 		{"admission", Message{Origin: "n1", Events: []Event{wireAdmission("r", 1, 2, 3)}}},
 		{"admission without hashes", Message{Origin: "n1", Events: []Event{wireAdmission("r")}}},
+		{"lifecycle with and without the booking node", Message{Origin: "n3", Events: []Event{
+			{Kind: KindPrefillComplete, ReservationID: "r", BookedBy: "n1"}, {Kind: KindFree, ReservationID: "r", BookedBy: "n1"},
+			{Kind: KindFree, ReservationID: "s"}}}},
 		{"admission not chained", Message{Origin: "n1", Events: []Event{func() Event { e := wireAdmission("r", 9); e.Chained = false; return e }()}}},
 		{"min admission", Message{Origin: "n1", Events: []Event{wireMinAdmission()}}},
 		{"max admission", Message{Origin: strings.Repeat("o", MaxOriginLen), Events: []Event{wireMaxAdmission()}}},

@@ -107,9 +107,19 @@ func RankEndpoint(base string, rank uint32) (string, error) {
 // never stalls for the others behind it.
 const WriteTimeout = 2 * time.Second
 
-// ErrStalled: a write did not complete within WriteTimeout; the connection
-// was closed.
+// ErrStalled: a write did not complete within WriteTimeout, or writes kept
+// the writer waiting most of the time (see slowWindow); the connection was
+// closed.
 var ErrStalled = errors.New("zmq peer stopped reading")
+
+// A peer that reads, but slower than it is written to, never trips
+// WriteTimeout while it holds up a PUB socket's writer most of the time.
+// So a connection whose writes block for more than slowShare of a
+// slowWindow is cut as well.
+var (
+	slowWindow = 5 * time.Second // a variable for tests
+	slowShare  = 0.8
+)
 
 // guarded wraps a net transport so every connection it dials or accepts is
 // checked by a zmtpGuard and has its writes bounded.
@@ -158,6 +168,11 @@ type guardConn struct {
 	mu  sync.Mutex
 	g   zmtpGuard
 	err error
+
+	// Writes, by one writer at a time (zmq4's): the window in which
+	// blocked sums the time spent in Write.
+	window  time.Time
+	blocked time.Duration
 }
 
 // Write writes within WriteTimeout, or closes the connection and fails
@@ -165,7 +180,8 @@ type guardConn struct {
 // zmq4 keeps a connection whose write timed out, though a frame may be
 // half written, and drops it on any other error.
 func (c *guardConn) Write(p []byte) (int, error) {
-	if err := c.Conn.SetWriteDeadline(time.Now().Add(WriteTimeout)); err != nil {
+	start := time.Now()
+	if err := c.Conn.SetWriteDeadline(start.Add(WriteTimeout)); err != nil {
 		return 0, err
 	}
 	n, err := c.Conn.Write(p)
@@ -173,6 +189,13 @@ func (c *guardConn) Write(p []byte) (int, error) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		c.Conn.Close()
 		return n, fmt.Errorf("%w: no write progress in %v", ErrStalled, WriteTimeout)
+	}
+	if start.Sub(c.window) > slowWindow {
+		c.window, c.blocked = start, 0
+	}
+	if c.blocked += time.Since(start); c.blocked > time.Duration(slowShare*float64(slowWindow)) {
+		c.Conn.Close()
+		return n, fmt.Errorf("%w: writes waited %v of the last %v", ErrStalled, c.blocked.Round(time.Millisecond), slowWindow)
 	}
 	return n, err
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // frame builds one ZMTP frame.
@@ -214,4 +215,43 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("guard passed a frame past the limits: %+v", whole)
 		}
 	})
+}
+
+// slowConn is a net.Conn whose writes take delay each.
+type slowConn struct {
+	net.Conn
+	delay  time.Duration
+	closed bool
+}
+
+func (c *slowConn) Write(p []byte) (int, error)      { time.Sleep(c.delay); return len(p), nil }
+func (c *slowConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *slowConn) Close() error                     { c.closed = true; return nil }
+
+// Test_SlowReaderCut: a peer that reads, but keeps the writer waiting most
+// of the time, is cut off like one that stopped reading; one that keeps up
+// is not.
+func Test_SlowReaderCut(t *testing.T) {
+	defer func(w time.Duration) { slowWindow = w }(slowWindow)
+	slowWindow = 100 * time.Millisecond
+	for _, tt := range []struct {
+		name  string
+		delay time.Duration
+		cut   bool
+	}{
+		{"keeps up", 0, false},
+		{"waits most of the time", 10 * time.Millisecond, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := &slowConn{delay: tt.delay}
+			c := &guardConn{Conn: sc}
+			var err error
+			for i := 0; i < 30 && err == nil; i++ {
+				_, err = c.Write([]byte("frame"))
+			}
+			if cut := errors.Is(err, ErrStalled); cut != tt.cut || sc.closed != tt.cut {
+				t.Fatalf("cut %v (err %v, closed %v), want %v", cut, err, sc.closed, tt.cut)
+			}
+		})
+	}
 }

@@ -72,9 +72,12 @@ func DialSub(ctx context.Context, endpoint string, log *slog.Logger) (zmq4.Socke
 }
 
 // PubQueue is how many messages a PUB socket queues for its subscribers
-// (zmq4's high-water mark); past it zmq4 drops new messages. With writes
-// bounded by WriteTimeout a stalled subscriber is cut off long before.
-const PubQueue = 4096
+// (zmq4's high-water mark); past it zmq4 drops new messages, silently. A
+// subscriber that stops reading (WriteTimeout) or keeps the writer waiting
+// most of the time (guardConn.Write) is cut off, so the queue drains; only
+// a burst of more messages than this, faster than the slowest subscriber
+// still connected reads them, reaches the mark.
+const PubQueue = 1024
 
 // ListenPub binds a PUB socket on endpoint (tcp://host:port; port 0 picks
 // one, see the socket's Addr) through the guarded transport: subscribers'
