@@ -48,8 +48,15 @@
 //	kind             uint  1 admission, 2 prefill_complete, 3 free (Kind)
 //	reservation_id   str   a valid reservation id (api.ValidateID)
 //
-// Prefill_complete and free stop there. An admission continues, in this
-// order:
+// Prefill_complete and free may add one element:
+//
+//	booked_by          str or nil    the id of the node that booked the
+//	                                 reservation (at most MaxOriginLen
+//	                                 bytes); a receiver applies the event
+//	                                 only to that node's booking of the
+//	                                 id. Absent or nil: the id decides.
+//
+// An admission continues, in this order:
 //
 //	model              str           at most api.MaxNameLen bytes
 //	tenant             str           at most api.MaxNameLen bytes
