@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // errReplicaSyncOff: a replica-sync route on a node started without
@@ -28,6 +29,9 @@ func (s *Service) registerPeer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	created, err := rs.Register(in.Endpoint)
+	if errors.Is(err, zmqsync.ErrEndpoint) {
+		return badRequest("endpoint", "%q is not tcp://host:port", in.Endpoint)
+	}
 	if err != nil {
 		return err
 	}
