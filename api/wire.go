@@ -25,6 +25,25 @@ const (
 	HeaderForwardedBy = "X-Kvselect-Forwarded-By"
 )
 
+// Authentication (SPEC §11): admin routes, and with --auth-scope all every
+// route but /health, need "Authorization: Bearer <token>".
+const (
+	HeaderAuthorization = "Authorization"
+	bearerPrefix        = "Bearer "
+)
+
+// Bearer is the Authorization value that carries token.
+func Bearer(token string) string { return bearerPrefix + token }
+
+// BearerToken returns the token of an Authorization value, and whether it
+// holds one.
+func BearerToken(authorization string) (string, bool) {
+	if len(authorization) <= len(bearerPrefix) || authorization[:len(bearerPrefix)] != bearerPrefix {
+		return "", false
+	}
+	return authorization[len(bearerPrefix):], true
+}
+
 // Query parameters.
 const (
 	// QueryConsistency selects a catalog read's consistency:

@@ -387,7 +387,7 @@ func (c *Client) roundTrip(ctx context.Context, cl call, target string) (*answer
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(c.token))
 	}
 	if idx := c.index.Load(); cl.session && idx > 0 {
 		req.Header.Set(api.HeaderIndex, strconv.FormatUint(idx, 10))

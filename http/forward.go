@@ -105,7 +105,7 @@ func redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.Lea
 
 // forwardedHeaders are the request headers a forward carries: the body's
 // type, the client's credentials and read-your-writes index.
-var forwardedHeaders = []string{"Content-Type", "Authorization", api.HeaderIndex}
+var forwardedHeaders = []string{"Content-Type", api.HeaderAuthorization, api.HeaderIndex}
 
 // relayedHeaders are the leader's answer headers a follower passes back.
 var relayedHeaders = []string{"Content-Type", api.HeaderIndex, api.HeaderServedBy, "Retry-After", "Location", "WWW-Authenticate"}

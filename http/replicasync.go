@@ -19,13 +19,20 @@ func (s *Service) replicaSync() (ReplicaSync, error) {
 	return s.cfg.ReplicaSync, nil
 }
 
-func (s *Service) registerPeer(w http.ResponseWriter, r *http.Request) error {
+// peerRequest is what both peer writes start with: replica sync on, and
+// the body.
+func (s *Service) peerRequest(w http.ResponseWriter, r *http.Request) (ReplicaSync, api.ReplicaSyncPeerRequest, error) {
+	var in api.ReplicaSyncPeerRequest
 	rs, err := s.replicaSync()
 	if err != nil {
-		return err
+		return nil, in, err
 	}
-	var in api.ReplicaSyncPeerRequest
-	if err := decodeBody(w, r, &in, false); err != nil {
+	return rs, in, decodeBody(w, r, &in, false)
+}
+
+func (s *Service) registerPeer(w http.ResponseWriter, r *http.Request) error {
+	rs, in, err := s.peerRequest(w, r)
+	if err != nil {
 		return err
 	}
 	created, err := rs.Register(in.Endpoint)
@@ -43,12 +50,8 @@ func (s *Service) registerPeer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) deregisterPeer(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.replicaSync()
+	rs, in, err := s.peerRequest(w, r)
 	if err != nil {
-		return err
-	}
-	var in api.ReplicaSyncPeerRequest
-	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
 	if err := rs.Deregister(in.Endpoint); err != nil {

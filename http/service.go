@@ -125,12 +125,8 @@ func (s *Service) needsToken(access string) bool {
 }
 
 func (s *Service) authorized(r *http.Request) bool {
-	const prefix = "Bearer "
-	h := r.Header.Get("Authorization")
-	if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.cfg.AuthToken)) == 1
+	token, ok := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
+	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AuthToken)) == 1
 }
 
 // fail renders err as {"error", "code"} with the code's status.

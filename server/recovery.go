@@ -279,7 +279,7 @@ func (r *recovery) load(ctx context.Context, base string, log *slog.Logger) (ind
 	}
 	req.Header.Set(api.HeaderAcceptEncoding, api.EncodingGzip)
 	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(r.token))
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {

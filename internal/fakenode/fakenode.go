@@ -50,7 +50,7 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	n.mu.Lock()
 	n.got = append(n.got, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-		Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type"),
+		Auth: r.Header.Get(api.HeaderAuthorization), ContentType: r.Header.Get("Content-Type"),
 		Index: r.Header.Get(api.HeaderIndex), Body: string(body)})
 	n.mu.Unlock()
 	if _, pattern := n.Mux.Handler(r); pattern == "" {
