@@ -15,6 +15,7 @@ type Catalog struct {
 	workers    map[uint64]*Worker
 	partitions map[PartitionKey]*Partition
 	nodes      map[string]NodeMeta
+	thresholds map[string]Thresholds // by model
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -127,6 +128,8 @@ type Change struct {
 	// Partitions are, sorted, the partitions that hold a changed worker
 	// before or after the change.
 	Partitions []PartitionKey
+	// Thresholds are, sorted, the models whose busy thresholds changed.
+	Thresholds []string
 }
 
 // WorkerChange is one worker's difference. Old is nil for an insert, New
@@ -162,6 +165,17 @@ func NewChange(prev, cur *Catalog) *Change {
 	}
 	ch.Partitions = slices.Collect(maps.Keys(seen))
 	slices.SortFunc(ch.Partitions, comparePartitionKeys)
+	for m, t := range cur.thresholds {
+		if o, ok := prev.thresholds[m]; !ok || o.ModifyIndex != t.ModifyIndex {
+			ch.Thresholds = append(ch.Thresholds, m)
+		}
+	}
+	for m := range prev.thresholds {
+		if _, ok := cur.thresholds[m]; !ok {
+			ch.Thresholds = append(ch.Thresholds, m)
+		}
+	}
+	slices.Sort(ch.Thresholds)
 	return ch
 }
 
@@ -178,8 +192,9 @@ func (c WorkerChange) ID() uint64 {
 type editor struct {
 	next    *Catalog
 	touched map[PartitionKey]bool
-	// nodesCopied is set once next.nodes is a private copy.
-	nodesCopied bool
+	// nodesCopied and thresholdsCopied are set once next.nodes and
+	// next.thresholds are private copies.
+	nodesCopied, thresholdsCopied bool
 }
 
 func newEditor(cur *Catalog, index uint64) *editor {
@@ -189,6 +204,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			workers:    maps.Clone(cur.workers),
 			partitions: maps.Clone(cur.partitions),
 			nodes:      cur.nodes, // node metadata is copied on first write
+			thresholds: cur.thresholds, // so are thresholds
 		},
 		touched: map[PartitionKey]bool{},
 	}

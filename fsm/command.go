@@ -23,7 +23,14 @@ const (
 	CmdSetNode CommandType = 4
 	// CmdDeleteNode removes a selector node's metadata.
 	CmdDeleteNode CommandType = 5
-	// 6 and up are reserved for busy thresholds and worker leases.
+	// CmdSetThresholds sets some of a model's busy thresholds.
+	CmdSetThresholds CommandType = 6
+	// CmdClearThresholds unsets a model's busy thresholds.
+	CmdClearThresholds CommandType = 7
+	// CmdInitThresholds sets a model's initial busy thresholds unless it
+	// has a record already.
+	CmdInitThresholds CommandType = 8
+	// 9 and up are reserved for worker leases.
 
 	// IgnoreUnknown is the flag bit of a type an older binary may skip.
 	IgnoreUnknown CommandType = 0x80
@@ -44,6 +51,12 @@ func (t CommandType) String() string {
 		return "set_node"
 	case CmdDeleteNode:
 		return "delete_node"
+	case CmdSetThresholds:
+		return "set_thresholds"
+	case CmdClearThresholds:
+		return "clear_thresholds"
+	case CmdInitThresholds:
+		return "init_thresholds"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }

@@ -16,8 +16,10 @@ type Result struct {
 	// Index is the Raft index at which the command was applied.
 	Index uint64
 	// Worker is the record after the command (upsert, patch) or the record
-	// removed (delete); nil for node commands.
+	// removed (delete); nil for node and threshold commands.
 	Worker *Worker
+	// Thresholds is the model's record after a threshold command.
+	Thresholds *Thresholds
 	// Err is a deterministic outcome such as ErrWorkerNotFound.
 	Err error
 	// Skipped is set for an entry of a type this binary does not know
@@ -26,11 +28,14 @@ type Result struct {
 }
 
 // outcome is what a handler did: the id of the worker it wrote, or the
-// record it removed; neither for node commands.
+// record it removed; the model of a threshold command; none for node
+// commands.
 type outcome struct {
 	wrote   uint64
 	wroteOK bool
 	removed *Worker
+	// thresholds names the model whose thresholds a command wrote.
+	thresholds string
 }
 
 // handler decodes one command type's payload and applies it to the
@@ -45,6 +50,10 @@ var handlers = map[CommandType]handler{
 	CmdDeleteWorker: applyDelete,
 	CmdSetNode:      applySetNode,
 	CmdDeleteNode:   applyDeleteNode,
+
+	CmdSetThresholds:   applySetThresholds,
+	CmdClearThresholds: applyClearThresholds,
+	CmdInitThresholds:  applyInitThresholds,
 }
 
 // FSM implements raft.FSM over the worker catalog.
@@ -113,6 +122,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	res := &Result{Index: l.Index, Worker: out.removed}
 	if out.wroteOK {
 		res.Worker = next.workers[out.wrote]
+	}
+	if out.thresholds != "" {
+		t := next.thresholds[out.thresholds]
+		res.Thresholds = &t
 	}
 	return res
 }
@@ -199,11 +212,11 @@ func (s *snapshot) Release() {}
 // built completely before it is swapped in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var snap snapshotV2
+	var snap snapshotV3
 	if err := json.NewDecoder(rc).Decode(&snap); err != nil {
 		return fmt.Errorf("restore catalog snapshot: %w", err)
 	}
-	if snap.Version != 1 && snap.Version != snapshotVersion {
+	if snap.Version < 1 || snap.Version > snapshotVersion {
 		// Checked before any record is used: a newer version may change
 		// what the records mean, not only add to them.
 		return fmt.Errorf("restore catalog snapshot: unsupported version %d (this kvselect reads versions 1 to %d; a later one needs a newer kvselect)",
@@ -231,6 +244,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("restore catalog snapshot: node %q: %w", n.ID, err)
 		}
 		e.setNode(n)
+	}
+	for _, v := range snap.Thresholds {
+		if err := ValidateThresholds(v.Model, v.ActiveDecodeBlocks); err != nil {
+			return fmt.Errorf("restore catalog snapshot: thresholds of %q: %w", v.Model, err)
+		}
+		if _, dup := e.next.thresholds[v.Model]; dup {
+			return fmt.Errorf("restore catalog snapshot: thresholds of %q appear twice", v.Model)
+		}
+		e.putThresholds(v.decode())
 	}
 	next := e.finish()
 	f.mu.Lock()

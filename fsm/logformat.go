@@ -19,7 +19,12 @@ import (
 // field, add it with omitempty, so older binaries read the entry as
 // before.
 //
-// Snapshots carry a version: 1 held workers only, 2 added node metadata.
+// Snapshots carry a version: 1 held workers only, 2 added node metadata, 3
+// busy thresholds. A snapshot is written at the lowest version that holds
+// its content, so a catalog without thresholds stays readable by the
+// binaries before them.
+//
+// Threshold commands (types 6-8) share one payload, thresholdsV1.
 
 // workerV1 is a worker record in entries and snapshots. Derived fields are
 // written (as zero in commands, for human readers in snapshots) and
@@ -105,6 +110,21 @@ type workerPatchV1 struct {
 	MaxNumBatchedTokens   *uint64            `json:"max_num_batched_tokens,omitempty"`
 }
 
+// thresholdsV1 is the payload of the threshold commands and a record of
+// a snapshot (where ModifyIndex is kept; in commands it is zero and
+// omitted).
+type thresholdsV1 struct {
+	Model               string   `json:"model"`
+	ActiveDecodeBlocks  *float64 `json:"active_decode_blocks_threshold,omitempty"`
+	ActivePrefillTokens *uint64  `json:"active_prefill_tokens_threshold,omitempty"`
+	ModifyIndex         uint64   `json:"modify_index,omitempty"`
+}
+
+func (v thresholdsV1) decode() Thresholds {
+	return Thresholds{Model: v.Model, ActiveDecodeBlocks: v.ActiveDecodeBlocks,
+		ActivePrefillTokens: v.ActivePrefillTokens, ModifyIndex: v.ModifyIndex}
+}
+
 type deleteWorkerV1 struct {
 	WorkerID uint64 `json:"worker_id"`
 }
@@ -152,6 +172,12 @@ func EncodeCommand(c Command) ([]byte, error) {
 		payload = setNodeV1{Node: encodeNode(c.Node)}
 	case DeleteNode:
 		payload = deleteNodeV1{ID: c.ID}
+	case SetThresholds:
+		payload = thresholdsV1{Model: c.Model, ActiveDecodeBlocks: c.ActiveDecodeBlocks, ActivePrefillTokens: c.ActivePrefillTokens}
+	case ClearThresholds:
+		payload = thresholdsV1{Model: c.Model}
+	case InitThresholds:
+		payload = thresholdsV1{Model: c.Model, ActiveDecodeBlocks: c.ActiveDecodeBlocks, ActivePrefillTokens: c.ActivePrefillTokens}
 	default:
 		return nil, fmt.Errorf("encode: unknown command %T", c)
 	}
@@ -185,20 +211,26 @@ func (v workerPatchV1) decode() WorkerPatch {
 	}
 }
 
-// snapshotV2 is the on-disk form of a snapshot; version 1 is the same
-// without nodes.
-type snapshotV2 struct {
-	Version int        `json:"version"`
-	Index   uint64     `json:"index"`
-	Workers []workerV1 `json:"workers"`
-	Nodes   []nodeV1   `json:"nodes,omitempty"`
+// snapshotV3 is the on-disk form of a snapshot; version 2 is the same
+// without thresholds, version 1 without nodes either.
+type snapshotV3 struct {
+	Version    int            `json:"version"`
+	Index      uint64         `json:"index"`
+	Workers    []workerV1     `json:"workers"`
+	Nodes      []nodeV1       `json:"nodes,omitempty"`
+	Thresholds []thresholdsV1 `json:"thresholds,omitempty"`
 }
 
-// snapshotVersion is the version Snapshot writes.
-const snapshotVersion = 2
+// snapshotVersion is the newest version Snapshot writes and Restore reads.
+const snapshotVersion = 3
 
-func encodeSnapshot(c *Catalog) snapshotV2 {
-	s := snapshotV2{Version: snapshotVersion, Index: c.index, Workers: []workerV1{}}
+func encodeSnapshot(c *Catalog) snapshotV3 {
+	s := snapshotV3{Version: 2, Index: c.index, Workers: []workerV1{}}
+	for _, t := range c.AllThresholds() {
+		s.Version = 3
+		s.Thresholds = append(s.Thresholds, thresholdsV1{Model: t.Model, ActiveDecodeBlocks: t.ActiveDecodeBlocks,
+			ActivePrefillTokens: t.ActivePrefillTokens, ModifyIndex: t.ModifyIndex})
+	}
 	for _, w := range c.Workers("", "") {
 		s.Workers = append(s.Workers, encodeWorker(w, true))
 	}

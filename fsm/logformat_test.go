@@ -124,6 +124,7 @@ func Test_GoldenSnapshots(t *testing.T) {
 		blockSizeIdx uint64 // of worker 7
 		reencodes    bool   // Persist of the restored catalog gives the same bytes
 	}{
+		{"snapshot.v3.json", 2, 1, true},
 		{"snapshot.v2.json", 2, 1, true},
 		{"snapshot.v1.json", 0, 1, false},
 		{"snapshot.v1-before-block-size-index.json", 0, 0, false},
@@ -159,6 +160,50 @@ func Test_GoldenSnapshots(t *testing.T) {
 			}
 			if !bytes.Equal(sink.Bytes(), data) {
 				t.Fatalf("snapshot encoder drifted:\n got %s\nwant %s", sink.Bytes(), data)
+			}
+		})
+	}
+}
+
+// Test_GoldenThresholdEntries pins the threshold commands' format like
+// Test_GoldenEntries does the worker commands', and their semantics: init
+// applies once per model, set merges, clear keeps an empty record that a
+// later init does not overwrite.
+func Test_GoldenThresholdEntries(t *testing.T) {
+	f64 := func(v float64) *float64 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	const model = "llama3:8b"
+	steps := []struct {
+		file string
+		cmd  Command
+		want Thresholds
+	}{
+		{"init_thresholds.v1.bin", InitThresholds{Model: model, ActiveDecodeBlocks: f64(0.85), ActivePrefillTokens: u64(10000)},
+			Thresholds{Model: model, ActiveDecodeBlocks: f64(0.85), ActivePrefillTokens: u64(10000), ModifyIndex: 1}},
+		{"set_thresholds.v1.bin", SetThresholds{Model: model, ActivePrefillTokens: u64(5000)},
+			Thresholds{Model: model, ActiveDecodeBlocks: f64(0.85), ActivePrefillTokens: u64(5000), ModifyIndex: 2}},
+		{"clear_thresholds.v1.bin", ClearThresholds{Model: model}, Thresholds{Model: model, ModifyIndex: 3}},
+		// Init over a cleared record changes nothing.
+		{"init_thresholds.v1.bin", InitThresholds{Model: model, ActiveDecodeBlocks: f64(0.85), ActivePrefillTokens: u64(10000)},
+			Thresholds{Model: model, ModifyIndex: 3}},
+	}
+	f := New()
+	for i, st := range steps {
+		t.Run(st.file, func(t *testing.T) {
+			data := golden(t, st.file)
+			res := f.Apply(&raft.Log{Index: uint64(i + 1), Data: data}).(*Result)
+			if res.Err != nil || res.Skipped || res.Thresholds == nil || !reflect.DeepEqual(*res.Thresholds, st.want) {
+				t.Fatalf("apply: %+v", res)
+			}
+			if got, ok := f.Catalog().Thresholds(model); !ok || !reflect.DeepEqual(got, st.want) {
+				t.Fatalf("thresholds = %+v, want %+v", got, st.want)
+			}
+			enc, err := EncodeCommand(st.cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(enc, data) {
+				t.Fatalf("encoder drifted from the v1 format:\n got %s\nwant %s", enc, data)
 			}
 		})
 	}
