@@ -203,7 +203,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			index:      index,
 			workers:    maps.Clone(cur.workers),
 			partitions: maps.Clone(cur.partitions),
-			nodes:      cur.nodes, // node metadata is copied on first write
+			nodes:      cur.nodes,      // node metadata is copied on first write
 			thresholds: cur.thresholds, // so are thresholds
 		},
 		touched: map[PartitionKey]bool{},
