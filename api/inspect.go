@@ -39,6 +39,9 @@ type RankLoad struct {
 	ActivePrefillTokens int64   `json:"active_prefill_tokens"`
 	ActiveDecodeBlocks  float64 `json:"active_decode_blocks"`
 	ActiveRequests      int     `json:"active_requests"`
+	// Busy: the rank is over one of its model's busy thresholds (load
+	// shedding); its worker is shed when all its ranks are.
+	Busy bool `json:"busy"`
 }
 
 // PotentialLoad is one row of POST /potential_loads: a rank's load if the

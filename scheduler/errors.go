@@ -6,6 +6,9 @@ var (
 	// ErrNotReady: the partition has no schedulable worker (unknown model
 	// or tenant included).
 	ErrNotReady = errors.New("no schedulable worker")
+	// ErrOverloaded: every schedulable worker of the partition is busy
+	// (load shedding, busy.go).
+	ErrOverloaded = errors.New("all workers are busy")
 	// ErrInvalid: a request is well-formed JSON but its values do not fit
 	// (the message names the field).
 	ErrInvalid = errors.New("invalid request")

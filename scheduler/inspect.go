@@ -15,6 +15,8 @@ type RankLoad struct {
 	ActivePrefillTokens int64
 	ActiveDecodeBlocks  float64
 	ActiveRequests      int
+	// Busy says the rank is over one of its model's busy thresholds.
+	Busy bool
 }
 
 // PartitionLoads is GET /loads for one partition.
@@ -43,7 +45,9 @@ func (s *Scheduler) Loads(model, tenant string) []PartitionLoads {
 		p.mu.Lock()
 		pl := PartitionLoads{Partition: p.key, Loads: make([]RankLoad, 0, len(p.byKey))}
 		for _, rl := range p.byKey {
-			pl.Loads = append(pl.Loads, rl.view())
+			v := rl.view()
+			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl)
+			pl.Loads = append(pl.Loads, v)
 		}
 		p.mu.Unlock()
 		slices.SortFunc(pl.Loads, func(a, b RankLoad) int {

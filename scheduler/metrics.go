@@ -12,6 +12,7 @@ type metrics struct {
 	selections *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	expired    prometheus.Counter
+	rejected   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -29,6 +30,11 @@ func newMetrics() *metrics {
 			Name: "kvselect_reservations_expired_total",
 			Help: "Reservations freed by the expiry sweep.",
 		}),
+		// Dynamo's name (seed 001), so its dashboards and alerts work as is.
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dynamo_tasks_rejected_total",
+			Help: "Selections rejected because every schedulable worker was busy (load shedding).",
+		}),
 	}
 }
 
@@ -41,6 +47,9 @@ func (m *metrics) observeSelect(reserve bool, err error, d time.Duration) {
 	switch {
 	case errors.Is(err, ErrNotReady):
 		outcome = "not_ready"
+	case errors.Is(err, ErrOverloaded):
+		outcome = "overloaded"
+		m.rejected.Inc()
 	case errors.Is(err, ErrDuplicateReservation):
 		outcome = "conflict"
 	case err != nil:
@@ -81,5 +90,5 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Collectors returns the scheduler's metrics for registration.
 func (s *Scheduler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, loadCollector{s}}
+	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, s.metrics.rejected, loadCollector{s}}
 }

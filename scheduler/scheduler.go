@@ -57,6 +57,8 @@ type partition struct {
 	workers   map[uint64]*fsm.Worker // schedulable workers
 	freeSlots []int
 	slots     int
+	// thresholds are the model's busy thresholds (busy.go).
+	thresholds fsm.Thresholds
 
 	active       map[uint64]*activeBlock
 	reservations map[string]*reservation
@@ -120,6 +122,7 @@ func (s *Scheduler) ApplyCatalog(ch *fsm.Change) {
 	for _, key := range ch.Partitions {
 		s.reconcilePartition(key, ch.Cur)
 	}
+	s.applyThresholds(ch)
 }
 
 func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
@@ -150,6 +153,7 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	if inCatalog {
 		p.blockSize = cp.BlockSize
 	}
+	p.thresholds, _ = cur.Thresholds(key.Model)
 	for rk, rl := range p.byKey {
 		w := worker(rk.Worker)
 		if w == nil || !w.HasRank(rk.Rank) {

@@ -92,6 +92,10 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	if len(p.ranks) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
+	cands := s.shed(p, s.score(p, &req.Prompt, overlaps, weight))
+	if len(cands) == 0 {
+		return Selection{}, fmt.Errorf("%w in %s", ErrOverloaded, req.Partition)
+	}
 	if req.Reserve {
 		if req.ReservationID == "" {
 			req.ReservationID = newReservationID()
@@ -100,7 +104,6 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 			return Selection{}, err
 		}
 	}
-	cands := s.score(p, &req.Prompt, overlaps, weight)
 	c := cands[p.choose(cands, temp)]
 	sel := Selection{
 		Partition: p.key, WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
