@@ -83,7 +83,7 @@ func Test_LoadShedding(t *testing.T) {
 	f64 := func(v float64) *float64 { return &v }
 	u64 := func(v uint64) *uint64 { return &v }
 	type step struct {
-		do      func(f *fixture)
+		do       func(f *fixture)
 		chosen   []uint64 // the candidates of a selection; nil: not checked
 		rejected bool     // selections fail with ErrOverloaded
 		busyNow  []string // ranks /loads reports busy, "w/r"
