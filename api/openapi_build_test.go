@@ -73,9 +73,11 @@ var (
 		schema{"type": "string", "pattern": "^[0-9]+$"}, true}
 	pathReservationID = param{"id", "path", "The reservation id (see ReservationID).",
 		schema{"$ref": "#/components/schemas/ReservationID"}, true}
-	qModel  = param{api.QueryModelName, "query", "Only this model.", schema{"type": "string"}, false}
-	qTenant = param{api.QueryTenantID, "query", "Only this tenant.", schema{"type": "string"}, false}
-	qGroup  = param{api.QueryRoutingGroup, "query", "Dynamo's newer name for tenant_id (not both, unless equal).",
+	qModel = param{api.QueryModelName, "query", "Only this model.", schema{"type": "string"}, false}
+	// qThresholdModel names the model whose thresholds DELETE clears.
+	qThresholdModel = param{api.QueryModel, "query", "The model.", schema{"type": "string"}, true}
+	qTenant         = param{api.QueryTenantID, "query", "Only this tenant.", schema{"type": "string"}, false}
+	qGroup          = param{api.QueryRoutingGroup, "query", "Dynamo's newer name for tenant_id (not both, unless equal).",
 		schema{"type": "string"}, false}
 	qWorker = param{api.QueryWorkerID, "query", "Only this worker.",
 		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
@@ -221,6 +223,20 @@ var operations = []op{
 		resps: []resp{{"200", "The snapshot; X-Kvselect-Index is the catalog index when it began.", api.Dump{}, []string{api.HeaderIndex, api.HeaderContentEncoding}},
 			{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}},
 			{"503", "`not_ready`: this node is still recovering its own index from a peer (recovering in /ready); ask another node.", api.Error{}, []string{"Retry-After"}}}},
+
+	{method: "GET", path: api.PathBusyThreshold, id: "listBusyThresholds", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "load-shedding", summary: "Every model's busy thresholds",
+		desc:   "Models with at least one threshold set, sorted, in Dynamo's shape (seed 001). A worker is busy when all its ranks are over a threshold of its model; when every schedulable worker of a partition is busy, /select and /select_and_reserve answer 503 with the Busy body.",
+		params: []param{qConsistency, hIndex},
+		resps: with(promptErrors[:1], resp{"200", "The thresholds.", api.BusyThresholds{}, readHeaders},
+			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+	{method: "POST", path: api.PathBusyThreshold, id: "setBusyThreshold", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "load-shedding", summary: "Set a model's busy thresholds",
+		desc:   "Through the Raft log, like worker writes. A threshold given is set, one left out keeps its value; with neither, the model's thresholds are only read (as in Dynamo). active_decode_blocks_threshold is a fraction in [0, 1] of a rank's total_kv_blocks (not checked for a worker without it); active_prefill_tokens_threshold a token count.",
+		params: []param{qRedirect}, body: api.BusyThresholdRequest{}, required: []string{"model"},
+		resps: with(catalogErrors, resp{"200", "The model's thresholds after the write.", api.BusyThreshold{}, writeHeaders})},
+	{method: "DELETE", path: api.PathBusyThreshold, id: "clearBusyThreshold", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "load-shedding", summary: "Clear a model's busy thresholds",
+		desc:   "Its workers are never shed. The initial thresholds of the command line are not applied to the model again.",
+		params: []param{qThresholdModel, qRedirect},
+		resps:  with(catalogErrors, resp{"200", "The model's thresholds, now null.", api.BusyThreshold{}, writeHeaders})},
 
 	{method: "GET", path: api.PathClusterStatus, id: "clusterStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "cluster", summary: "This node's view of the cluster",
 		resps: []resp{{"200", "The status.", api.ClusterStatus{}, nil}}},

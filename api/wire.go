@@ -59,7 +59,10 @@ const (
 	QueryWorkerID     = "worker_id"
 	QueryCursor       = "cursor"
 	QueryLimit        = "limit"
-	RedirectEnabled   = "true"
+	// QueryModel names the model of DELETE /busy_threshold (Dynamo's
+	// "model", as in the thresholds' bodies).
+	QueryModel      = "model"
+	RedirectEnabled = "true"
 )
 
 // Consistency levels of catalog reads.
@@ -86,6 +89,7 @@ const (
 	PathPotentialLoads   = "/potential_loads"
 	PathOverlapScores    = "/overlap_scores"
 	PathDump             = "/dump"
+	PathBusyThreshold    = "/busy_threshold"
 	PathClusterStatus    = "/cluster/status"
 	PathClusterJoin      = "/cluster/join"
 	PathClusterRemove    = "/cluster/remove"

@@ -106,6 +106,10 @@ type Worker struct {
 	// incomplete.
 	Lifecycle             string   `json:"lifecycle"`
 	NotSchedulableReasons []string `json:"not_schedulable_reasons,omitempty"`
+	// ThresholdsNotChecked lists the model's busy thresholds that load
+	// shedding cannot check for this worker, with why (e.g. no
+	// total_kv_blocks for active_decode_blocks_threshold).
+	ThresholdsNotChecked []string `json:"thresholds_not_checked,omitempty"`
 	// Listeners is this node's KV event listener per dp rank: local
 	// state, absent from write answers and for workers without listeners.
 	Listeners map[uint32]ListenerStatus `json:"listeners,omitempty"`

@@ -56,6 +56,7 @@ var errorCodes = []struct {
 	{fsm.ErrWorkerNotFound, api.CodeNotFound},
 	{scheduler.ErrInvalid, api.CodeBadRequest},
 	{scheduler.ErrNotReady, api.CodeNotReady},
+	{scheduler.ErrOverloaded, api.CodeOverloaded},
 	{scheduler.ErrWorkerNotFound, api.CodeNotFound},
 	{scheduler.ErrReservationNotFound, api.CodeNotFound},
 	{scheduler.ErrNoPendingSelection, api.CodeNotFound},

@@ -187,6 +187,15 @@ func (f *fakeNode) Reservation(id string) (scheduler.ReservationInfo, error) {
 	return scheduler.ReservationInfo{}, fmt.Errorf("%w: %q", scheduler.ErrReservationNotFound, id)
 }
 
+// Unchecked: the fake checks every threshold but the decode fraction of
+// a worker without total_kv_blocks.
+func (f *fakeNode) Unchecked(t fsm.Thresholds, w *fsm.Worker) []string {
+	if t.ActiveDecodeBlocks != nil && w.TotalKVBlocks == 0 {
+		return []string{"active_decode_blocks_threshold not checked: total_kv_blocks is unknown"}
+	}
+	return nil
+}
+
 func (f *fakeNode) WriteDump(_ context.Context, w io.Writer) (indexer.DumpStats, error) {
 	_, err := io.WriteString(w, "{}\n")
 	return indexer.DumpStats{}, err

@@ -20,7 +20,7 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 		n += len(p.Schedulable)
 	}
 	st := s.cfg.Cluster.Status()
-	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Recovering: s.recovering(), Workers: s.views(workers),
+	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Recovering: s.recovering(), Workers: s.views(c, workers),
 		Cluster: api.ReadyCluster{NodeID: st.NodeID, State: st.State, Leader: st.Leader.ID,
 			AppliedIndex: st.AppliedIndex, CatalogIndex: st.CatalogIndex}}
 	status := http.StatusOK

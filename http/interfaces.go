@@ -72,6 +72,9 @@ type LoadReader interface {
 	Loads(model, tenant string) []scheduler.PartitionLoads
 	Reservations(f scheduler.ReservationFilter) ([]scheduler.ReservationInfo, bool)
 	Reservation(id string) (scheduler.ReservationInfo, error)
+	// Unchecked lists the busy thresholds t that cannot be checked for
+	// worker w, with why.
+	Unchecked(t fsm.Thresholds, w *fsm.Worker) []string
 }
 
 // ReplicaSync manages this node's replica-sync peers (zmqsync.Syncer);

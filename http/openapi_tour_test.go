@@ -198,6 +198,16 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("potential-loads", f1, "POST", "/potential_loads", prompt, 200)
 	tr.call("overlap-scores", f1, "POST", "/overlap_scores", prompt, 200)
 	tr.call("dump", f1, "GET", "/dump", nil, 200)
+
+	// Load shedding's thresholds, written through a follower.
+	tr.call("busy-threshold-set", f1, "POST", "/busy_threshold",
+		map[string]any{"model": "model", "active_decode_blocks_threshold": 0.85, "active_prefill_tokens_threshold": 10000}, 200)
+	tr.call("busy-threshold-merge", leader, "POST", "/busy_threshold", map[string]any{"model": "model", "active_prefill_tokens_threshold": 20000}, 200)
+	tr.call("busy-threshold-read", f2, "POST", "/busy_threshold", map[string]any{"model": "model"}, 200)
+	tr.call("busy-threshold-out-of-range", f1, "POST", "/busy_threshold", map[string]any{"model": "model", "active_decode_blocks_threshold": 1.5}, 400)
+	tr.call("busy-threshold-list", f2, "GET", "/busy_threshold", nil, 200)
+	tr.call("list-workers-thresholds-not-checked", f1, "GET", "/workers/1", nil, 200)
+	tr.call("busy-threshold-clear", f2, "DELETE", "/busy_threshold?model=model", nil, 200)
 	for _, id := range []string{"r-1", "r-2", "r-3"} {
 		tr.call("free-"+id, f1, "DELETE", "/reservations/"+id, nil, 200)
 	}

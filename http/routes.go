@@ -52,6 +52,10 @@ func (s *Service) routes() []route {
 		{"POST", api.PathOverlapScores, api.AccessSelection, api.RunsOnAny, s.overlapScores},
 		{"GET", api.PathDump, api.AccessAdmin, api.RunsOnAny, s.dump},
 
+		{"GET", api.PathBusyThreshold, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.listBusyThresholds},
+		{"POST", api.PathBusyThreshold, api.AccessAdmin, api.RunsOnLeader, s.setBusyThreshold},
+		{"DELETE", api.PathBusyThreshold, api.AccessAdmin, api.RunsOnLeader, s.clearBusyThreshold},
+
 		{"GET", api.PathClusterStatus, api.AccessSelection, api.RunsOnAny, s.clusterStatus},
 		{"POST", api.PathClusterJoin, api.AccessAdmin, api.RunsOnLeader, s.clusterJoin},
 		{"POST", api.PathClusterRemove, api.AccessAdmin, api.RunsOnLeader, s.clusterRemove},

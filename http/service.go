@@ -129,11 +129,18 @@ func (s *Service) authorized(r *http.Request) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AuthToken)) == 1
 }
 
-// fail renders err as {"error", "code"} with the code's status.
+// fail renders err as {"error", "code"} with the code's status (the
+// load-shedding 503 as api.Busy).
 func (s *Service) fail(w http.ResponseWriter, err error) {
 	code := codeOf(err)
 	if code.Status() == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
+	}
+	if code == api.CodeOverloaded {
+		// Load shedding answers in Dynamo's shape (seed 001), which its
+		// clients already handle.
+		_ = writeJSON(w, code.Status(), api.Busy{Message: api.BusyMessage, Type: api.BusyType, Code: code.Status()})
+		return
 	}
 	_ = writeJSON(w, code.Status(), api.Error{Message: err.Error(), Code: code})
 }

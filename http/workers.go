@@ -143,7 +143,7 @@ func (s *Service) listWorkers(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	setIndex(w, c.Index())
-	return writeJSON(w, http.StatusOK, s.views(c.Workers(model, tenant)))
+	return writeJSON(w, http.StatusOK, s.views(c, c.Workers(model, tenant)))
 }
 
 func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
@@ -160,12 +160,13 @@ func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
 	}
 	setIndex(w, c.Index())
-	return writeJSON(w, http.StatusOK, s.views([]*fsm.Worker{rec})[0])
+	return writeJSON(w, http.StatusOK, s.views(c, []*fsm.Worker{rec})[0])
 }
 
-// views renders catalog records as reads show them: with this node's
-// listener status per rank, which is local state, not catalog.
-func (s *Service) views(ws []*fsm.Worker) []api.Worker {
+// views renders catalog records of c as reads show them: with this
+// node's listener status per rank, which is local state, not catalog, and
+// the busy thresholds load shedding cannot check for them.
+func (s *Service) views(c *fsm.Catalog, ws []*fsm.Worker) []api.Worker {
 	out := make([]api.Worker, len(ws))
 	for i, w := range ws {
 		var ls map[uint32]api.ListenerStatus
@@ -181,6 +182,9 @@ func (s *Service) views(ws []*fsm.Worker) []api.Worker {
 			}
 		}
 		out[i] = workerView(w, ls)
+		if t, ok := c.Thresholds(w.ModelName); ok {
+			out[i].ThresholdsNotChecked = s.cfg.Loads.Unchecked(t, w)
+		}
 	}
 	return out
 }
