@@ -310,3 +310,26 @@ func checkPathID(id string) error {
 	}
 	return nil
 }
+
+// SetBusyThreshold sets the thresholds the request carries for its model
+// and keeps the model's others (POST /busy_threshold). With neither
+// threshold it only reads the model's.
+func (c *Client) SetBusyThreshold(ctx context.Context, req api.BusyThresholdRequest) (*api.BusyThreshold, error) {
+	var out api.BusyThreshold
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathBusyThreshold, kind: write}, req, &out)
+}
+
+// ClearBusyThreshold unsets both of a model's busy thresholds (DELETE
+// /busy_threshold?model=): its workers are never shed.
+func (c *Client) ClearBusyThreshold(ctx context.Context, model string) (*api.BusyThreshold, error) {
+	var out api.BusyThreshold
+	path := withQuery(api.PathBusyThreshold, url.Values{api.QueryModel: {model}})
+	return &out, c.send(ctx, call{method: http.MethodDelete, path: path, kind: write}, nil, &out)
+}
+
+// BusyThresholds lists the models with a busy threshold set (GET
+// /busy_threshold).
+func (c *Client) BusyThresholds(ctx context.Context, linearizable bool) (*api.BusyThresholds, error) {
+	var out api.BusyThresholds
+	return &out, c.send(ctx, catalogRead(api.PathBusyThreshold, url.Values{}, linearizable), nil, &out)
+}

@@ -47,7 +47,9 @@ type Config struct {
 	// ReplicaSync turns replica sync of active load on (SPEC §3.6); nil
 	// leaves it off.
 	ReplicaSync *ReplicaSyncConfig
-	Logger      *slog.Logger
+	// InitialThresholds are given to each model once (thresholds.go).
+	InitialThresholds InitialThresholds
+	Logger            *slog.Logger
 }
 
 // ReplicaSyncConfig configures replica sync.
@@ -84,6 +86,8 @@ type Server struct {
 	// recovering is true from Start until the KV index recovery is over
 	// (recovery.go).
 	recovering atomic.Bool
+	// thresholdsKick wakes runInitialThresholds (thresholds.go).
+	thresholdsKick chan struct{}
 }
 
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
@@ -92,7 +96,8 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
+		thresholdsKick: make(chan struct{}, 1)}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -167,6 +172,10 @@ func Start(cfg Config) (*Server, error) {
 		defer s.wg.Done()
 		s.Scheduler.RunSweeper(s.stop)
 	}()
+	if cfg.InitialThresholds.set() {
+		s.wg.Add(1)
+		go s.runInitialThresholds()
+	}
 	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
 		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
@@ -195,6 +204,9 @@ func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	s.Ingest.ApplyCatalog(ch)
 	if s.Sync != nil {
 		s.Sync.SetMembers(replicaMembers(ch.Cur, s.cfg.Cluster.PeerDial))
+	}
+	if len(ch.Partitions) > 0 && s.cfg.InitialThresholds.set() {
+		s.kickThresholds()
 	}
 }
 

@@ -115,7 +115,26 @@ func parseConfig(args []string) (server.Config, error) {
 		diskWeight   = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
 		trackPrefill = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
 		expirySecs   = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
+		thresholds   server.InitialThresholds
 	)
+	fs.Func("active-decode-blocks-threshold", "initial busy threshold of every model: a fraction 0-1 of a rank's total_kv_blocks (later set through /busy_threshold; default: none)",
+		func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f >= 0 && f <= 1) {
+				return fmt.Errorf("must be a fraction from 0 to 1, got %q", v)
+			}
+			thresholds.ActiveDecodeBlocks = &f
+			return nil
+		})
+	fs.Func("active-prefill-tokens-threshold", "initial busy threshold of every model: active prefill tokens of a rank (later set through /busy_threshold; default: none)",
+		func(v string) error {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("must be a token count >= 0, got %q", v)
+			}
+			thresholds.ActivePrefillTokens = &n
+			return nil
+		})
 	env.Annotate(fs)
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -166,7 +185,7 @@ func parseConfig(args []string) (server.Config, error) {
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
 		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
-		Recovery: server.RecoveryConfig{Peers: recoveryPeers},
+		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
 	if *syncPort != 0 {
 		if *syncPort < 0 || *syncPort > 65535 {
