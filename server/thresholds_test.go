@@ -123,7 +123,7 @@ func Test_LoadSheddingAcrossTheCluster(t *testing.T) {
 		t.Helper()
 		w := worker
 		if _, err := clients[node].Reserve(ctx, api.ReserveRequest{ReservationID: api.ID(id), WorkerID: &w,
-			Prompt: api.Prompt{ModelName: shedModel, SequenceHashes: api.Hashes{worker*10 + 1, worker*10 + 2, worker*10 + 3}, ISLTokens: 48},
+			Prompt:                 api.Prompt{ModelName: shedModel, SequenceHashes: api.Hashes{worker*10 + 1, worker*10 + 2, worker*10 + 3}, ISLTokens: 48},
 			EffectivePrefillTokens: &zero}); err != nil {
 			t.Fatal(err)
 		}
