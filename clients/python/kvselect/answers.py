@@ -6,10 +6,10 @@ leave out are in the total=False classes. The tests check every class
 against the schema of the same name in the OpenAPI document a node serves.
 """
 
-from typing import Dict, List, TypedDict
+from typing import Dict, List, Optional, TypedDict
 
-__all__ = ["NodeMeta", "Overlap", "PartitionLoads", "RankLoad", "Reservation", "ReservationInfo",
-           "ReservationPage", "Selection", "Worker", "WorkerWritten"]
+__all__ = ["BusyThreshold", "BusyThresholds", "NodeMeta", "Overlap", "PartitionLoads", "RankLoad", "Reservation",
+           "ReservationInfo", "ReservationPage", "Selection", "Worker", "WorkerWritten"]
 
 
 class Overlap(TypedDict):
@@ -110,6 +110,7 @@ class Worker(_Worker, total=False):
     total_kv_blocks: int
     max_num_batched_tokens: int
     not_schedulable_reasons: List[str]
+    thresholds_not_checked: List[str]  # busy thresholds load shedding cannot check for it, with why
     listeners: Dict[str, Dict[str, object]]  # this node's KV event listener per dp rank
 
 
@@ -126,6 +127,7 @@ class RankLoad(TypedDict):
     active_prefill_tokens: int
     active_decode_blocks: float
     active_requests: int
+    busy: bool  # over one of its model's busy thresholds
 
 
 class PartitionLoads(TypedDict):
@@ -134,6 +136,21 @@ class PartitionLoads(TypedDict):
     model_name: str
     tenant_id: str
     loads: List[RankLoad]
+
+
+class BusyThreshold(TypedDict):
+    """One model's busy thresholds (seed 001); None is a threshold not set:
+    set_busy_threshold() and clear_busy_threshold()."""
+
+    model: str
+    active_decode_blocks_threshold: Optional[float]
+    active_prefill_tokens_threshold: Optional[int]
+
+
+class BusyThresholds(TypedDict):
+    """The models with a busy threshold set, sorted: busy_thresholds()."""
+
+    thresholds: List[BusyThreshold]
 
 
 class _NodeMeta(TypedDict):

@@ -39,8 +39,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from . import wire
-from .answers import (NodeMeta, PartitionLoads, Reservation, ReservationInfo, ReservationPage, Selection, Worker,
-                      WorkerWritten)
+from .answers import (BusyThreshold, BusyThresholds, NodeMeta, PartitionLoads, Reservation, ReservationInfo,
+                      ReservationPage, Selection, Worker, WorkerWritten)
 from .errors import KvselectError, TransportError, decode_error
 
 __all__ = ["Client", "ResponseInfo"]
@@ -352,6 +352,29 @@ class Client:
         """Every schedulable rank's tiered match for the prompt."""
         return self._do(_Call("POST", wire.PATH_OVERLAP_SCORES, _json(_prompt(prompt)), _READ, session=True),
                         timeout)
+
+    # Load shedding (seed 001).
+
+    def set_busy_threshold(self, model: str, *, active_decode_blocks_threshold: Optional[float] = None,
+                           active_prefill_tokens_threshold: Optional[int] = None,
+                           timeout: Optional[float] = None) -> BusyThreshold:
+        """Sets the thresholds given for the model and keeps its others (POST
+        /busy_threshold): active_decode_blocks_threshold is a fraction 0-1
+        of a rank's total_kv_blocks, active_prefill_tokens_threshold a token
+        count. With neither it only reads the model's."""
+        body = _fields(model=model, active_decode_blocks_threshold=active_decode_blocks_threshold,
+                       active_prefill_tokens_threshold=active_prefill_tokens_threshold)
+        return self._do(_Call("POST", wire.PATH_BUSY_THRESHOLD, _json(body), _WRITE), timeout)
+
+    def clear_busy_threshold(self, model: str, *, timeout: Optional[float] = None) -> BusyThreshold:
+        """Unsets both of the model's thresholds (DELETE /busy_threshold):
+        its workers are never shed."""
+        q = _query({wire.QUERY_MODEL: model})
+        return self._do(_Call("DELETE", wire.PATH_BUSY_THRESHOLD + q, None, _WRITE), timeout)
+
+    def busy_thresholds(self, linearizable: bool = False, *, timeout: Optional[float] = None) -> BusyThresholds:
+        """The models with a busy threshold set (GET /busy_threshold)."""
+        return self._do(self._catalog_read(wire.PATH_BUSY_THRESHOLD, {}, linearizable), timeout)
 
     # Membership.
 

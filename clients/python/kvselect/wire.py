@@ -29,6 +29,8 @@ QUERY_ROUTING_GROUP = "routing_group"
 QUERY_WORKER_ID = "worker_id"
 QUERY_LIMIT = "limit"
 QUERY_CURSOR = "cursor"
+# The model of DELETE /busy_threshold.
+QUERY_MODEL = "model"
 
 # Consistency levels of catalog reads (QUERY_CONSISTENCY).
 CONSISTENCY_LOCAL = "local"
@@ -51,6 +53,7 @@ PATH_LOADS = "/loads"
 PATH_POTENTIAL_LOADS = "/potential_loads"
 PATH_OVERLAP_SCORES = "/overlap_scores"
 PATH_DUMP = "/dump"
+PATH_BUSY_THRESHOLD = "/busy_threshold"
 PATH_CLUSTER_STATUS = "/cluster/status"
 PATH_CLUSTER_JOIN = "/cluster/join"
 PATH_CLUSTER_REMOVE = "/cluster/remove"

@@ -129,6 +129,10 @@ ROUTES = [
     ("deregister_replica_sync_peer", lambda kv: kv.deregister_replica_sync_peer("tcp://h:1"),
      "POST", "/replica_sync/deregister_peer"),
     ("replica_sync_peers", lambda kv: kv.replica_sync_peers(), "GET", "/replica_sync/peers"),
+    ("set_busy_threshold", lambda kv: kv.set_busy_threshold("m", active_decode_blocks_threshold=0.5),
+     "POST", "/busy_threshold"),
+    ("clear_busy_threshold", lambda kv: kv.clear_busy_threshold("m"), "DELETE", "/busy_threshold"),
+    ("busy_thresholds", lambda kv: kv.busy_thresholds(), "GET", "/busy_threshold"),
 ]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -217,6 +221,25 @@ def test_wire_facts_match_the_served_document(node, fakes):
         schema, td = doc["components"]["schemas"][name], getattr(answers, name)
         assert set(schema["properties"]) == td.__required_keys__ | td.__optional_keys__, name
         assert set(schema.get("required", [])) == td.__required_keys__, name
+
+
+def test_busy_thresholds(node):
+    """Thresholds are set, merged, read and cleared on a real node, and a
+    bad value is refused naming the field."""
+    kv = Client(node)
+    got = kv.set_busy_threshold("py-model", active_decode_blocks_threshold=0.85, active_prefill_tokens_threshold=10000)
+    assert got == {"model": "py-model", "active_decode_blocks_threshold": 0.85, "active_prefill_tokens_threshold": 10000}
+    got = kv.set_busy_threshold("py-model", active_prefill_tokens_threshold=5)
+    assert got["active_decode_blocks_threshold"] == 0.85 and got["active_prefill_tokens_threshold"] == 5
+    assert kv.set_busy_threshold("py-model") == got  # neither: a read
+    assert {"model": "py-model", "active_decode_blocks_threshold": 0.85,
+            "active_prefill_tokens_threshold": 5} in kv.busy_thresholds()["thresholds"]
+    with pytest.raises(KvselectError) as e:
+        kv.set_busy_threshold("py-model", active_decode_blocks_threshold=1.5)
+    assert e.value.code == wire.CODE_BAD_REQUEST and "active_decode_blocks_threshold" in str(e.value)
+    cleared = kv.clear_busy_threshold("py-model")
+    assert cleared["active_decode_blocks_threshold"] is None and cleared["active_prefill_tokens_threshold"] is None
+    assert all(t["model"] != "py-model" for t in kv.busy_thresholds()["thresholds"])
 
 
 def test_set_metadata(node):
