@@ -40,6 +40,9 @@ func commandTable() []command {
 			"the node's bookings, sorted by id, a page at a time (GET /reservations)", reservationsListCmd},
 		{"reservations show", "<id>", "one booking (GET /reservations/{id})", reservationsShowCmd},
 		{"loads", "[--model M] [--tenant T]", "active load of every rank, per partition (GET /loads)", loadsCmd},
+		{"thresholds list", "[--linearizable]", "every model's busy thresholds (GET /busy_threshold)", thresholdsListCmd},
+		{"thresholds set", "<model> [--decode F] [--prefill N]", "set a model's busy thresholds, keeping the other (POST /busy_threshold)", thresholdsSetCmd},
+		{"thresholds clear", "<model>", "unset a model's busy thresholds: its workers are never shed (DELETE /busy_threshold)", thresholdsClearCmd},
 		{"dump", "[--out FILE]", "the index snapshot, as the server sends it (GET /dump)", dumpCmd},
 	}
 }

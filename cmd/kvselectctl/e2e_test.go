@@ -67,9 +67,19 @@ func Test_EndToEnd(t *testing.T) {
 		t.Fatalf("select --reserve:\n%s", out)
 	}
 	out = mustCtl("loads", "--model", "llama")
-	if !strings.HasPrefix(out, "model llama  tenant default\n") || !regexp.MustCompile(`(?m)^1\s+0\s+32\s+\S+\s+1$`).MatchString(out) {
+	if !strings.HasPrefix(out, "model llama  tenant default\n") || !regexp.MustCompile(`(?m)^1\s+0\s+32\s+\S+\s+1\s+no$`).MatchString(out) {
 		t.Fatalf("loads:\n%s", out)
 	}
+	// Load shedding: a threshold of 0 prefill tokens makes the rank busy.
+	mustCtl("thresholds", "set", "llama", "--prefill", "0")
+	out = mustCtl("thresholds", "list")
+	if !regexp.MustCompile(`(?m)^llama\s+-\s+0$`).MatchString(out) {
+		t.Fatalf("thresholds list:\n%s", out)
+	}
+	if out = mustCtl("loads", "--model", "llama"); !regexp.MustCompile(`(?m)^1\s+0\s+32\s+\S+\s+1\s+yes$`).MatchString(out) {
+		t.Fatalf("loads with a threshold:\n%s", out)
+	}
+	mustCtl("thresholds", "clear", "llama")
 	out = mustCtl("cluster", "status")
 	if !strings.HasPrefix(out, "node n1  state leader  term ") || !regexp.MustCompile(`(?m)^n1\s+\S+\s+\S+\s+Voter\s+yes\s+\*$`).MatchString(out) {
 		t.Fatalf("cluster status:\n%s", out)

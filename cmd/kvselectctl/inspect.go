@@ -36,9 +36,9 @@ func printLoads(p *printer, parts []api.PartitionLoads) error {
 		rows := make([][]string, 0, len(part.Loads))
 		for _, l := range part.Loads {
 			rows = append(rows, []string{formatUint(l.WorkerID), formatUint(uint64(l.DPRank)),
-				formatInt(l.ActivePrefillTokens), formatFloat(l.ActiveDecodeBlocks), formatInt(int64(l.ActiveRequests))})
+				formatInt(l.ActivePrefillTokens), formatFloat(l.ActiveDecodeBlocks), formatInt(int64(l.ActiveRequests)), yesNo(l.Busy)})
 		}
-		if err := p.table([]string{"WORKER", "RANK", "PREFILL_TOKENS", "DECODE_BLOCKS", "REQUESTS"}, rows); err != nil {
+		if err := p.table([]string{"WORKER", "RANK", "PREFILL_TOKENS", "DECODE_BLOCKS", "REQUESTS", "BUSY"}, rows); err != nil {
 			return err
 		}
 	}

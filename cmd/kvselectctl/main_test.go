@@ -72,6 +72,8 @@ func Test_ExitCodes(t *testing.T) {
 			wantStderr: "kvselectctl: --id is required in the flags form"},
 		{name: "mixed kv-events", args: []string{"workers", "add", "--id", "1", "--kv-events", "0=tcp://a:1", "--kv-events", "tcp://b:1"},
 			wantCode: exitUsage, wantStderr: `kvselectctl: --kv-events "tcp://b:1": with several ranks give rank=endpoint for each`},
+		{name: "thresholds set without a threshold", args: []string{"thresholds", "set", "m"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: thresholds set: give --decode and/or --prefill"},
 		{name: "bad timeout", args: []string{"--timeout", "0s", "loads"}, wantCode: exitUsage,
 			wantStderr: "kvselectctl: --timeout must be positive, got 0s"},
 		{name: "missing token file", args: []string{"--token-file", "/nonexistent/token", "loads"}, wantCode: exitError,
@@ -122,11 +124,17 @@ func Test_Tables(t *testing.T) {
 				"10": map[string]any{"state": "connecting"}}},
 		{"worker_id": 2, "model_name": "llama", "tenant_id": "t1", "endpoint": "", "block_size": 0,
 			"data_parallel_start_rank": 4, "data_parallel_size": 1, "lifecycle": "incomplete",
-			"not_schedulable_reasons": []string{"endpoint is required", "block_size must be greater than 0"}},
+			"not_schedulable_reasons": []string{"endpoint is required", "block_size must be greater than 0"},
+			"thresholds_not_checked":  []string{"active_decode_blocks_threshold not checked: total_kv_blocks is unknown"}},
 	})
+	n.Answer("GET /busy_threshold", http.StatusOK, map[string]any{"thresholds": []map[string]any{
+		{"model": "llama", "active_decode_blocks_threshold": 0.85, "active_prefill_tokens_threshold": nil},
+		{"model": "qwen", "active_decode_blocks_threshold": nil, "active_prefill_tokens_threshold": 10000}}})
+	n.Answer("POST /busy_threshold", http.StatusOK, map[string]any{
+		"model": "llama", "active_decode_blocks_threshold": 0.85, "active_prefill_tokens_threshold": 10000}, api.HeaderIndex, "21")
 	n.Answer("GET /loads", http.StatusOK, []map[string]any{
 		{"model_name": "llama", "tenant_id": "default", "loads": []map[string]any{
-			{"worker_id": 1, "dp_rank": 0, "active_prefill_tokens": 64, "active_decode_blocks": 1.5, "active_requests": 2},
+			{"worker_id": 1, "dp_rank": 0, "active_prefill_tokens": 64, "active_decode_blocks": 1.5, "active_requests": 2, "busy": true},
 			{"worker_id": 1, "dp_rank": 1, "active_prefill_tokens": 0, "active_decode_blocks": 0, "active_requests": 0}}},
 		{"model_name": "qwen", "tenant_id": "t1", "loads": []map[string]any{
 			{"worker_id": 3, "dp_rank": 0, "active_prefill_tokens": 1024, "active_decode_blocks": 12, "active_requests": 10}}},
@@ -155,16 +163,27 @@ WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP_RANKS  LIFECYCLE    LISTENERS
 
 worker 1 rank 1 listener failed: connection refused
 worker 2 incomplete: endpoint is required; block_size must be greater than 0
+worker 2: active_decode_blocks_threshold not checked: total_kv_blocks is unknown
+`},
+		{name: "thresholds list", args: []string{"thresholds", "list"}, want: `
+MODEL  DECODE_BLOCKS  PREFILL_TOKENS
+llama  0.85           -
+qwen   -              10000
+`},
+		{name: "thresholds set", args: []string{"thresholds", "set", "llama", "--prefill", "10000"}, want: `
+MODEL  DECODE_BLOCKS  PREFILL_TOKENS
+llama  0.85           10000
+applied at index 21
 `},
 		{name: "loads", args: []string{"loads"}, want: `
 model llama  tenant default
-WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS
-1       0     64              1.5            2
-1       1     0               0              0
+WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS  BUSY
+1       0     64              1.5            2         yes
+1       1     0               0              0         no
 
 model qwen  tenant t1
-WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS
-3       0     1024            12             10
+WORKER  RANK  PREFILL_TOKENS  DECODE_BLOCKS  REQUESTS  BUSY
+3       0     1024            12             10        no
 `},
 		{name: "select and reserve", args: []string{"select", "--tokens", "1,2,3", "--reserve", "r-1"}, want: `
 WORKER  DP_RANK  ENDPOINT        OVERLAP_GPU  OVERLAP_CPU  OVERLAP_DISK  EFFECTIVE_PREFILL_TOKENS  RESERVATION

@@ -161,6 +161,9 @@ func workerNotes(w *api.Worker) []string {
 			notes = append(notes, fmt.Sprintf("worker %d rank %d listener %s: %s", w.WorkerID, r, l.State, l.LastError))
 		}
 	}
+	for _, why := range w.ThresholdsNotChecked {
+		notes = append(notes, fmt.Sprintf("worker %d: %s", w.WorkerID, why))
+	}
 	return notes
 }
 
