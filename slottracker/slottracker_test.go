@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -470,4 +471,80 @@ func Test_HTTPErrors(t *testing.T) {
 			h.expect(http.MethodGet, "/workers"+q, "", http.StatusBadRequest)
 		}
 	})
+}
+
+// Test_ConcurrentLifecycle runs request lifecycles on two workers while a
+// third worker of the same tracker registers and unregisters, and a
+// reader lists loads; once every request is freed the load is zero again.
+// Its point is the race detector and the final accounting.
+func Test_ConcurrentLifecycle(t *testing.T) {
+	h := mustStart(t)
+	h.register("m", "default", 1, 16, 0, 1)
+	h.register("m", "default", 2, 16, 0, 1)
+	const perClient = 25
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	post := func(path, body string, want int) error {
+		resp, err := http.Post(h.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != want {
+			raw, _ := io.ReadAll(resp.Body)
+			return fmt.Errorf("%s %s: %d, want %d: %s", path, body, resp.StatusCode, want, raw)
+		}
+		return nil
+	}
+	for c := range 4 {
+		wg.Go(func() {
+			for i := range perClient {
+				id := fmt.Sprintf("c%d-%d", c, i)
+				steps := []struct {
+					path, body string
+					want       int
+				}{
+					{"/add", fmt.Sprintf(`{"model_name": "m", "request_id": %q, "worker_id": %d, "dp_rank": 0, "sequence_hashes": [1, 2, %d], "new_isl_tokens": 16}`,
+						id, 1+c%2, 100+c*perClient+i), http.StatusCreated},
+					{"/prefill_complete", fmt.Sprintf(`{"model_name": "m", "request_id": %q}`, id), http.StatusOK},
+					{"/free", fmt.Sprintf(`{"model_name": "m", "request_id": %q}`, id), http.StatusOK},
+				}
+				for _, s := range steps {
+					if err := post(s.path, s.body, s.want); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range perClient {
+			if err := post("/register", `{"worker_id": 3, "model_name": "m", "block_size": 16, "dp_start": 0, "dp_size": 4}`, http.StatusCreated); err != nil {
+				errs <- err
+				return
+			}
+			if err := post("/unregister", `{"worker_id": 3, "model_name": "m"}`, http.StatusOK); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for range perClient {
+			resp, err := http.Get(h.base + "/loads")
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	h.loads("", `[{"model_name": "m", "tenant_id": "default", "worker_id": 1, "dp_rank": 0, "active_prefill_tokens": 0, "active_decode_blocks": 0},
+		{"model_name": "m", "tenant_id": "default", "worker_id": 2, "dp_rank": 0, "active_prefill_tokens": 0, "active_decode_blocks": 0}]`)
 }
