@@ -3,4 +3,8 @@
 // with its data in ./kvselect-data. Every flag can also be set through the
 // environment variable KVSELECT_<FLAG> (for example KVSELECT_RAFT_ADDR);
 // scheduling flags also fall back to Dynamo's DYN_* variables.
+//
+// `kvselect slot-tracker` runs Dynamo's standalone slot tracker API (seed
+// 003) instead of a node: in memory, on :8091, with its own flags
+// (package slottracker).
 package main

@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == slotTrackerCommand {
+		return runSlotTracker(args[1:])
+	}
 	cfg, err := parseConfig(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -76,6 +79,7 @@ func parseConfig(args []string) (server.Config, error) {
 		hostname = "kvselect"
 	}
 	fs := flag.NewFlagSet("kvselect", flag.ContinueOnError)
+	fs.Usage = nodeUsage(fs)
 	var (
 		port          = fs.Int("port", 8092, "HTTP port")
 		bind          = fs.String("bind", "0.0.0.0", "address the HTTP API binds")

@@ -37,6 +37,7 @@ func Test_EveryBinary(t *testing.T) {
 		name, want string
 	}{
 		{"kvselect", "(env KVSELECT_RAFT_ADDR)"},
+		{"kvselect", "kvselect slot-tracker [flags]"},
 		{"kvselect", "(env KVSELECT_OVERLAP_SCORE_WEIGHT, DYN_KV_OVERLAP_SCORE_WEIGHT, DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT)"},
 		{"kvselectctl", "(env KVSELECT_TOKEN_FILE)"},
 		{"kvsim", "(env KVSIM_CACHE_BLOCKS)"},
