@@ -530,12 +530,20 @@ func Test_SnapshotInstallOnLaggingNode(t *testing.T) {
 	lag := c.Followers()[0]
 	i := c.Index(lag)
 	c.Stop(i)
-	leader := c.WaitConverged()
+	// Two voters of three on a loaded machine may lose the leadership
+	// midway; the writes are idempotent upserts, so a 503 is retried.
 	for id := range 60 {
-		if r := call(t, "POST", leader.URL()+"/workers", workerJSON(id+1)); r.status != http.StatusCreated {
-			t.Fatalf("write %d: %d %s", id, r.status, r.body)
-		}
+		servertest.Eventually(t, fmt.Sprintf("write %d", id), func() error {
+			if r := call(t, "POST", c.WaitConverged().URL()+"/workers", workerJSON(id+1)); r.status != http.StatusCreated {
+				if r.status != http.StatusServiceUnavailable {
+					t.Fatalf("write %d: %d %s", id, r.status, r.body)
+				}
+				return fmt.Errorf("%d %s", r.status, r.body)
+			}
+			return nil
+		})
 	}
+	leader := c.WaitConverged()
 	servertest.Eventually(t, "the leader compacts its log", func() error {
 		snaps, _ := filepath.Glob(filepath.Join(c.Config(c.Index(leader)).Cluster.DataDir, "snapshots", "*"))
 		if len(snaps) == 0 {

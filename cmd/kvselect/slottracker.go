@@ -36,12 +36,15 @@ func runSlotTracker(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Signals are caught before the start is logged: whoever waits for
+	// that line may signal at once.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	srv, err := slottracker.Start(cfg)
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
 	cfg.Logger.Info("signal received, shutting down", "signal", s.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
