@@ -3,4 +3,8 @@
 // with its data in ./kvselect-data. Every flag can also be set through the
 // environment variable KVSELECT_<FLAG> (for example KVSELECT_RAFT_ADDR);
 // scheduling flags also fall back to Dynamo's DYN_* variables.
+//
+// Signals: SIGINT and SIGTERM shut the node down gracefully; SIGHUP reads
+// --auth-token-file again and rotates the token (a bad file keeps the
+// current one and is logged).
 package main
