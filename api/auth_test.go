@@ -9,7 +9,13 @@ func Test_BearerToken(t *testing.T) {
 	}{
 		{Bearer("s3cret"), "s3cret", true},
 		{"Bearer ", "", false},
-		{"bearer s3cret", "", false},
+		{"Bearer    ", "", false},
+		{"Bearer", "", false},
+		{"bearer s3cret", "s3cret", true}, // RFC 7235 §2.1: the scheme is case-insensitive
+		{"BEARER s3cret", "s3cret", true},
+		{"Bearer  s3cret", "s3cret", true}, // 1*SP
+		{"Bearers3cret", "", false},
+		{"Bearerx s3cret", "", false},
 		{"Basic czNjcmV0", "", false},
 		{"", "", false},
 	} {

@@ -3,6 +3,7 @@ package api
 import (
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Headers of leader routing and session consistency.
@@ -29,19 +30,23 @@ const (
 // route but /health, need "Authorization: Bearer <token>".
 const (
 	HeaderAuthorization = "Authorization"
-	bearerPrefix        = "Bearer "
+	bearerScheme        = "Bearer"
 )
 
 // Bearer is the Authorization value that carries token.
-func Bearer(token string) string { return bearerPrefix + token }
+func Bearer(token string) string { return bearerScheme + " " + token }
 
 // BearerToken returns the token of an Authorization value, and whether it
-// holds one.
+// holds one. The scheme is matched without regard to case ("bearer",
+// "BEARER"), as RFC 7235 §2.1 says of every auth-scheme, and may be
+// followed by more than one space; an empty token is none.
 func BearerToken(authorization string) (string, bool) {
-	if len(authorization) <= len(bearerPrefix) || authorization[:len(bearerPrefix)] != bearerPrefix {
+	scheme, token, ok := strings.Cut(authorization, " ")
+	if !ok || !strings.EqualFold(scheme, bearerScheme) {
 		return "", false
 	}
-	return authorization[len(bearerPrefix):], true
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // Query parameters.

@@ -9,6 +9,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // peerClient makes the node's own calls to other nodes (join, metadata)
@@ -18,16 +19,17 @@ import (
 // requests that a follower forwards go through the http package, which
 // proxies them as they came.
 type peerClient struct {
-	hc    *http.Client
-	token string
+	hc   *http.Client
+	auth *authtoken.Holder
 }
 
-func newPeerClient(token string, timeout time.Duration) *peerClient {
-	return &peerClient{hc: &http.Client{Timeout: timeout}, token: token}
+func newPeerClient(auth *authtoken.Holder, timeout time.Duration) *peerClient {
+	return &peerClient{hc: &http.Client{Timeout: timeout}, auth: auth}
 }
 
+// to returns a client for one call, with the token current now.
 func (p *peerClient) to(addr string) (*client.Client, error) {
-	return client.New(client.Config{Addrs: []string{addr}, Token: p.token, HTTPClient: p.hc, Pinned: true})
+	return client.New(client.Config{Addrs: []string{addr}, Token: p.auth.Token(), HTTPClient: p.hc, Pinned: true})
 }
 
 // join asks the node at addr to admit a member (it forwards to the leader).

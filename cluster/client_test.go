@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Test_PeerCallRetryable: a failed join or metadata call is retried by its
@@ -38,7 +39,7 @@ func Test_PeerCallRetryable(t *testing.T) {
 		{"bad gateway without code", http.StatusBadGateway, "upstream down", false},
 		{"503 without code", http.StatusServiceUnavailable, "", false},
 	}
-	p := newPeerClient("", 5*time.Second)
+	p := newPeerClient(nil, 5*time.Second)
 	calls := []struct {
 		name string
 		do   func(ctx context.Context, addr string) error
@@ -85,5 +86,26 @@ func Test_PeerCallRetryable(t *testing.T) {
 	})
 	if retryable(nil) {
 		t.Fatal("retryable(nil) = true")
+	}
+}
+
+// Test_PeerCallTokenRotation: the node's own calls carry the token current
+// at the time of the call, so a rotation (SIGHUP) applies to the next one.
+func Test_PeerCallTokenRotation(t *testing.T) {
+	seen := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get(api.HeaderAuthorization)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{}`)
+	}))
+	defer srv.Close()
+	auth := authtoken.NewHolder("old")
+	p := newPeerClient(auth, 5*time.Second)
+	meta := fsm.NodeMeta{ID: "n2", HTTPAddr: "127.0.0.1:2"}
+	_ = p.metadata(ctx(t), srv.URL, meta)
+	auth.Set("new")
+	_ = p.join(ctx(t), srv.URL, api.JoinRequest{ID: "n2", RaftAddr: "127.0.0.1:1"})
+	if first, second := <-seen, <-seen; first != "Bearer old" || second != "Bearer new" {
+		t.Fatalf("Authorization before and after the rotation: %q, %q", first, second)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Config configures one Raft node. Start from DefaultConfig.
@@ -45,9 +47,12 @@ type Config struct {
 	// PeerDial overrides the addresses this node dials to reach a peer
 	// (fault-injection proxies). It never changes what is replicated.
 	PeerDial map[string]PeerDial
-	// AuthToken is sent as a bearer token on inter-node HTTP requests (join,
-	// metadata, forwarded writes).
-	AuthToken string
+	// Auth holds the token sent as a bearer token on the node's own calls
+	// to other nodes (join, metadata), read at each call so that a
+	// rotation applies to the next one; nil or empty: none. (Writes a
+	// follower forwards carry the client's own Authorization instead: the
+	// http package relays them as they came.)
+	Auth *authtoken.Holder
 	// ForwardTimeout bounds one inter-node HTTP request.
 	ForwardTimeout time.Duration
 

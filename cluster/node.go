@@ -88,7 +88,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}),
-		client: newPeerClient(cfg.AuthToken, cfg.ForwardTimeout)}
+		client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error

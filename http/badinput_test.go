@@ -195,8 +195,9 @@ func defaultScopeWorker(id uint64) map[string]any {
 	return w
 }
 
-// Test_Auth checks that a configured token protects admin routes only,
-// or every route but /health with AuthAll.
+// Test_Auth checks on a real node that a configured token protects admin
+// routes only, or every route but /health with AuthAll. Every route with
+// every kind of bad Authorization is Test_AuthEveryRoute's (auth_test.go).
 func Test_Auth(t *testing.T) {
 	for _, all := range []bool{false, true} {
 		_, c := startNode(t, func(cfg *server.Config) { cfg.AuthToken, cfg.AuthAll = "s3cret", all })

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Config wires the service to the node's parts, each through the narrow
@@ -36,10 +37,12 @@ type Config struct {
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
-	// AuthToken, when set, is required as a bearer token on catalog and
-	// cluster writes and /dump; with AuthAll on every route but /health.
-	AuthToken string
-	AuthAll   bool
+	// Auth holds the token that, when there is one, is required as a
+	// bearer token on admin routes (catalog and cluster writes, /dump);
+	// with AuthAll on every route but the open ones. It is read on every
+	// request, so a rotation applies to the next one. nil: no token.
+	Auth    *authtoken.Holder
+	AuthAll bool
 	// CatalogWait bounds waiting for a catalog index: min_catalog_index
 	// and X-Kvselect-Index on reads, and a forwarded write's local apply
 	// (SPEC: 2 s).
@@ -100,7 +103,7 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var err error
-		if s.needsToken(access) && !s.authorized(r) {
+		if token := s.cfg.Auth.Token(); token != "" && s.protects(access) && !authorized(r, token) {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="kvselect"`)
 			err = errUnauthorized
 		} else {
@@ -120,13 +123,17 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 	})
 }
 
-func (s *Service) needsToken(access string) bool {
-	return s.cfg.AuthToken != "" && (access == api.AccessAdmin || access == api.AccessSelection && s.cfg.AuthAll)
+// protects reports whether a route of this access class needs the token
+// (when the node has one).
+func (s *Service) protects(access string) bool {
+	return access == api.AccessAdmin || access == api.AccessSelection && s.cfg.AuthAll
 }
 
-func (s *Service) authorized(r *http.Request) bool {
-	token, ok := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
-	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AuthToken)) == 1
+// authorized reports whether the request carries token, compared in
+// constant time.
+func authorized(r *http.Request, token string) bool {
+	got, ok := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // fail renders err as {"error", "code"} with the code's status (the

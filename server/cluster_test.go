@@ -601,7 +601,8 @@ func Test_RestartAllKeepsCatalog(t *testing.T) {
 
 // Test_ClusterWithAuth runs a cluster that requires a token: nodes carry
 // it on their own calls (metadata), a follower checks the client's token
-// before forwarding, and the forward carries it to the leader.
+// before forwarding, and the forward carries it to the leader, which
+// checks it again; then the token is rotated, on one node and on all.
 func Test_ClusterWithAuth(t *testing.T) {
 	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.AuthToken = "s3cret" })
 	leader, f := c.Leader(), c.Followers()[0] // converged: every node published its metadata
@@ -617,5 +618,40 @@ func Test_ClusterWithAuth(t *testing.T) {
 	}
 	if r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(r.index(t), 10)); r.status != http.StatusOK {
 		t.Fatalf("selection stays open: %d %s", r.status, r.body)
+	}
+
+	// A follower with another token than the leader's (a rotation done on
+	// it alone) fails cleanly: the client's token passes the follower,
+	// the leader refuses it, and the follower relays the leader's 401
+	// with its WWW-Authenticate; nothing is written.
+	if err := f.SetAuthToken("rotated"); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "POST", f.URL()+"/workers", workerJSON(2), "Authorization", "Bearer s3cret"); r.status != http.StatusUnauthorized {
+		t.Fatalf("the old token on the rotated follower: %d %s", r.status, r.body)
+	}
+	r = call(t, "POST", f.URL()+"/workers", workerJSON(2), "Authorization", "Bearer rotated")
+	if r.status != http.StatusUnauthorized || r.code() != "unauthorized" || r.header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("forwarded with a token the leader does not know: %d %v %s", r.status, r.header, r.body)
+	}
+	if slices.Contains(workerIDs(t, leader), 2) {
+		t.Fatal("a write the leader refused was applied")
+	}
+
+	// Rotated everywhere, the new token is forwarded and accepted; the old
+	// one is refused by every node.
+	for _, s := range c.Live() {
+		if err := s.SetAuthToken("rotated"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = call(t, "POST", f.URL()+"/workers", workerJSON(2), "Authorization", "Bearer rotated")
+	if r.status != http.StatusCreated || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() {
+		t.Fatalf("forwarded write with the rotated token: %d %v %s", r.status, r.header, r.body)
+	}
+	for _, s := range c.Live() {
+		if r := call(t, "DELETE", s.URL()+"/workers/2", "", "Authorization", "Bearer s3cret"); r.status != http.StatusUnauthorized {
+			t.Fatalf("%s: the old token after the rotation: %d %s", s.Node.ID(), r.status, r.body)
+		}
 	}
 }

@@ -10,4 +10,9 @@
 // first --indexer-peers URL that answers), and start afterwards from the
 // dump's watermarks, replaying the rest from each worker. /ready reports
 // recovering meanwhile; Raft and HTTP never wait for it.
+//
+// The node's token lives in one authtoken.Holder shared by the HTTP
+// check, the cluster's own calls, the recovery's /dump fetch and replica
+// sync's MACs; SetAuthToken and ReloadAuthToken change it for all of them
+// at once (auth.go).
 package server

@@ -17,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Startup recovery of the KV index (SPEC §7). The index is local and in
@@ -126,12 +127,12 @@ func (s *Server) Recovering() bool { return s.recovering.Load() }
 
 // recovery is one startup recovery.
 type recovery struct {
-	cfg   RecoveryConfig
-	node  *cluster.Node
-	ix    *indexer.Indexer
-	token string
-	log   *slog.Logger
-	hc    *http.Client
+	cfg  RecoveryConfig
+	node *cluster.Node
+	ix   *indexer.Indexer
+	auth *authtoken.Holder // read at each fetch: a rotation applies to the next one
+	log  *slog.Logger
+	hc   *http.Client
 }
 
 // startRecovery runs the recovery in its own goroutine, which the node's
@@ -164,7 +165,7 @@ func (s *Server) recoverIndex(ctx context.Context) {
 	// the wire.
 	tr.DisableCompression = true
 	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
-	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, token: s.cfg.AuthToken,
+	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, auth: s.auth,
 		log: s.log.With("component", "recovery"), hc: &http.Client{Transport: tr}}
 	start := time.Now()
 	defer func() {
@@ -278,8 +279,8 @@ func (r *recovery) load(ctx context.Context, base string, log *slog.Logger) (ind
 		return st, 0, fmt.Errorf("%w: %w", ErrBadPeer, err)
 	}
 	req.Header.Set(api.HeaderAcceptEncoding, api.EncodingGzip)
-	if r.token != "" {
-		req.Header.Set(api.HeaderAuthorization, api.Bearer(r.token))
+	if token := r.auth.Token(); token != "" {
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(token))
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {

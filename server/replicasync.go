@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/zmqsync"
 )
@@ -15,14 +16,14 @@ import (
 // --replica-sync-advertise, else the host the other nodes reach this
 // node's HTTP API at with the bound port (SPEC §2), so a wildcard bind
 // never advertises 0.0.0.0.
-func startReplicaSync(cfg Config, sched *scheduler.Scheduler, log *slog.Logger) (*zmqsync.Syncer, error) {
+func startReplicaSync(cfg Config, sched *scheduler.Scheduler, auth *authtoken.Holder, log *slog.Logger) (*zmqsync.Syncer, error) {
 	rc := cfg.ReplicaSync
 	host, _, err := net.SplitHostPort(cfg.Cluster.HTTPAdvertise)
 	if err != nil && rc.Advertise == "" {
 		return nil, fmt.Errorf("replica sync: no host to advertise in %q: %w", cfg.Cluster.HTTPAdvertise, err)
 	}
 	return zmqsync.Start(zmqsync.Config{NodeID: cfg.Cluster.NodeID, Listen: rc.Listen,
-		Advertise: rc.Advertise, AdvertiseHost: host, Peers: rc.Peers,
+		Advertise: rc.Advertise, AdvertiseHost: host, Peers: rc.Peers, Auth: auth,
 		Apply: sched.ApplyPeerEvent, DropReasons: scheduler.DropReasons(), Logger: log})
 }
 

@@ -19,6 +19,7 @@ import (
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/zmqsync"
@@ -34,9 +35,16 @@ type Config struct {
 	Cluster cluster.Config
 	// Scheduler holds the selection settings.
 	Scheduler scheduler.Config
-	// AuthToken protects admin routes (and all routes with AuthAll).
+	// AuthToken protects admin routes (and all routes with AuthAll), goes
+	// on the node's own calls to other nodes, and keys replica sync's MACs
+	// (SPEC §11). It is the token at start; SetAuthToken and
+	// ReloadAuthToken change it while the node runs.
 	AuthToken string
 	AuthAll   bool
+	// AuthTokenFile is the file AuthToken was read from
+	// (--auth-token-file), which ReloadAuthToken reads again; "" when
+	// there is none.
+	AuthTokenFile string
 	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
 	CatalogWait time.Duration
 	// Ingest tunes the KV event listeners (threads, backoff, replay).
@@ -88,6 +96,9 @@ type Server struct {
 	recovering atomic.Bool
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
+	// auth is the token every part reads when it checks or sends it
+	// (auth.go).
+	auth *authtoken.Holder
 }
 
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
@@ -96,8 +107,13 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.AuthToken != "" {
+		if err := authtoken.Validate(cfg.AuthToken); err != nil {
+			return nil, err
+		}
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
-		thresholdsKick: make(chan struct{}, 1)}
+		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken)}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -107,9 +123,7 @@ func Start(cfg Config) (*Server, error) {
 		cfg.Cluster.HTTPAdvertise = httpAdvertise(ln.Addr().String(), cfg.Cluster.RaftAdvertise)
 	}
 	cfg.Cluster.Logger = cfg.Logger
-	if cfg.Cluster.AuthToken == "" {
-		cfg.Cluster.AuthToken = cfg.AuthToken // inter-node calls carry the token
-	}
+	cfg.Cluster.Auth = s.auth // inter-node calls carry the token
 
 	s.Indexer = indexer.New(cfg.Logger)
 	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
@@ -125,7 +139,7 @@ func Start(cfg Config) (*Server, error) {
 	s.recovering.Store(true)
 	s.Ingest = ingest.New(s.Indexer, cfg.Ingest)
 	if cfg.ReplicaSync != nil {
-		if s.Sync, err = startReplicaSync(cfg, s.Scheduler, s.log); err != nil {
+		if s.Sync, err = startReplicaSync(cfg, s.Scheduler, s.auth, s.log); err != nil {
 			s.Ingest.Close()
 			ln.Close()
 			return nil, err
@@ -154,7 +168,7 @@ func Start(cfg Config) (*Server, error) {
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node,
 		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
-		AuthToken: cfg.AuthToken, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
+		Auth: s.auth, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
 		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
@@ -181,7 +195,7 @@ func Start(cfg Config) (*Server, error) {
 		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
 		"authenticated", cfg.AuthToken != "")
 	if cfg.AuthToken == "" {
-		s.log.Warn("running without authentication: catalog and cluster writes are open to anyone who can reach the port (set --auth-token-file)")
+		s.log.Warn("running without authentication: catalog and cluster writes and /dump are open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
 	}
 	return s, nil
 }

@@ -11,13 +11,16 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // BenchmarkPropagation measures how long a booking takes to reach another
 // node: from Publish on one syncer to Apply on another, over loopback, at
 // a steady rate of admissions with 128 sequence hashes each (a 2 k-token
 // prompt). The baseline in the same run is a bare zmq4 PUB → SUB of the
-// same bytes at the same rate: the transport's own floor.
+// same bytes at the same rate: the transport's own floor. replica-sync-auth
+// is the same with a token: every message MAC'd and verified.
 //
 //	go test -run '^$' -bench Propagation -benchtime 1x ./zmqsync/
 func BenchmarkPropagation(b *testing.B) {
@@ -25,7 +28,12 @@ func BenchmarkPropagation(b *testing.B) {
 		n := 2 * rate // two seconds of traffic
 		b.Run(fmt.Sprintf("rate=%d/replica-sync", rate), func(b *testing.B) {
 			for range b.N {
-				reportDelays(b, syncDelays(b, rate, n))
+				reportDelays(b, syncDelays(b, rate, n, ""))
+			}
+		})
+		b.Run(fmt.Sprintf("rate=%d/replica-sync-auth", rate), func(b *testing.B) {
+			for range b.N {
+				reportDelays(b, syncDelays(b, rate, n, "bench-token"))
 			}
 		})
 		b.Run(fmt.Sprintf("rate=%d/bare-zmq", rate), func(b *testing.B) {
@@ -60,7 +68,7 @@ func pace(rate, n int, send func(i int)) {
 	}
 }
 
-func syncDelays(b *testing.B, rate, n int) []time.Duration {
+func syncDelays(b *testing.B, rate, n int, token string) []time.Duration {
 	sent := make([]time.Time, n)
 	delays := make([]time.Duration, 0, n)
 	var mu sync.Mutex
@@ -79,12 +87,14 @@ func syncDelays(b *testing.B, rate, n int) []time.Duration {
 		}
 		return ""
 	}
-	a, err := Start(Config{NodeID: "a", Listen: "tcp://127.0.0.1:0", Apply: func(string, *Event) string { return "" }, Logger: quiet})
+	a, err := Start(Config{NodeID: "a", Listen: "tcp://127.0.0.1:0", Apply: func(string, *Event) string { return "" },
+		Auth: authtoken.NewHolder(token), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	recv, err := Start(Config{NodeID: "b", Listen: "tcp://127.0.0.1:0", Peers: []string{a.Endpoint()}, Apply: apply, Logger: quiet})
+	recv, err := Start(Config{NodeID: "b", Listen: "tcp://127.0.0.1:0", Peers: []string{a.Endpoint()}, Apply: apply,
+		Auth: authtoken.NewHolder(token), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,7 +32,8 @@
 // # Wire format, schema v1
 //
 // Every replica-sync ZMQ message has two frames: the topic Topic
-// ("kvselect.sync"), then one msgpack payload. The payload is an array
+// ("kvselect.sync"), then one msgpack payload; a node with a token adds a
+// third, the MAC frame (see Authentication). The payload is an array
 //
 //	[version, origin, events]
 //
@@ -74,6 +75,44 @@
 // Integers may take any msgpack integer encoding whose value is in range;
 // the encoder writes the smallest. Strings are msgpack str. Nothing may
 // follow the payload's array in its frame.
+//
+// # Authentication
+//
+// A node given a token (--auth-token-file, Config.Auth) sends every
+// message with a third frame of MACSize (32) bytes:
+//
+//	key = HMAC-SHA256(token, "kvselect replica-sync v1")
+//	mac = HMAC-SHA256(key, payload frame)
+//
+// and drops, counting them as reason "unauthenticated", received messages
+// without that frame or whose MAC is not the payload's under its token
+// (compared with hmac.Equal), before it decodes them. So only holders of
+// the token can change its active load: a stranger who gets a node to
+// follow its PUB (a registered endpoint, an address taken over) cannot
+// inject events. The MAC covers the payload byte for byte, origin
+// included. The key is derived from the token, not the token itself, so
+// that the secret's two uses (bearer token, MAC key) stay apart. AppendMAC
+// computes the frame;
+// Test_AppendMAC_Vector pins a vector that openssl reproduces.
+//
+// What the MAC does not give: secrecy (anyone who reaches a PUB port can
+// read the bookings it publishes) and freshness (a captured message can be
+// sent again by whoever gets it followed; duplicate admissions are dropped
+// while the reservation lives, and a replayed one otherwise expires with
+// the admission time it carries).
+//
+// Rotation: when the token changes (SIGHUP re-reads the file), a node
+// signs with the new token at once and, for PreviousTokenGrace (default
+// DefaultPreviousTokenGrace) after the change, still accepts messages under
+// the previous one, so nodes reloaded one after another keep receiving
+// from those not reloaded yet. A node not reloaded yet drops what reloaded
+// nodes send until it is: reload every node within the grace.
+//
+// Compatibility: without a token the wire is unchanged (two frames). A
+// node without a token ignores a MAC frame and accepts the message, so
+// tokens can be given to nodes one at a time; a node with a token drops
+// everything from nodes without one, and so do releases older than the
+// MAC frame (they count three frames as reason "frames").
 //
 // # Versions
 //

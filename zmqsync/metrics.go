@@ -25,7 +25,7 @@ func newMetrics(dropReasons []string) *metrics {
 			Name: "kvselect_replica_sync_received_events_total", Help: "Lifecycle events received, by kind."}, []string{"kind"}),
 		droppedMessages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_dropped_messages_total",
-			Help: "Received messages dropped whole: malformed, unknown_version, frames (not topic + payload), echo (this node's own)."},
+			Help: "Received messages dropped whole: malformed, unknown_version, frames (not topic + payload [+ MAC]), unauthenticated (no valid MAC while this node has a token), echo (this node's own)."},
 			[]string{"reason"}),
 		droppedEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_dropped_events_total",
@@ -37,7 +37,7 @@ func newMetrics(dropReasons []string) *metrics {
 	for _, k := range []Kind{KindAdmission, KindPrefillComplete, KindFree} {
 		m.receivedEvents.WithLabelValues(k.String())
 	}
-	for _, r := range []string{"malformed", "unknown_version", "frames", "echo"} {
+	for _, r := range []string{"malformed", "unknown_version", "frames", "unauthenticated", "echo"} {
 		m.droppedMessages.WithLabelValues(r)
 	}
 	for _, r := range dropReasons {

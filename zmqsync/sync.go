@@ -15,6 +15,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
@@ -30,8 +31,9 @@ import (
 // (zmqx.WriteTimeout) or keeps the writer waiting most of the time, and
 // the queue drains. The residual loss, a burst of more than PubQueue
 // messages faster than the slowest connected subscriber reads, is not
-// counted. A SUB decodes each message whole, drops the node's
-// own echoes, and applies the events in order through Config.Apply.
+// counted. A SUB checks each message's frames and, while the node has a
+// token, its MAC (auth.go), decodes it whole, drops the node's own
+// echoes, and applies the events in order through Config.Apply.
 
 var (
 	// ErrEndpoint: a peer endpoint that is not tcp://host:port.
@@ -67,6 +69,17 @@ type Config struct {
 	// DropReasons are the reasons Apply may return, so the counters exist
 	// from the start.
 	DropReasons []string
+	// Auth holds the shared token (--auth-token-file), read for every
+	// message. While it holds one, every message sent carries a MAC frame
+	// keyed by it, and a message received without a valid one is dropped
+	// and counted (reason "unauthenticated"), so that only holders of the
+	// token can change this node's load (doc.go, Authentication). nil or
+	// empty: messages go without a MAC and every peer's are accepted.
+	Auth *authtoken.Holder
+	// PreviousTokenGrace is how long after a rotation of Auth's token
+	// messages authenticated with the previous token are still accepted
+	// (default DefaultPreviousTokenGrace; negative: not at all).
+	PreviousTokenGrace time.Duration
 	// SendQueue bounds the events waiting for the sender (default 65536);
 	// past it Publish drops and counts.
 	SendQueue int
@@ -145,6 +158,9 @@ func Start(cfg Config) (*Syncer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.PreviousTokenGrace == 0 {
+		cfg.PreviousTokenGrace = DefaultPreviousTokenGrace
+	}
 	for _, ep := range cfg.Peers {
 		if err := ValidateEndpoint(ep); err != nil {
 			return nil, err
@@ -203,7 +219,10 @@ func (s *Syncer) Publish(ev Event) {
 func (s *Syncer) send() {
 	defer s.wg.Done()
 	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
-	var buf []byte
+	var (
+		buf []byte
+		mac macer
+	)
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -225,7 +244,15 @@ func (s *Syncer) send() {
 		buf = AppendMessage(buf[:0], &msg)
 		// zmq4 keeps the frames until its writer has sent them: give it
 		// its own copy, buf is reused.
-		if err := s.pub.Send(zmq4.NewMsgFrom([]byte(Topic), slices.Clone(buf))); err != nil {
+		var out zmq4.Msg
+		if token := s.cfg.Auth.Token(); token != "" {
+			// One allocation holds the payload and its MAC frame.
+			framed := mac.sum(append(make([]byte, 0, len(buf)+MACSize), buf...), token, buf)
+			out = zmq4.NewMsgFrom([]byte(Topic), framed[:len(buf)], framed[len(buf):])
+		} else {
+			out = zmq4.NewMsgFrom([]byte(Topic), slices.Clone(buf))
+		}
+		if err := s.pub.Send(out); err != nil {
 			s.metrics.sendDropped.Add(float64(len(msg.Events)))
 			s.log.Debug("replica sync send failed", "err", err)
 			continue
@@ -440,6 +467,10 @@ type peer struct {
 	sources map[Source]bool
 	nodeID  string
 
+	// owned by the peer's goroutine
+	opener   opener
+	refusing bool // warned of unauthenticated messages; reset by a valid one
+
 	mu     sync.Mutex
 	status PeerStatus
 }
@@ -524,17 +555,21 @@ func (p *peer) receive(frames [][]byte, m *Message) {
 	met := p.s.metrics
 	met.receivedMessages.Inc()
 	p.update(func(st *PeerStatus) { st.Messages++ })
-	if len(frames) != 2 || string(frames[0]) != Topic {
-		met.droppedMessages.WithLabelValues("frames").Inc()
-		return
+	reason, err := p.opener.open(frames, p.s.cfg.Auth.Load(), p.s.cfg.PreviousTokenGrace, m)
+	switch {
+	case reason == "unauthenticated" && !p.refusing:
+		// Once, until the peer's messages authenticate again, not per
+		// message: a stranger, or a peer with another token (a rotation
+		// not done on every node yet).
+		p.s.log.Warn("replica sync peer sends messages this node cannot authenticate; dropping them",
+			"endpoint", p.endpoint, "err", err)
+		p.refusing = true
+	case reason == "":
+		p.refusing = false
 	}
-	if err := DecodeMessage(frames[1], m); err != nil {
-		reason := "malformed"
-		if errors.Is(err, ErrUnknownVersion) {
-			reason = "unknown_version"
-		}
+	if reason != "" {
 		met.droppedMessages.WithLabelValues(reason).Inc()
-		p.s.log.Debug("replica sync message dropped", "endpoint", p.endpoint, "err", err)
+		p.s.log.Debug("replica sync message dropped", "endpoint", p.endpoint, "reason", reason, "err", err)
 		return
 	}
 	if m.Origin == p.s.cfg.NodeID {

@@ -588,9 +588,23 @@ func wireFuzzSeeds() map[string][]byte {
 }
 
 func Test_FuzzSeedCorpus(t *testing.T) {
-	dir := filepath.Join("testdata", "fuzz", "FuzzDecodeMessage")
+	decode := map[string][][]byte{}
 	for name, b := range wireFuzzSeeds() {
-		want := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+		decode[name] = [][]byte{b}
+	}
+	checkFuzzSeeds(t, "FuzzDecodeMessage", decode)
+	checkFuzzSeeds(t, "FuzzOpenMessage", openFuzzSeeds())
+}
+
+// checkFuzzSeeds checks (with -update, writes) the seed corpus of one fuzz
+// target whose arguments are all []byte.
+func checkFuzzSeeds(t *testing.T, target string, seeds map[string][][]byte) {
+	dir := filepath.Join("testdata", "fuzz", target)
+	for name, args := range seeds {
+		want := "go test fuzz v1\n"
+		for _, b := range args {
+			want += fmt.Sprintf("[]byte(%q)\n", b)
+		}
 		path := filepath.Join(dir, name)
 		if *updateGolden {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

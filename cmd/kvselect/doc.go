@@ -4,6 +4,10 @@
 // environment variable KVSELECT_<FLAG> (for example KVSELECT_RAFT_ADDR);
 // scheduling flags also fall back to Dynamo's DYN_* variables.
 //
+// Signals: SIGINT and SIGTERM shut the node down gracefully; SIGHUP reads
+// --auth-token-file again and rotates the token (a bad file keeps the
+// current one and is logged).
+//
 // `kvselect slot-tracker` runs Dynamo's standalone slot tracker API (seed
 // 003) instead of a node: in memory, on :8091, with its own flags
 // (package slottracker).

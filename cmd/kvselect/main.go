@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/envflag"
 	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/scheduler"
@@ -50,8 +51,11 @@ func run(args []string) error {
 		return err
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	s := <-sig
+	for ; s == syscall.SIGHUP; s = <-sig {
+		_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the token
+	}
 	cfg.Logger.Info("signal received, shutting down", "signal", s.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -88,7 +92,7 @@ func parseConfig(args []string) (server.Config, error) {
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7092", "address the Raft transport binds")
 		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
 		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
-		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump")
+		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump, and keying replica-sync MACs; SIGHUP reads it again")
 		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
@@ -224,13 +228,10 @@ func parseConfig(args []string) (server.Config, error) {
 		return cfg, fmt.Errorf("--auth-scope must be admin or all, got %q", *authScope)
 	}
 	if *authTokenFile != "" {
-		raw, err := os.ReadFile(*authTokenFile)
-		if err != nil {
-			return cfg, fmt.Errorf("read --auth-token-file: %w", err)
+		if cfg.AuthToken, err = authtoken.ReadFile(*authTokenFile); err != nil {
+			return cfg, fmt.Errorf("--auth-token-file (env %s): %w", envflag.Name(env.Prefix, "auth-token-file"), err)
 		}
-		if cfg.AuthToken = strings.TrimSpace(string(raw)); cfg.AuthToken == "" {
-			return cfg, fmt.Errorf("--auth-token-file %s is empty", *authTokenFile)
-		}
+		cfg.AuthTokenFile = *authTokenFile // SIGHUP reads it again
 	}
 	return cfg, nil
 }

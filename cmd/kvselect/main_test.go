@@ -63,8 +63,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		}
 	})
 	for _, bad := range [][]string{
-		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"},
-		{"--auth-token-file", "/nonexistent"}, {"stray"},
+		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"}, {"stray"},
 		{"--initial-cluster", "n1"}, {"--initial-cluster", "n1=0.0.0.0:7000"}, {"--peer-dial", "n2=a/b/c/d"},
 	} {
 		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
@@ -109,6 +108,63 @@ func Test_IndexerPeersFlag(t *testing.T) {
 			}
 			if err != nil || strings.Join(cfg.Recovery.Peers, " ") != strings.Join(tc.want, " ") {
 				t.Fatalf("peers = %q, %v; want %q", cfg.Recovery.Peers, err, tc.want)
+			}
+		})
+	}
+}
+
+// Test_AuthTokenFile: a token file that cannot be used stops the start
+// with an error that names the file and the problem (SPEC §11).
+func Test_AuthTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := []struct {
+		name, path string
+		token      string // wanted on success
+		problem    string // wanted in the error
+		asRoot     bool   // false: root reads any file, skip
+	}{
+		{name: "token", path: file("ok", "s3cret\n", 0o600), token: "s3cret", asRoot: true},
+		{name: "missing", path: filepath.Join(dir, "missing"), problem: "no such file", asRoot: true},
+		{name: "empty", path: file("empty", "", 0o600), problem: "is empty", asRoot: true},
+		{name: "white space only", path: file("blank", "  \n\n", 0o600), problem: "is empty", asRoot: true},
+		{name: "world-writable", path: file("ww", "s3cret", 0o646), problem: "world-writable", asRoot: true},
+		{name: "unreadable: a directory", path: dir, problem: "is a directory", asRoot: true},
+		{name: "unreadable: no permission", path: file("noperm", "s3cret", 0o000), problem: "permission denied"},
+		{name: "not for a header", path: file("ctl", "s3c\x01ret", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
+		{name: "two tokens", path: file("two", "one two", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.asRoot && os.Geteuid() == 0 {
+				t.Skip("root reads the file whatever its mode")
+			}
+			cfg, err := parseConfig([]string{"--auth-token-file", tt.path})
+			if tt.problem == "" {
+				if err != nil || cfg.AuthToken != tt.token || cfg.AuthTokenFile != tt.path {
+					t.Fatalf("token %q from %q, %v", cfg.AuthToken, cfg.AuthTokenFile, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted %s", tt.path)
+			}
+			for _, want := range []string{"--auth-token-file", "KVSELECT_AUTH_TOKEN_FILE", tt.path, tt.problem} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q quotes the token", err)
 			}
 		})
 	}
