@@ -46,12 +46,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Signals are caught before the start is logged: whoever waits for
+	// that line may signal at once (and SIGHUP would otherwise kill).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	srv, err := server.Start(cfg)
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	s := <-sig
 	for ; s == syscall.SIGHUP; s = <-sig {
 		_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the token
