@@ -37,14 +37,15 @@ type listener struct {
 	mu     sync.Mutex
 	status RankStatus
 
+	// q holds live messages between the receiver and the run goroutine.
+	q *liveQueue
+
 	// Owned by the run goroutine.
 	last    uint64
 	hasLast bool
-	// After a replay from seq `from` that returned up to dupHi, live
-	// messages in [dupLo, dupHi] were already applied from the replay (or
-	// lost to the engine's buffer before it): they are duplicates, not an
-	// engine restart (see recover for dupLo). The window closes once the
-	// live stream reaches dupHi.
+	// After the replay on connect applied [dupLo, dupHi], live messages in
+	// that range repeat it: they are duplicates, not an engine restart
+	// (see recover). The window closes once the live stream reaches dupHi.
 	window       bool
 	dupLo, dupHi uint64
 
@@ -57,6 +58,7 @@ func newListener(m *Manager, sp spec) *listener {
 	l := &listener{spec: sp, m: m, done: make(chan struct{}),
 		log: m.log.With("worker_id", sp.rk.Worker, "dp_rank", sp.rk.Rank, "endpoint", sp.endpoint)}
 	l.status = RankStatus{Endpoint: sp.endpoint, ReplayEndpoint: sp.replay}
+	l.q = newLiveQueue(m.cfg.QueueLen, m.cfg.QueueBytes, m.metrics.queuedBytes)
 	l.setState(StateConnecting, nil)
 	return l
 }
@@ -93,8 +95,10 @@ func (l *listener) wait() {
 
 func (l *listener) snapshot() RankStatus {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.status
+	st := l.status
+	l.mu.Unlock()
+	st.QueuedMessages, st.QueuedBytes, st.QueuedBytesPeak = l.q.usage()
+	return st
 }
 
 func (l *listener) setState(s State, err error) {
@@ -156,13 +160,14 @@ func (l *listener) session(ctx context.Context) (received bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	msgs := make(chan zmq4.Msg, l.m.cfg.QueueLen)
+	l.q.reset()
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		sub.Close()
 		wg.Wait()
+		l.q.reset()
 	}()
 	wg.Add(1)
 	go func() {
@@ -173,10 +178,9 @@ func (l *listener) session(ctx context.Context) (received bool, err error) {
 				errc <- err
 				return
 			}
-			select {
-			case msgs <- msg:
-			case <-ctx.Done():
-				return
+			if l.q.push(msg) {
+				l.m.metrics.messages[msgDroppedQueueFull].Inc()
+				l.count(func(s *RankStatus) { s.DroppedQueueFull++ })
 			}
 		}
 	}()
@@ -189,27 +193,48 @@ func (l *listener) session(ctx context.Context) (received bool, err error) {
 		if l.hasLast {
 			from = l.last + 1
 		}
-		l.recover(ctx, from, nil)
+		l.recover(ctx, ask{from: from}, nil)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return received, ctx.Err()
-		case msg := <-msgs:
-			received = true
-			l.live(ctx, msg)
+		case <-l.q.ready:
+			received = l.drain(ctx) || received
 		case err := <-errc:
 			// Apply what arrived before the failure, then report it.
-			for drained := false; !drained; {
-				select {
-				case msg := <-msgs:
-					l.live(ctx, msg)
-				default:
-					drained = true
-				}
-			}
+			l.drain(ctx)
+			l.oversize(err)
 			return received, err
 		}
+	}
+}
+
+// drain handles every queued entry, in order. It reports whether there
+// was any.
+func (l *listener) drain(ctx context.Context) (popped bool) {
+	for ctx.Err() == nil {
+		e, ok := l.q.pop()
+		if !ok {
+			break
+		}
+		popped = true
+		if e.drops.n > 0 {
+			l.dropped(ctx, e.drops)
+		}
+		if e.hasMsg {
+			l.live(ctx, e.msg)
+		}
+	}
+	return popped
+}
+
+// oversize counts a connection cut for a frame past zmqx.MaxFrameBytes
+// (SPEC §11: such frames are dropped and counted).
+func (l *listener) oversize(err error) {
+	if errors.Is(err, zmqx.ErrFrameTooLarge) {
+		l.m.metrics.messages[msgDroppedOversize].Inc()
+		l.count(func(s *RankStatus) { s.DroppedOversize++ })
 	}
 }
 
@@ -221,93 +246,160 @@ type message struct {
 
 // live handles one message from the SUB socket.
 func (l *listener) live(ctx context.Context, msg zmq4.Msg) {
-	f := msg.Frames
-	if len(f) != 3 || len(f[1]) != 8 {
+	seq, ok := liveSeq(msg.Frames)
+	if !ok {
 		l.m.metrics.messages[msgDroppedFrame].Inc()
 		l.count(func(s *RankStatus) { s.DroppedFrames++ })
 		return
 	}
-	m := message{seq: binary.BigEndian.Uint64(f[1]), payload: f[2]}
+	m := message{seq: seq, payload: msg.Frames[2]}
 	switch {
 	case !l.hasLast || m.seq == l.last+1:
 		l.apply(m, msgApplied)
 	case m.seq > l.last+1:
-		l.m.metrics.messages[msgGap].Inc()
-		l.count(func(s *RankStatus) { s.Gaps++ })
+		l.gap()
 		if l.spec.replay != "" {
-			l.recover(ctx, l.last+1, &m)
+			l.recover(ctx, ask{from: l.last + 1, limit: m.seq, bounded: true}, &m)
 			break
 		}
 		l.lose(m.seq - l.last - 1)
 		l.apply(m, msgApplied)
-	case l.window && m.seq >= l.dupLo:
+	case l.inWindow(m.seq):
 		l.m.metrics.messages[msgDuplicate].Inc()
 	default:
 		// PUB/SUB never redelivers: a live sequence number at or below the
 		// last applied one means the engine restarted and counts afresh.
-		l.log.Warn("kv events sequence went backwards: engine restarted; clearing the rank",
-			"seq", m.seq, "last", l.last)
-		l.m.metrics.messages[msgRestart].Inc()
-		l.count(func(s *RankStatus) { s.Restarts++ })
-		l.reset()
+		l.restarted(m.seq)
 		if l.spec.replay != "" && m.seq > 0 {
 			// The restarted engine's first messages went out before this
 			// one; its replay buffer has them.
-			l.recover(ctx, 0, &m)
+			l.recover(ctx, ask{from: 0, limit: m.seq, bounded: true}, &m)
 			break
 		}
 		l.apply(m, msgApplied)
 	}
-	if l.window && m.seq >= l.dupHi {
-		// The live stream has caught up with the replay: from here on a
-		// smaller sequence number can only be a restart.
+	l.closeWindow(m.seq)
+}
+
+// dropped handles live messages the queue had no room for. They are a gap
+// like any other, at the place in the stream where they were dropped: the
+// live stream has shown sequence numbers up to d.last whose payloads are
+// gone. They are replayed when possible; what is still missing is counted
+// lost, and the watermark moves past it, as a gap without replay does.
+func (l *listener) dropped(ctx context.Context, d dropRun) {
+	if !d.hasSeq {
+		return // none was a well-formed message: nothing to recover
+	}
+	hi := d.last
+	switch {
+	case !l.hasLast || hi > l.last:
+		if l.hasLast {
+			l.gap()
+		}
+	case l.inWindow(hi):
+		l.closeWindow(hi) // the replay on connect applied them already
+		return
+	default:
+		l.restarted(hi)
+	}
+	if l.spec.replay != "" {
+		from := uint64(0)
+		if l.hasLast {
+			from = l.last + 1
+		}
+		l.recover(ctx, ask{from: from, limit: hi + 1, bounded: true}, nil)
+	}
+	switch {
+	case !l.hasLast:
+		l.lose(min(d.n, hi+1))
+	case l.last < hi:
+		l.lose(hi - l.last)
+	default:
+		l.closeWindow(hi)
+		return
+	}
+	l.consume(hi)
+	l.closeWindow(hi)
+}
+
+func (l *listener) gap() {
+	l.m.metrics.messages[msgGap].Inc()
+	l.count(func(s *RankStatus) { s.Gaps++ })
+}
+
+func (l *listener) restarted(seq uint64) {
+	l.log.Warn("kv events sequence went backwards: engine restarted; clearing the rank",
+		"seq", seq, "last", l.last)
+	l.m.metrics.messages[msgRestart].Inc()
+	l.count(func(s *RankStatus) { s.Restarts++ })
+	l.reset()
+}
+
+// inWindow reports whether a live sequence number at or below the last
+// applied one was applied by the replay on connect (see recover).
+func (l *listener) inWindow(seq uint64) bool {
+	return l.window && seq >= l.dupLo && seq <= l.dupHi
+}
+
+// closeWindow ends the duplicate window once the live stream has caught
+// up with the replay: from there on a smaller sequence number can only be
+// a restart.
+func (l *listener) closeWindow(seq uint64) {
+	if l.window && seq >= l.dupHi {
 		l.window = false
 	}
 }
 
-// recover asks the replay endpoint for everything from seq on and applies
-// it in order, then the message that revealed the gap (if any). Messages
-// that arrive live meanwhile wait in the session's queue; those the
-// replay already covered are dropped as duplicates.
-func (l *listener) recover(ctx context.Context, from uint64, trigger *message) {
-	lo, hi, n, err := l.replay(ctx, from)
+// ask is one replay request: everything from `from` on, up to limit, the
+// first sequence number the live stream delivers itself. Only the replay
+// on connect is unbounded: the live stream has shown nothing yet, and
+// limit becomes its first message once it does.
+type ask struct {
+	from, limit uint64
+	bounded     bool
+}
+
+// recover asks the replay endpoint for a range and applies it in order,
+// then the message that revealed the gap (if any). Messages that arrive
+// live meanwhile wait in the session's queue.
+func (l *listener) recover(ctx context.Context, a ask, trigger *message) {
+	lo, hi, n, err := l.replay(ctx, a)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return
 	case err != nil:
 		l.m.metrics.replays[replayFailed].Inc()
-		l.log.Warn("kv events replay failed", "replay_endpoint", l.spec.replay, "from", from, "err", err)
+		l.log.Warn("kv events replay failed", "replay_endpoint", l.spec.replay, "from", a.from, "err", err)
 		l.count(func(s *RankStatus) { s.ReplayFailures++; s.LastError = "replay: " + err.Error() })
 	default:
 		l.m.metrics.replays[replayOK].Inc()
 		if n > 0 {
-			l.log.Info("kv events replayed", "from", from, "messages", n, "last_seq", hi)
+			l.log.Info("kv events replayed", "from", a.from, "messages", n, "last_seq", hi)
 		}
 	}
-	if n > 0 {
-		// After a watermark (from > 0) the window starts at from, not lo:
-		// when the engine's buffer no longer reached back to from, live
-		// messages queued meanwhile can be older than lo. They were counted
-		// lost; applying them now would break the order, and reading them
-		// as a restart would clear the rank. A listener without one (from
-		// 0) can receive nothing live older than lo (it was published
-		// before it subscribed), so there the window starts at lo, and a
-		// restarted engine's first numbers below lo still read as a
-		// restart.
-		dupLo := lo
-		if from > 0 {
-			dupLo = min(from, lo)
+	if n > 0 && !a.bounded {
+		// A bounded replay stops before the live stream's next message, so
+		// nothing queued repeats it. The one on connect may have run ahead
+		// of a live stream that had shown nothing yet: live messages in
+		// [lo, hi] then repeat what it applied, and are duplicates, not a
+		// restart. One below lo is a restart (or the replay lied), and
+		// clears the rank.
+		if first, _, ok := l.q.liveExtent(); !ok || first <= hi {
+			l.window, l.dupLo, l.dupHi = true, lo, hi
 		}
-		l.window, l.dupLo, l.dupHi = true, dupLo, hi
 	}
 	if trigger != nil {
 		l.inOrder(*trigger, msgApplied)
 	}
 }
 
+// errReplyOutOfRange: a replay reply the listener refused (replayRange).
+var errReplyOutOfRange = errors.New("replay reply outside the asked range")
+
 // replay runs one replay request and applies the replies as they stream
-// in. It returns the range of sequence numbers received and their count.
-func (l *listener) replay(ctx context.Context, from uint64) (lo, hi uint64, n int, err error) {
+// in, as long as replayRange admits them. It returns the range of sequence
+// numbers applied and their count.
+func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.ReplayTimeout)
 	defer cancel()
 	d, err := zmqx.Dial(ctx, zmq4.NewDealer, l.spec.replay, l.log, nil)
@@ -315,12 +407,14 @@ func (l *listener) replay(ctx context.Context, from uint64) (lo, hi uint64, n in
 		return 0, 0, 0, err
 	}
 	defer d.Close()
-	if err := d.Send(zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, from))); err != nil {
+	if err := d.Send(zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, a.from))); err != nil {
 		return 0, 0, 0, fmt.Errorf("send replay request: %w", err)
 	}
+	rr := replayRange{next: a.from}
 	for {
 		msg, err := d.Recv()
 		if err != nil {
+			l.oversize(err)
 			if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 				err = fmt.Errorf("no end of replay within %v: %w", l.m.cfg.ReplayTimeout, err)
 			}
@@ -335,12 +429,80 @@ func (l *listener) replay(ctx context.Context, from uint64) (lo, hi uint64, n in
 		case end:
 			return lo, hi, n, nil
 		}
+		limit, liveHi := l.replayLimit(a)
+		switch rr.admit(m.seq, limit, liveHi) {
+		case replyEnough:
+			return lo, hi, n, nil
+		case replyReject:
+			l.m.metrics.messages[msgReplayRejected].Inc()
+			l.count(func(s *RankStatus) { s.ReplayRejected++ })
+			return lo, hi, n, fmt.Errorf("%w: seq %d after %d replies, asked from %d (live stream at %d)",
+				errReplyOutOfRange, m.seq, rr.n, a.from, liveHi)
+		}
 		if n == 0 {
 			lo = m.seq
 		}
-		hi, n = max(hi, m.seq), n+1
+		hi, n = m.seq, n+1
 		l.inOrder(m, msgReplayed)
 	}
+}
+
+// replayLimit returns where the live stream takes over from a replay, and
+// the highest sequence number it has shown. A replay on connect is
+// bounded as soon as the live stream delivers its first message.
+func (l *listener) replayLimit(a ask) (limit, liveHi uint64) {
+	first, hi, ok := l.q.liveExtent()
+	switch {
+	case a.bounded:
+		return a.limit, max(hi, a.limit)
+	case ok:
+		return first, hi
+	}
+	return endOfReplay, 0
+}
+
+// replayRange judges a replay's replies one by one. A replay asked from
+// `from` may apply one contiguous run of sequence numbers — an engine's
+// replay buffer holds its messages in order, one each — starting at or
+// after from (later when the buffer no longer reaches back that far) and
+// ending before the live stream's limit. Anything else is refused, and
+// the replay fails for the rest: applying it would move the watermark
+// where the live stream never was, and every later live message would
+// read as a duplicate.
+type replayRange struct {
+	next uint64 // the lowest sequence number the next reply may have
+	n    int    // replies admitted
+}
+
+type replyVerdict int
+
+const (
+	replyApply  replyVerdict = iota
+	replyEnough              // the live stream delivers it: stop, successfully
+	replyReject              // below the start, a duplicate, backwards, a hole, or ahead of the live stream
+)
+
+// admit judges one reply. limit is the first sequence number the live
+// stream delivers itself (endOfReplay when unbounded), liveHi the highest
+// it has shown. vLLM replays its whole buffer, so replies reaching limit
+// are normal; one that jumps past anything live is not.
+func (r *replayRange) admit(seq, limit, liveHi uint64) replyVerdict {
+	switch {
+	case seq < r.next:
+		return replyReject
+	case seq >= limit:
+		// The live stream delivers it. The replay on connect can pass the
+		// first live message before it lands; its next replies are then
+		// still on their way live.
+		if seq == limit || seq <= liveHi || (r.n > 0 && seq == r.next) {
+			return replyEnough
+		}
+		return replyReject
+	case seq > r.next && r.n > 0:
+		return replyReject
+	}
+	r.next, r.n = seq+1, r.n+1
+	return replyApply
 }
 
 // endOfReplay is the sequence number that ends a replay.
@@ -385,6 +547,15 @@ func (l *listener) lose(n uint64) {
 	l.log.Warn("kv events lost", "messages", n, "last", l.last)
 }
 
+// consume moves the watermark to seq without applying anything: the
+// messages up to it are lost (counted by the caller), and asking for them
+// again would not bring them. seq is one the live stream has shown.
+func (l *listener) consume(seq uint64) {
+	l.last, l.hasLast = seq, true
+	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
+	l.m.ix.SetWatermark(l.spec.rk, seq)
+}
+
 // reset clears the rank's blocks and watermark (engine restart).
 func (l *listener) reset() {
 	if _, err := l.m.ix.Apply(l.spec.rk, indexer.Batch{Reset: true}); err != nil {
@@ -392,6 +563,11 @@ func (l *listener) reset() {
 	}
 	l.last, l.hasLast, l.window = 0, false, false
 }
+
+// scratchKeep is the largest payload whose decoding buffers a listener
+// keeps for the next one. The decoder holds on to the last payload and to
+// buffers sized for the largest batch; after a rare huge one they go.
+const scratchKeep = 1 << 20
 
 // apply decodes one payload and applies it to the index. The sequence
 // number is consumed whatever the payload holds: a malformed batch is
@@ -401,6 +577,9 @@ func (l *listener) apply(m message, how msgStatus) {
 	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = m.seq, true; s.Messages++ })
 	l.m.acquire()
 	defer l.m.release()
+	if len(m.payload) > scratchKeep {
+		defer func() { l.dec, l.events, l.blocks = indexer.WireDecoder{}, nil, nil }()
+	}
 	b, err := l.dec.Decode(m.payload)
 	if err != nil {
 		l.m.metrics.messages[msgDroppedMalformed].Inc()

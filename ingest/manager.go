@@ -27,9 +27,14 @@ type Config struct {
 	// ReplayTimeout bounds one replay request, end marker included.
 	// Default 10s.
 	ReplayTimeout time.Duration
-	// QueueLen is how many live messages a listener buffers while it
-	// replays; past that the socket pushes back. Default 4096.
-	QueueLen int
+	// QueueLen and QueueBytes bound the live messages a listener buffers
+	// while it replays or applies: past either, new live messages are
+	// dropped, counted (kvselect_kv_messages_total{status=
+	// "dropped_queue_full"}) and recovered as a gap. Defaults 4096
+	// messages and 64 MiB; one message larger than QueueBytes is still
+	// taken into an empty queue.
+	QueueLen   int
+	QueueBytes int64
 	// Hold keeps listeners from starting until Release: the manager tracks
 	// the listeners the catalog calls for (they show as connecting) but
 	// starts none, so a node can first load its index from a peer's dump
@@ -53,6 +58,9 @@ func (c *Config) defaults() {
 	}
 	if c.QueueLen <= 0 {
 		c.QueueLen = 4096
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = 64 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -243,6 +251,17 @@ type RankStatus struct {
 	ReplayFailures   uint64
 	DroppedFrames    uint64
 	DroppedMalformed uint64
+	// Live messages dropped because the queue was full (then replayed or
+	// counted lost), frames past the size limit (each cut the
+	// connection), and replay replies refused (outside the asked range or
+	// out of order; each failed its replay).
+	DroppedQueueFull uint64
+	DroppedOversize  uint64
+	ReplayRejected   uint64
+	// The live queue now, and the most bytes it has held.
+	QueuedMessages  int
+	QueuedBytes     int64
+	QueuedBytesPeak int64
 }
 
 // Status returns the listener status of each of a worker's ranks; nil

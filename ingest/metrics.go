@@ -13,10 +13,14 @@ const (
 	msgRestart                           // went backwards: engine restart
 	msgDroppedMalformed                  // payload not a batch
 	msgDroppedFrame                      // not 3 frames / bad sequence frame
+	msgDroppedQueueFull                  // live, no room in the listener's queue (then replayed or lost)
+	msgDroppedOversize                   // a frame past zmqx.MaxFrameBytes: the connection is cut
+	msgReplayRejected                    // replay reply outside the asked range or out of order
 	numMsgStatus
 )
 
-var msgStatusNames = [numMsgStatus]string{"applied", "replayed", "duplicate", "gap", "restart", "dropped_malformed", "dropped_frame"}
+var msgStatusNames = [numMsgStatus]string{"applied", "replayed", "duplicate", "gap", "restart", "dropped_malformed",
+	"dropped_frame", "dropped_queue_full", "dropped_oversize", "replay_rejected"}
 
 // dropReason is why an event inside a decoded batch was not applied.
 type dropReason int
@@ -45,6 +49,7 @@ type metrics struct {
 	replaysVec    *prometheus.CounterVec
 	replays       [2]prometheus.Counter
 	states        *prometheus.GaugeVec
+	queuedBytes   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -69,6 +74,10 @@ func newMetrics() *metrics {
 			Name: "kvselect_kv_listeners",
 			Help: "KV event listeners by state.",
 		}, []string{"state"}),
+		queuedBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvselect_kv_queued_bytes",
+			Help: "Bytes of live KV event messages queued by all listeners, not yet applied (bounded per listener).",
+		}),
 	}
 	for i := range m.messages {
 		m.messages[i] = m.messagesVec.WithLabelValues(msgStatusNames[i])
@@ -98,5 +107,5 @@ func (m *metrics) stateChange(from, to State) {
 // Collectors returns the manager's metrics for registration.
 func (m *Manager) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.metrics.messagesVec, m.metrics.droppedVec, m.metrics.lost,
-		m.metrics.replaysVec, m.metrics.states}
+		m.metrics.replaysVec, m.metrics.states, m.metrics.queuedBytes}
 }

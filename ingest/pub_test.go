@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +29,17 @@ type testPub struct {
 
 	mu  sync.Mutex
 	buf []message
+	// gate, when set, holds every replay answer until it is closed (a
+	// stalled replay endpoint).
+	gate chan struct{}
+	// replies, when set, scripts the answer to a replay request from
+	// `from`, given the buffer: whatever it returns is sent as is, before
+	// the end marker (a broken or lying replay endpoint).
+	replies func(from uint64, buf []message) []message
+	// requests counts the replay requests received.
+	requests atomic.Int64
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -36,7 +47,7 @@ type testPub struct {
 func newTestPub(t testing.TB, withReplay bool) *testPub {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &testPub{t: t, cancel: cancel}
+	p := &testPub{t: t, ctx: ctx, cancel: cancel}
 	p.pub = zmq4.NewPub(ctx)
 	if err := p.pub.Listen("tcp://127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -101,11 +112,46 @@ func (p *testPub) serveReplay() {
 			continue
 		}
 		id, from := f[0], binary.BigEndian.Uint64(f[2])
+		p.requests.Add(1)
 		p.mu.Lock()
-		msgs := slices.Clone(p.buf)
+		msgs, gate, script := slices.Clone(p.buf), p.gate, p.replies
 		p.mu.Unlock()
-		p.answer(id, from, msgs)
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		if script != nil {
+			msgs = script(from, msgs)
+		} else {
+			msgs = slices.DeleteFunc(msgs, func(m message) bool { return m.seq < from })
+		}
+		p.answer(id, msgs)
 	}
+}
+
+// holdReplays stalls the replay endpoint: requests are taken, but every
+// answer waits until release is called.
+func (p *testPub) holdReplays() (release func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.gate = nil
+		p.mu.Unlock()
+		close(gate)
+	}
+}
+
+// scriptReplies makes the replay endpoint answer with replies(from, buf).
+func (p *testPub) scriptReplies(replies func(from uint64, buf []message) []message) {
+	p.mu.Lock()
+	p.replies = replies
+	p.mu.Unlock()
 }
 
 // answer sends one replay answer. A failed send ends only this answer,
@@ -113,11 +159,8 @@ func (p *testPub) serveReplay() {
 // read the end marker, and zmq4 can report that close on the write of the
 // marker's last (empty) frame. Stopping there would leave every later
 // replay unanswered.
-func (p *testPub) answer(id []byte, from uint64, msgs []message) {
+func (p *testPub) answer(id []byte, msgs []message) {
 	for _, m := range msgs {
-		if m.seq < from {
-			continue
-		}
 		frames := [][]byte{id, {}, be8(m.seq), m.payload}
 		if p.withTopic {
 			frames = [][]byte{id, {}, []byte("kv-events"), be8(m.seq), m.payload}

@@ -60,6 +60,7 @@ func TestGuardFraming(t *testing.T) {
 		want   error
 	}{
 		{"valid stream", valid, nil},
+		{"frame at the limit", append(slices(greeting(), readyCmd("PUB")), longHeader(0, MaxFrameBytes)...), nil},
 		{"frame over the limit", append(slices(greeting(), readyCmd("PUB")), longHeader(0, MaxFrameBytes+1)...), ErrFrameTooLarge},
 		{"absurd frame size", append(slices(greeting(), readyCmd("PUB")), longHeader(0, 1<<62)...), ErrFrameTooLarge},
 		{"command over the limit", append(greeting(), longHeader(flagCommand, 1<<40)...), ErrFrameTooLarge},
