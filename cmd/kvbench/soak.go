@@ -199,10 +199,15 @@ type soakResult struct {
 	Nodes       []nodeVerdict                 `json:"nodes"`
 	Counters    map[string]map[string]float64 `json:"counters"`
 	LoadsZero   bool                          `json:"loads_back_to_zero"`
-	Samples     []soakSample                  `json:"samples"`
-	Pass        bool                          `json:"pass"`
-	Reasons     []string                      `json:"reasons,omitempty"`
-	LogDir      string                        `json:"log_dir,omitempty"`
+	// IndexDivergence lists the worker ranks whose blocks differ between
+	// the nodes at the end; IndexCompareError says why they could not be
+	// compared.
+	IndexDivergence   []string     `json:"index_divergence"`
+	IndexCompareError string       `json:"index_compare_error,omitempty"`
+	Samples           []soakSample `json:"samples"`
+	Pass              bool         `json:"pass"`
+	Reasons           []string     `json:"reasons,omitempty"`
+	LogDir            string       `json:"log_dir,omitempty"`
 }
 
 // soak runs the whole soak and returns an error when it fails.
@@ -280,6 +285,14 @@ func soak(args []string, stdout, stderr io.Writer) error {
 		idleErr = l.waitIdle(context.Background(), 15*time.Second)
 	}
 	res.LoadsZero = idleErr == nil
+	// Every node follows every worker, so once the traffic has stopped
+	// their indexes should hold the same blocks. A difference is reported
+	// (a correctness finding, not a memory one) without failing the soak.
+	if div, err := l.indexDivergence(context.Background()); err != nil {
+		res.IndexCompareError = err.Error()
+	} else {
+		res.IndexDivergence = div
+	}
 	res.Counters = finalCounters(f)
 	res.Stats = st.snapshot()
 
@@ -516,6 +529,17 @@ func printSoakReport(w io.Writer, r *soakResult, allowed int64) {
 			fmt.Sprintf("%d -> %d", v.Start.Goroutines, v.End.Goroutines), v.Flat)
 	}
 	fmt.Fprintf(w, "  every node's load back to zero after the last free: %v\n", r.LoadsZero)
+	switch {
+	case r.IndexCompareError != "":
+		fmt.Fprintf(w, "  WARNING: could not compare the nodes' indexes: %s\n", r.IndexCompareError)
+	case len(r.IndexDivergence) > 0:
+		fmt.Fprintf(w, "  WARNING: the nodes' indexes differ at the end (not part of the verdict):\n")
+		for _, d := range r.IndexDivergence {
+			fmt.Fprintf(w, "    %s\n", d)
+		}
+	default:
+		fmt.Fprintln(w, "  every node's index holds the same blocks per worker rank at the end")
+	}
 	if r.Pass {
 		fmt.Fprintln(w, "soak: PASS")
 	} else {

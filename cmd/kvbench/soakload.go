@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -533,6 +534,51 @@ func (l *load) waitIdle(ctx context.Context, timeout time.Duration) error {
 		}
 		return nil
 	})
+}
+
+// indexDivergence compares the nodes' indexes once the traffic has
+// stopped: the blocks each node holds for each worker rank (from /dump),
+// which must be the same everywhere since every node follows every
+// worker. It returns one line per rank on which the nodes disagree.
+func (l *load) indexDivergence(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	type rankKey struct {
+		worker uint64
+		rank   uint32
+	}
+	perNode := make([]map[rankKey]int, len(l.f.nodes))
+	keys := map[rankKey]bool{}
+	for i, node := range l.f.nodes {
+		dump, err := node.cl.Dump(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s /dump: %w", node.id, err)
+		}
+		perNode[i] = map[rankKey]int{}
+		for _, part := range dump {
+			for _, ev := range part.Events {
+				if st := ev.Event.Data.Stored; st != nil {
+					k := rankKey{ev.WorkerID, ev.Event.DPRank}
+					perNode[i][k] += len(st.Blocks)
+					keys[k] = true
+				}
+			}
+		}
+	}
+	var out []string
+	for k := range keys {
+		var counts []string
+		same := true
+		for i, node := range l.f.nodes {
+			counts = append(counts, fmt.Sprintf("%s %d", node.id, perNode[i][k]))
+			same = same && perNode[i][k] == perNode[0][k]
+		}
+		if !same {
+			out = append(out, fmt.Sprintf("worker %d rank %d: %s blocks", k.worker, k.rank, strings.Join(counts, ", ")))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
