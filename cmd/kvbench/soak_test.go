@@ -150,3 +150,24 @@ func Test_SoakStats(t *testing.T) {
 		t.Fatalf("%+v", snap)
 	}
 }
+
+func Test_SoakChurned(t *testing.T) {
+	var l load
+	for _, tc := range []struct {
+		now, gen, worker uint64
+		want             bool
+	}{
+		{0, 0, churnWorkerID, false}, // no cycle since the booking began
+		{0, 0, 5, false},             // not the churn worker
+		{1, 0, churnWorkerID, true},  // a cycle began since
+		{1, 1, churnWorkerID, true},  // began during a cycle
+		{1, 1, 5, false},
+		{2, 2, churnWorkerID + 3, false}, // after a cycle, every node agreed
+		{4, 2, churnWorkerID + 3, true},
+	} {
+		l.churnGen.Store(tc.now)
+		if got := l.churned(tc.worker, tc.gen); got != tc.want {
+			t.Errorf("generation %d, booked at %d, worker %d: churned = %v", tc.now, tc.gen, tc.worker, got)
+		}
+	}
+}

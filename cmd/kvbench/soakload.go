@@ -129,9 +129,10 @@ type load struct {
 	runID string
 
 	// churnGen moves twice per churn cycle: before the churn worker is
-	// deleted and once every node has applied the delete. A booking on
-	// the churn worker that read another generation may lose its
-	// reservation to the delete; that 404 is tolerated.
+	// deleted (it turns odd) and once every node has applied the cycle's
+	// writes (even again). A booking on the churn worker that read an odd
+	// generation, or one that has moved since, may lose its reservation
+	// to the cycle; that 404 is tolerated.
 	churnGen atomic.Uint64
 	churnReg api.WorkerPatch // the churn worker's registration (kvsim's)
 
@@ -182,10 +183,11 @@ type booking struct {
 	gen    uint64 // churnGen before the selection
 }
 
-// churned reports whether b's reservation may have been dropped by the
-// catalog churn: it is on the churn worker and a churn cycle began since.
+// churned reports whether a booking may have been dropped by the catalog
+// churn: it is on the churn worker, and a churn cycle was under way when
+// it started or has begun since.
 func (l *load) churned(worker, gen uint64) bool {
-	return worker >= churnWorkerID && l.churnGen.Load() != gen
+	return worker >= churnWorkerID && (gen%2 == 1 || l.churnGen.Load() != gen)
 }
 
 // runFlows runs flows, one per tick, until ctx ends; then it frees the
