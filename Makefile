@@ -3,6 +3,7 @@
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
+#   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run each fuzz target for FUZZTIME (default 30s)
 
 # Go is found on PATH or in its standard install location.
@@ -20,9 +21,10 @@ RAFT_PORT  ?= 7092
 SIM_PORT   ?= 8093
 BENCHTIME  ?= 2s
 FUZZTIME   ?= 30s
+SOAK_DURATION ?= 10m
 TESTFLAGS  ?=
 
-.PHONY: all build run test test-go test-python vet fmt-check bench fuzz tools interop-deps python-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench soak fuzz tools interop-deps python-deps clean
 
 all: build
 
@@ -82,6 +84,12 @@ bench: build
 	  $(GO) test -run '^$$' -bench Propagation -benchtime 1x -count 1 ./zmqsync/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
+
+# Not part of make test: real processes for SOAK_DURATION. Exits non-zero
+# unless memory and goroutines end flat, errors stay under 0.1 % and every
+# node's load returns to zero; kvbench soak -h lists the knobs.
+soak: build
+	$(BIN)/kvbench soak -bin $(BIN) -duration $(SOAK_DURATION) -out bench/results/soak.json
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHashes$$' -fuzztime $(FUZZTIME) ./api/

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,13 @@ func main() {
 	switch os.Args[1] {
 	case "--version", "-version", "version":
 		fmt.Println("kvbench", version.Get())
+	case "soak":
+		if err := soak(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(os.Stderr, "kvbench soak:", err)
+			}
+			os.Exit(1)
+		}
 	case "report":
 		if err := report(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "kvbench report:", err)
@@ -34,7 +42,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench --version")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench --version")
 	os.Exit(2)
 }
 

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+// The soak's model, block size and worker layout.
+const (
+	soakModel     = "soak"
+	soakBlockSize = 16
+	// churnWorkerID is the kvsim id of the worker the soak registers,
+	// patches, removes and re-adds itself; the catalog ids it uses start
+	// here and grow (every id at or above it is that worker).
+	churnWorkerID = 1000
+)
+
+// soakNode is one kvselect process and a client whose home is that node.
+type soakNode struct {
+	id   string
+	url  string
+	proc *proc
+	cl   *client.Client
+}
+
+// soakSim is one kvsim process: a few workers with the same dp size.
+type soakSim struct {
+	name     string
+	proc     *proc
+	control  string // base URL of its control API
+	firstID  uint64
+	workers  int
+	dp       int
+	register bool        // kvsim registers its workers itself (--register)
+	up       atomic.Bool // the process runs and its workers are registered
+}
+
+// owns reports whether kvselect worker id is served by this process, and
+// under which kvsim id.
+func (s *soakSim) owns(id uint64) (uint64, bool) {
+	if !s.register {
+		return churnWorkerID, id >= churnWorkerID
+	}
+	return id, id >= s.firstID && id < s.firstID+uint64(s.workers)
+}
+
+// fleet is the soak's processes: three kvselect nodes forming a cluster
+// with replica sync, kvsim processes that register their own workers
+// (restarted during the run), and one kvsim worker the soak churns through
+// the catalog.
+type fleet struct {
+	dir   string
+	nodes []*soakNode
+	sims  []*soakSim // registered by kvsim, restartable
+	churn *soakSim   // registered by the soak under rotating ids
+	hc    *http.Client
+	logf  func(format string, args ...any)
+}
+
+// startFleet starts the nodes, waits for the cluster and the replica-sync
+// mesh, then starts the kvsim processes and waits until every node follows
+// every worker rank. On error the processes it started keep running; the
+// caller stops them with stopAll.
+func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) error {
+	dir, err := os.MkdirTemp("", "kvselect-soak-")
+	if err != nil {
+		return err
+	}
+	f.dir = dir
+	f.hc = &http.Client{Timeout: 10 * time.Second}
+	layout := []struct {
+		name     string
+		firstID  uint64
+		workers  int
+		dp       int
+		register bool
+	}{
+		{name: "kvsim-a", firstID: 1, workers: 2, dp: 1, register: true},
+		{name: "kvsim-b", firstID: 3, workers: 2, dp: 2, register: true},
+		{name: "kvsim-c", firstID: 5, workers: 1, dp: 4, register: true},
+		{name: "kvsim-churn", firstID: churnWorkerID, workers: 1, dp: 2},
+	}
+	const n = 3
+	ports, err := freePorts(3*n + len(layout))
+	if err != nil {
+		return err
+	}
+	var initial []string
+	for i := range n {
+		initial = append(initial, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[n+i]))
+	}
+	for i := range n {
+		id := "n" + strconv.Itoa(i+1)
+		node := &soakNode{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", ports[i])}
+		node.proc = &proc{name: id, path: filepath.Join(binDir, "kvselect"), logPath: filepath.Join(dir, id+".log"), args: []string{
+			"--node-id", id, "--bind", "127.0.0.1", "--port", strconv.Itoa(ports[i]),
+			"--raft-addr", "127.0.0.1:" + strconv.Itoa(ports[n+i]), "--data-dir", filepath.Join(dir, id),
+			"--initial-cluster", strings.Join(initial, ","), "--replica-sync-port", strconv.Itoa(ports[2*n+i]),
+			"--log-level", "warn",
+		}}
+		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}}); err != nil {
+			return err
+		}
+		f.nodes = append(f.nodes, node)
+	}
+	for _, node := range f.nodes {
+		if err := node.proc.start(); err != nil {
+			return err
+		}
+	}
+	if err := f.waitCluster(ctx); err != nil {
+		return err
+	}
+	f.logf("cluster of %d nodes up, replica sync meshed (logs and data in %s)", n, dir)
+
+	for i, l := range layout {
+		s := &soakSim{name: l.name, firstID: l.firstID, workers: l.workers, dp: l.dp, register: l.register,
+			control: fmt.Sprintf("http://127.0.0.1:%d", ports[3*n+i])}
+		args := []string{"--workers", strconv.Itoa(s.workers), "--first-worker-id", strconv.FormatUint(s.firstID, 10),
+			"--dp-size", strconv.Itoa(s.dp), "--block-size", strconv.Itoa(soakBlockSize),
+			"--cache-blocks", strconv.Itoa(cacheBlocks), "--model", soakModel,
+			"--control", strings.TrimPrefix(s.control, "http://"), "--log-level", "warn"}
+		if s.register {
+			// Each fleet registers through another node: two of them
+			// are followers, which forward the writes to the leader.
+			args = append(args, "--register", f.nodes[i%n].url)
+		}
+		s.proc = &proc{name: s.name, path: filepath.Join(binDir, "kvsim"), args: args, logPath: filepath.Join(dir, s.name+".log")}
+		if s.register {
+			f.sims = append(f.sims, s)
+		} else {
+			f.churn = s
+		}
+	}
+	for _, s := range append(f.sims, f.churn) {
+		if err := s.proc.start(); err != nil {
+			return err
+		}
+	}
+	for _, s := range f.sims {
+		if err := f.waitFollowed(ctx, s, 0); err != nil {
+			return err
+		}
+		s.up.Store(true)
+	}
+	return nil
+}
+
+// pollFor calls cond every 50 ms until it returns nil, failing with its
+// last error after timeout or when ctx ends.
+func pollFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err // not the deadline cutting a call short
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitCluster waits until every node knows the leader, all three members'
+// HTTP addresses, and follows the two other nodes' replica sync.
+func (f *fleet) waitCluster(ctx context.Context) error {
+	return pollFor(ctx, 60*time.Second, "the cluster forms", func(ctx context.Context) error {
+		for _, node := range f.nodes {
+			if _, ok := node.proc.running(); !ok {
+				return fmt.Errorf("%s exited: %v (see %s)", node.id, node.proc.exitErr(), node.proc.logPath)
+			}
+			st, err := node.cl.ClusterStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Leader.HTTPAddr == "" || len(st.Members) != len(f.nodes) {
+				return fmt.Errorf("%s: leader %q, %d members", node.id, st.Leader.ID, len(st.Members))
+			}
+			for _, m := range st.Members {
+				if m.HTTPAddr == "" {
+					return fmt.Errorf("%s does not know %s's address yet", node.id, m.ID)
+				}
+			}
+			peers, err := node.cl.ReplicaSyncPeers(ctx)
+			if err != nil {
+				return err
+			}
+			active := 0
+			for _, p := range peers.Details {
+				if p.State == "active" {
+					active++
+				}
+			}
+			if active != len(f.nodes)-1 {
+				return fmt.Errorf("%s follows %d peers actively", node.id, active)
+			}
+		}
+		return nil
+	})
+}
+
+// registrations returns what a kvsim process registers for its workers
+// (its control API's GET /workers).
+func (f *fleet) registrations(ctx context.Context, s *soakSim) ([]api.WorkerPatch, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.control+"/workers", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s GET /workers: HTTP %d", s.name, resp.StatusCode)
+	}
+	var regs []api.WorkerPatch
+	return regs, json.NewDecoder(resp.Body).Decode(&regs)
+}
+
+// waitFollowed waits until every node has an active listener on every
+// rank of s's workers at the endpoints s now publishes on. For the churn
+// fleet, id is the catalog id its worker is registered under.
+func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
+	return pollFor(ctx, 60*time.Second, "every node follows "+s.name, func(ctx context.Context) error {
+		if _, ok := s.proc.running(); !ok {
+			return fmt.Errorf("%s exited: %v (see %s)", s.name, s.proc.exitErr(), s.proc.logPath)
+		}
+		regs, err := f.registrations(ctx, s)
+		if err != nil {
+			return err
+		}
+		for _, node := range f.nodes {
+			ws, err := node.cl.Workers(ctx, client.WorkersOptions{ModelName: soakModel})
+			if err != nil {
+				return err
+			}
+			byID := map[uint64]api.Worker{}
+			for _, w := range ws {
+				byID[w.WorkerID] = w
+			}
+			for _, reg := range regs {
+				wid := *reg.WorkerID
+				if !s.register {
+					wid = id
+				}
+				w, ok := byID[wid]
+				if !ok {
+					return fmt.Errorf("%s does not have worker %d", node.id, wid)
+				}
+				for rank, ep := range *reg.KVEventsEndpoints {
+					l, ok := w.Listeners[rank]
+					if !ok || l.State != "active" || l.Endpoint != ep {
+						return fmt.Errorf("%s: worker %d rank %d listener %+v, want active on %s", node.id, wid, rank, l, ep)
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// simPost posts a JSON body to a kvsim control route.
+func (f *fleet) simPost(ctx context.Context, s *soakSim, path string, body any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.control+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s POST %s: HTTP %d: %s", s.name, path, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+// simFor returns the kvsim process serving kvselect worker id and the id
+// it knows the worker by.
+func (f *fleet) simFor(id uint64) (*soakSim, uint64, bool) {
+	for _, s := range append(f.sims[:len(f.sims):len(f.sims)], f.churn) {
+		if kid, ok := s.owns(id); ok {
+			return s, kid, true
+		}
+	}
+	return nil, 0, false
+}
+
+// restartSim kills a kvsim process (SIGKILL: an engine crash) and starts
+// it again. It binds new ports, so it registers new endpoints and every
+// node's listeners for its ranks restart from sequence 0. It returns once
+// every node follows the new endpoints.
+func (f *fleet) restartSim(ctx context.Context, s *soakSim) error {
+	s.up.Store(false)
+	s.proc.stop(syscall.SIGKILL, 0)
+	if err := s.proc.start(); err != nil {
+		return err
+	}
+	if err := f.waitFollowed(ctx, s, 0); err != nil {
+		return err
+	}
+	s.up.Store(true)
+	return nil
+}
+
+// stopAll stops the kvsim processes, then the nodes all at once (SIGTERM,
+// then SIGKILL after a grace period). Every child is reaped when it
+// returns.
+func (f *fleet) stopAll() {
+	var wg sync.WaitGroup
+	stop := func(p *proc, grace time.Duration) {
+		if p == nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(syscall.SIGTERM, grace)
+		}()
+	}
+	for _, s := range append(f.sims[:len(f.sims):len(f.sims)], f.churn) {
+		if s != nil {
+			stop(s.proc, 5*time.Second)
+		}
+	}
+	wg.Wait()
+	for _, node := range f.nodes {
+		stop(node.proc, 10*time.Second)
+	}
+	wg.Wait()
+}
