@@ -189,9 +189,9 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "kvselect_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kvselect_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Name: "kvselect_http_request_duration_seconds", Help: "HTTP request latency by route and status.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2.5, 14),
-		}, []string{"route"}),
+		}, []string{"route", "status"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_http_forwards_total",
 			Help: "Requests forwarded to the leader: relayed, retry (nothing reached a leader), unknown (outcome lost), unapplied (relayed before this node applied the write).",
@@ -203,7 +203,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 
 func (m *httpMetrics) observe(route, method string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route).Observe(d.Seconds())
+	m.latency.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
 }
 
 func (s *Service) health(w http.ResponseWriter, _ *http.Request) error {

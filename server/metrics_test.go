@@ -62,19 +62,17 @@ var spec10 = []familyCheck{
 	{"HTTP requests by route and status", "kvselect_http_requests_total", map[string]string{"route": "/select", "method": "POST", "status": "200"}, onA, increase},
 	{"HTTP requests by route and status", "kvselect_http_requests_total", map[string]string{"route": "/select_and_reserve", "status": "409"}, onA, increase},
 	{"HTTP requests by route and status", "kvselect_http_requests_total", map[string]string{"route": "/reservations/{id}", "status": "404"}, onA, increase},
-	// SPEC §10 asks for latency by route and status too; the histogram
-	// has a route label only, so these rows cannot ask for a status.
-	{"HTTP latency by route", "kvselect_http_request_duration_seconds", map[string]string{"route": "/select"}, onA, increase},
-	{"HTTP latency by route", "kvselect_http_request_duration_seconds", map[string]string{"route": "/select_and_reserve"}, onA, increase},
+	{"HTTP latency by route and status", "kvselect_http_request_duration_seconds", map[string]string{"route": "/select", "status": "200"}, onA, increase},
+	{"HTTP latency by route and status", "kvselect_http_request_duration_seconds", map[string]string{"route": "/select_and_reserve", "status": "409"}, onA, increase},
 	{"selection latency", "kvselect_selection_duration_seconds", map[string]string{"route": "select"}, onA, increase},
 	{"selection latency", "kvselect_selection_duration_seconds", map[string]string{"route": "select_and_reserve"}, onA, increase},
 	{"selections by outcome", "kvselect_selections_total", map[string]string{"route": "select", "outcome": "selected"}, onA, increase},
 	{"selections by outcome", "kvselect_selections_total", map[string]string{"route": "select_and_reserve", "outcome": "selected"}, onA, increase},
 	{"selections by outcome", "kvselect_selections_total", map[string]string{"route": "select_and_reserve", "outcome": "conflict"}, onA, increase},
-	// TODO(load shedding): switch this row on once dynamo_tasks_rejected_total
-	// lands (another branch), and drop it from pendingFamilies. Make the
-	// traffic set a busy threshold that rejects, and make it "increase".
-	// {"dynamo_tasks_rejected_total", "dynamo_tasks_rejected_total", nil, onA, present},
+	{"dynamo_tasks_rejected_total", "dynamo_tasks_rejected_total", nil, onA, increase},
+	{"selections by outcome", "kvselect_selections_total", map[string]string{"route": "select", "outcome": "overloaded"}, onA, increase},
+	{"HTTP requests by route and status", "kvselect_http_requests_total", map[string]string{"route": "/select", "status": "503"}, onA, increase},
+	{"HTTP latency by route and status", "kvselect_http_request_duration_seconds", map[string]string{"route": "/select", "status": "503"}, onA, increase},
 	{"index blocks per partition", "kvselect_index_blocks", map[string]string{"model_name": "default", "tenant_id": "default"}, onEach, positive},
 	{"index memberships per partition", "kvselect_index_memberships", map[string]string{"model_name": "default", "tenant_id": "default", "tier": "device"}, onEach, positive},
 	{"KV events applied by type and status", "kvselect_kv_events_applied_total", map[string]string{"type": "stored", "status": "ok"}, onEach, increase},
@@ -118,12 +116,6 @@ var spec10 = []familyCheck{
 	{"goroutines (soak)", "go_goroutines", nil, onEach, positive},
 }
 
-// pendingFamilies are families another branch is adding. The dashboard and
-// README may name them before they land; once they do, the TODO row above
-// is switched on and they leave this list.
-var pendingFamilies = []string{
-	"dynamo_tasks_rejected_total", // TODO(load shedding): remove once it lands
-}
 
 // scrape is one node's /metrics, parsed.
 type scrape map[string]*dto.MetricFamily
@@ -304,6 +296,27 @@ func Test_MetricsFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Load shedding: with a prefill threshold of 0, a booking with
+	// prefill on each worker makes every worker busy, and a selection is
+	// rejected.
+	if _, err := ca.SetBusyThreshold(ctx, api.BusyThresholdRequest{Model: "default", ActivePrefillTokensThreshold: api.Ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	for w := uint64(1); w <= 2; w++ {
+		id := fmt.Sprintf("metrics-busy%d", w)
+		ids = append(ids, id)
+		if _, err := ca.Reserve(ctx, api.ReserveRequest{ReservationID: api.ID(id), WorkerID: api.Ptr(w),
+			Prompt: api.Prompt{SequenceHashes: api.Hashes{900 + w}, ISLTokens: 16}, EffectivePrefillTokens: api.Ptr(int64(16))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ca.Select(ctx, api.SelectRequest{Prompt: fresh(303)}); client.CodeOf(err) != api.CodeOverloaded {
+		t.Fatalf("a selection with every worker busy: %v", err)
+	}
+	if _, err := ca.ClearBusyThreshold(ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+
 	// A catalog write through a, then a leader change.
 	if _, err := ca.PatchWorker(ctx, 2, api.WorkerPatch{TotalKVBlocks: api.Ptr(uint64(4096))}); err != nil {
 		t.Fatal(err)
@@ -356,7 +369,7 @@ func Test_MetricsFamilies(t *testing.T) {
 		}
 		for _, q := range dash {
 			for _, name := range metricNames(q) {
-				if !exposed[name] && !slices.Contains(pendingFamilies, name) {
+				if !exposed[name] {
 					t.Errorf("query %q names %s, which no node exposes", q, name)
 				}
 			}
