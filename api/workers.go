@@ -146,4 +146,14 @@ type ListenerStatus struct {
 	ReplayFailures   uint64 `json:"replay_failures"`
 	DroppedFrames    uint64 `json:"dropped_frames"`
 	DroppedMalformed uint64 `json:"dropped_malformed"`
+	// DroppedQueueFull counts live messages dropped because the listener's
+	// queue was full (in messages or bytes; then replayed or counted
+	// lost), DroppedOversize frames past the size limit, ReplayRejected
+	// replay replies outside the asked range or out of order.
+	DroppedQueueFull uint64 `json:"dropped_queue_full"`
+	DroppedOversize  uint64 `json:"dropped_oversize"`
+	ReplayRejected   uint64 `json:"replay_rejected"`
+	// QueuedBytes is the live queue now, QueuedBytesPeak the most it held.
+	QueuedBytes     int64 `json:"queued_bytes"`
+	QueuedBytesPeak int64 `json:"queued_bytes_peak"`
 }

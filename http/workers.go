@@ -177,7 +177,9 @@ func (s *Service) views(c *fsm.Catalog, ws []*fsm.Worker) []api.Worker {
 					ls[rank] = api.ListenerStatus{State: string(l.State), LastError: l.LastError, Endpoint: l.Endpoint,
 						ReplayEndpoint: l.ReplayEndpoint, LastSeq: l.LastSeq, Messages: l.Messages, Gaps: l.Gaps,
 						LostMessages: l.LostMessages, Restarts: l.Restarts, ReplayFailures: l.ReplayFailures,
-						DroppedFrames: l.DroppedFrames, DroppedMalformed: l.DroppedMalformed}
+						DroppedFrames: l.DroppedFrames, DroppedMalformed: l.DroppedMalformed,
+						DroppedQueueFull: l.DroppedQueueFull, DroppedOversize: l.DroppedOversize, ReplayRejected: l.ReplayRejected,
+						QueuedBytes: l.QueuedBytes, QueuedBytesPeak: l.QueuedBytesPeak}
 				}
 			}
 		}

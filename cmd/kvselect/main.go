@@ -102,6 +102,7 @@ func parseConfig(args []string) (server.Config, error) {
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
 		kvBackoffMax  = fs.Duration("kv-reconnect-max", 5*time.Second, "longest delay between reconnects to a worker's KV event endpoint")
 		kvReplayWait  = fs.Duration("kv-replay-timeout", 10*time.Second, "how long one replay request to a worker may take")
+		kvQueueBytes  = fs.Int64("kv-queue-bytes", 64<<20, "live KV event bytes one listener buffers while it applies or replays; past it messages are dropped, then replayed or counted lost")
 		initial       = fs.String("initial-cluster", "", "members of a new cluster, id=raft-host:port,... (the same on every node; ignored once the data dir holds Raft state)")
 		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
 		joinTimeout   = fs.Duration("join-timeout", cluster.DefaultConfig().JoinTimeout, "how long --join keeps trying before start-up fails")
@@ -195,7 +196,7 @@ func parseConfig(args []string) (server.Config, error) {
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
-		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait},
+		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait, QueueBytes: *kvQueueBytes},
 		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
 	if *syncPort != 0 {
@@ -219,6 +220,9 @@ func parseConfig(args []string) (server.Config, error) {
 	}
 	if *port < 0 || *port > 65535 {
 		return cfg, fmt.Errorf("--port (env %s) must be from 0 to 65535, got %d", envflag.Name(env.Prefix, "port"), *port)
+	}
+	if *kvQueueBytes < 1<<20 {
+		return cfg, fmt.Errorf("--kv-queue-bytes (env %s) must be at least 1 MiB, got %d", envflag.Name(env.Prefix, "kv-queue-bytes"), *kvQueueBytes)
 	}
 	if *threads < 1 {
 		return cfg, fmt.Errorf("--threads (env %s) must be at least 1, got %d", envflag.Name(env.Prefix, "threads"), *threads)
