@@ -170,6 +170,12 @@ func Test_BadInput(t *testing.T) {
 	if r := c.do("POST", "/select", huge); r.status != 413 || r.json(t)["code"] != "payload_too_large" {
 		t.Fatalf("huge body = %d %.200s", r.status, r.raw)
 	}
+	// More than 2^20 hashes (SPEC §11, api.MaxHashes) is a 400 naming the field, well
+	// inside the body limit.
+	many := `{"block_hashes":[` + strings.Repeat("1,", 1<<20) + `1],"sequence_hashes":[1],"isl_tokens":16}`
+	if r := c.do("POST", "/select", many); r.status != 400 || !strings.HasPrefix(r.json(t)["error"].(string), "block_hashes") {
+		t.Fatalf("2^20+1 hashes = %d %.200s", r.status, r.raw)
+	}
 	// Messages read as sent: no HTML escaping of ">=".
 	if r := c.do("POST", "/select", `{`+okSel+`,"router_config_override":{"router_temperature":-1}}`); !strings.Contains(string(r.raw), ">= 0") {
 		t.Fatalf("escaped message: %s", r.raw)
