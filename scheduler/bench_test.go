@@ -15,7 +15,9 @@ import (
 // benchFixture is a partition of 32 workers × 8 ranks. Each rank caches a
 // few 128-block prompts that share a 32-block system prompt with prompts
 // cached elsewhere; `reservations` requests are booked across the ranks.
-func benchFixture(b *testing.B, reservations int) (*Scheduler, *indexer.Indexer, [][]uint64) {
+// With shedding, the model has both busy thresholds, set so high that no
+// rank is busy: every selection checks every rank and sheds nothing.
+func benchFixture(b *testing.B, reservations int, shedding bool) (*Scheduler, *indexer.Indexer, [][]uint64) {
 	b.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	idx := indexer.New(quiet)
@@ -28,11 +30,17 @@ func benchFixture(b *testing.B, reservations int) (*Scheduler, *indexer.Indexer,
 	log := fsm.NewLog(idx.ApplyCatalog, s.ApplyCatalog)
 	for id := range uint64(32) {
 		w := fsm.Worker{WorkerID: id, ModelName: "m", Endpoint: "http://w", BlockSize: 16,
-			DataParallelSize: 8, KVEventsEndpoints: map[uint32]string{}}
+			DataParallelSize: 8, KVEventsEndpoints: map[uint32]string{}, TotalKVBlocks: 1 << 20}
 		for r := range uint32(8) {
 			w.KVEventsEndpoints[r] = fmt.Sprintf("tcp://127.0.0.1:%d", 6000+r)
 		}
 		if _, err := log.Upsert(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if shedding {
+		decode, prefill := 0.99, uint64(1)<<40
+		if _, err := log.Apply(fsm.SetThresholds{Model: "m", ActiveDecodeBlocks: &decode, ActivePrefillTokens: &prefill}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,16 +79,25 @@ func benchFixture(b *testing.B, reservations int) (*Scheduler, *indexer.Indexer,
 
 // BenchmarkSelect measures /select's work in process (index match, active
 // prefixes and the cost function over 256 ranks) against the index match
-// alone, with and without 1000 live reservations.
+// alone, with and without 1000 live reservations, and with busy thresholds
+// that check every rank (load shedding's cost).
 func BenchmarkSelect(b *testing.B) {
-	for _, res := range []int{0, 1000} {
-		s, idx, prompts := benchFixture(b, res)
+	for _, v := range []struct {
+		res      int
+		shedding bool
+	}{{0, false}, {1000, false}, {1000, true}} {
+		res := v.res
+		s, idx, prompts := benchFixture(b, res, v.shedding)
 		rng := rand.New(rand.NewPCG(1, 1))
 		order := make([]int, 4096)
 		for i := range order {
 			order[i] = rng.IntN(len(prompts))
 		}
-		b.Run(fmt.Sprintf("select-256-ranks/reservations=%d", res), func(b *testing.B) {
+		name := fmt.Sprintf("select-256-ranks/reservations=%d", res)
+		if v.shedding {
+			name += "/busy-thresholds"
+		}
+		b.Run(name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			for i := range b.N {
 				pr := prompt(prompts[order[i%len(order)]]...)
@@ -93,7 +110,7 @@ func BenchmarkSelect(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "selects/s")
 			benchutil.ReportPercentiles(b, lat)
 		})
-		if res > 0 {
+		if res > 0 || v.shedding {
 			continue
 		}
 		b.Run("match-only-baseline", func(b *testing.B) {
