@@ -116,7 +116,6 @@ var spec10 = []familyCheck{
 	{"goroutines (soak)", "go_goroutines", nil, onEach, positive},
 }
 
-
 // scrape is one node's /metrics, parsed.
 type scrape map[string]*dto.MetricFamily
 
