@@ -36,14 +36,7 @@ func run(args []string) error {
 		return runSlotTracker(args[1:])
 	}
 	cfg, err := parseConfig(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if errors.Is(err, errVersion) {
-		fmt.Println("kvselect", version.Get())
-		return nil
-	}
-	if err != nil {
+	if stop, err := parsed(err); stop {
 		return err
 	}
 	// Signals are caught before the start is logged: whoever waits for
@@ -67,6 +60,19 @@ func run(args []string) error {
 
 // errVersion is what parseConfig returns for --version.
 var errVersion = errors.New("version asked")
+
+// parsed handles how parsing the command line may end a command before
+// it starts: -h (the usage is printed), --version, or a bad flag.
+func parsed(err error) (stop bool, _ error) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return true, nil
+	case errors.Is(err, errVersion):
+		fmt.Println("kvselect", version.Get())
+		return true, nil
+	}
+	return err != nil, err
+}
 
 // env is where flags are read from the environment: KVSELECT_<FLAG>,
 // then Dynamo's names for the scheduling settings.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/envflag"
-	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/slottracker"
 )
 
@@ -26,14 +24,7 @@ const slotTrackerCommand = "slot-tracker"
 // or SIGTERM.
 func runSlotTracker(args []string) error {
 	cfg, err := parseSlotTrackerConfig(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if errors.Is(err, errVersion) {
-		fmt.Println("kvselect", version.Get())
-		return nil
-	}
-	if err != nil {
+	if stop, err := parsed(err); stop {
 		return err
 	}
 	// Signals are caught before the start is logged: whoever waits for
