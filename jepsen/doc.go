@@ -1,8 +1,24 @@
-// Package jepsen will hold the fault-injection harness of SPEC §13: real
-// kvselect processes behind per-link TCP proxies, faults (kill -9,
-// SIGSTOP, partitions, latency, leader kill during writes, restart-all),
-// concurrent catalog and selection clients, and a porcupine
-// linearizability check of the catalog history.
+// Package jepsen is the fault-injection harness of SPEC §13: it runs real
+// kvselect processes and a kvsim fleet, and breaks them the way
+// production breaks.
 //
-// Not built yet: it arrives with the jepsen issue.
+// A Cluster (cluster.go) starts N kvselect nodes on loopback with their
+// own data dirs and log files. Every directed inter-node connection goes
+// through its own Link (proxy.go), a TCP proxy whose fault changes at
+// run time: blackhole, delay with jitter, or drop. Node i reaches node j
+// only through the three links i->j (Raft, HTTP forwarding, replica
+// sync), named on i's command line with --peer-dial; clients talk to the
+// nodes directly. Partitions, one-way partitions, latency and flaky links
+// are settings of those links; kill (SIGKILL), stop (SIGTERM), pause
+// (SIGSTOP/SIGCONT) and restart act on the processes.
+//
+// A Nemesis (nemesis.go) is one such fault with Inject and Heal, in the
+// manner of etcd's robustness failpoints; Heal leaves every process
+// running, every link passing and the cluster healthy. The cluster
+// records each inject and heal as a NemesisEvent on a time base shared
+// with the workload's history.
+//
+// KV-event connections from the nodes to the kvsim workers are not
+// proxied: the catalog holds one endpoint per worker rank for every node,
+// so a per-node proxy would need a per-node catalog.
 package jepsen

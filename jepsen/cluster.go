@@ -1,0 +1,831 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+// Config describes the cluster StartCluster runs.
+type Config struct {
+	// Bin is the directory holding the kvselect and kvsim binaries.
+	Bin string
+	// Dir is the run directory: node data dirs (n1/, n2/, ...) and logs
+	// (n1.log, ..., kvsim.log). It is created if missing and kept.
+	Dir string
+	// Nodes is the number of kvselect nodes (default 3).
+	Nodes int
+	// ExtraArgs are appended to every node's command line; a flag given
+	// here overrides the harness's choice (the last one wins).
+	ExtraArgs []string
+	// Workers is the number of kvsim workers to start and register
+	// (model Model, ids 1..Workers); 0 starts no kvsim.
+	Workers int
+	// Model is the workers' model_name (default "jepsen").
+	Model string
+	// ElectionTimeout is every node's Raft heartbeat and election timeout
+	// (default 1 s; the leader lease is half of it).
+	ElectionTimeout time.Duration
+	// SnapshotThreshold is --raft-snapshot-threshold (default 128), low
+	// so that snapshots happen within seconds of writes.
+	SnapshotThreshold uint64
+	// ActiveRequestExpiry is --active-request-expiry-secs (default 20 s).
+	ActiveRequestExpiry time.Duration
+	// Base is the origin of NemesisEvent times (default: when
+	// StartCluster was called). Share it with the workload's history.
+	Base time.Time
+	// Logger receives the harness's own progress (default: discarded).
+	Logger *slog.Logger
+}
+
+func (cfg *Config) fill() error {
+	if cfg.Bin == "" || cfg.Dir == "" {
+		return errors.New("jepsen: Config.Bin and Config.Dir are required")
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Nodes < 1 {
+		return fmt.Errorf("jepsen: %d nodes", cfg.Nodes)
+	}
+	if cfg.Model == "" {
+		cfg.Model = "jepsen"
+	}
+	if cfg.ElectionTimeout <= 0 {
+		cfg.ElectionTimeout = time.Second
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 128
+	}
+	if cfg.ActiveRequestExpiry <= 0 {
+		cfg.ActiveRequestExpiry = 20 * time.Second
+	}
+	if cfg.Base.IsZero() {
+		cfg.Base = time.Now()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Link kinds: the three ports one node dials on another.
+const (
+	KindRaft = "raft"
+	KindHTTP = "http"
+	KindSync = "sync"
+)
+
+// Cluster is a running set of real kvselect processes, every directed
+// inter-node connection routed through its own Link, plus an optional
+// kvsim process. Its methods are safe for concurrent use; faults and
+// process control may be applied while clients run.
+type Cluster struct {
+	cfg   Config
+	nodes []*clusterNode
+	links map[[2]int][]*Link // [from, to] → raft, http, sync links
+	sim   *proc
+	// simControl is kvsim's control API base URL ("" without kvsim).
+	simControl string
+
+	evMu   sync.Mutex
+	events []NemesisEvent
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// clusterNode is one kvselect process and its addresses.
+type clusterNode struct {
+	id       string
+	url      string // http://127.0.0.1:port
+	raftAddr string
+	syncAddr string
+	proc     *proc
+	cl       *client.Client // pinned to this node
+}
+
+// StartCluster starts cfg.Nodes kvselect processes forming a new cluster
+// and, with cfg.Workers > 0, a kvsim process whose workers are registered
+// and followed by every node. It returns once the cluster is healthy
+// (WaitHealthy) and every node listens to every worker. On error nothing
+// it started keeps running.
+func StartCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, links: map[[2]int][]*Link{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	n := cfg.Nodes
+	ports, err := freePorts(3*n + 1)
+	if err != nil {
+		return nil, err
+	}
+	var initial []string
+	for i := range n {
+		node := &clusterNode{
+			id:       NodeID(i),
+			url:      fmt.Sprintf("http://127.0.0.1:%d", ports[i]),
+			raftAddr: fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
+			syncAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]),
+		}
+		hc := &http.Client{Timeout: 2 * time.Second}
+		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}, Pinned: true, HTTPClient: hc}); err != nil {
+			return nil, err
+		}
+		c.nodes = append(c.nodes, node)
+		initial = append(initial, node.id+"="+node.raftAddr)
+	}
+	// One link per (from, to, kind); node i dials node j only through
+	// the links from i to j, which its --peer-dial names.
+	for i := range n {
+		for j := range n {
+			if i == j {
+				continue
+			}
+			to := c.nodes[j]
+			for _, k := range []struct{ kind, target string }{
+				{KindRaft, to.raftAddr}, {KindHTTP, strings.TrimPrefix(to.url, "http://")}, {KindSync, to.syncAddr},
+			} {
+				l, err := NewLink(fmt.Sprintf("%s->%s/%s", NodeID(i), NodeID(j), k.kind), i, j, k.kind, k.target)
+				if err != nil {
+					return nil, err
+				}
+				c.links[[2]int{i, j}] = append(c.links[[2]int{i, j}], l)
+			}
+		}
+	}
+	for i, node := range c.nodes {
+		var dial []string
+		for j := range n {
+			if ls := c.links[[2]int{i, j}]; ls != nil {
+				dial = append(dial, fmt.Sprintf("%s=%s/%s/%s", NodeID(j), ls[0].Addr(), ls[1].Addr(), ls[2].Addr()))
+			}
+		}
+		_, httpPort, _ := net.SplitHostPort(strings.TrimPrefix(node.url, "http://"))
+		_, syncPort, _ := net.SplitHostPort(node.syncAddr)
+		args := []string{
+			"--node-id", node.id, "--bind", "127.0.0.1", "--port", httpPort,
+			"--raft-addr", node.raftAddr, "--data-dir", filepath.Join(cfg.Dir, node.id),
+			"--initial-cluster", strings.Join(initial, ","),
+			"--replica-sync-port", syncPort,
+			"--raft-heartbeat-timeout", cfg.ElectionTimeout.String(),
+			"--raft-election-timeout", cfg.ElectionTimeout.String(),
+			"--raft-leader-lease-timeout", (cfg.ElectionTimeout / 2).String(),
+			"--raft-snapshot-threshold", strconv.FormatUint(cfg.SnapshotThreshold, 10),
+			"--active-request-expiry-secs", strconv.FormatFloat(cfg.ActiveRequestExpiry.Seconds(), 'f', -1, 64),
+			"--log-level", "info",
+		}
+		if len(dial) > 0 {
+			args = append(args, "--peer-dial", strings.Join(dial, ","))
+		}
+		args = append(args, cfg.ExtraArgs...)
+		node.proc = &proc{name: node.id, path: filepath.Join(cfg.Bin, "kvselect"), args: args,
+			logPath: filepath.Join(cfg.Dir, node.id+".log")}
+	}
+	for _, node := range c.nodes {
+		if err := node.proc.start(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("cluster up", "nodes", n, "dir", cfg.Dir)
+	if cfg.Workers > 0 {
+		if err := c.startSim(ctx, ports[3*n]); err != nil {
+			return nil, err
+		}
+		cfg.Logger.Info("kvsim up", "workers", cfg.Workers, "control", c.simControl)
+	}
+	return c, nil
+}
+
+// NodeID is the Raft id of node index i ("n1" for 0).
+func NodeID(i int) string { return "n" + strconv.Itoa(i+1) }
+
+// NodeIndex is the index of the node with Raft id id.
+func (c *Cluster) NodeIndex(id string) (int, bool) {
+	for i, n := range c.nodes {
+		if n.id == id {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Size is the number of nodes.
+func (c *Cluster) Size() int { return len(c.nodes) }
+
+// Dir is the run directory (data dirs and logs).
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// Base is the origin of NemesisEvent times.
+func (c *Cluster) Base() time.Time { return c.cfg.Base }
+
+// Config is the cluster's configuration, defaults filled in.
+func (c *Cluster) Config() Config { return c.cfg }
+
+// URL is node i's HTTP base URL, direct (not through a Link): clients
+// talk to the nodes themselves; only node-to-node traffic is faulted.
+func (c *Cluster) URL(i int) string { return c.nodes[i].url }
+
+// URLs are every node's base URL, in index order.
+func (c *Cluster) URLs() []string {
+	out := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		out[i] = c.URL(i)
+	}
+	return out
+}
+
+// SimURL is kvsim's control API base URL ("" when no kvsim runs).
+func (c *Cluster) SimURL() string { return c.simControl }
+
+// WorkerIDs are the kvsim workers' ids (1..Workers).
+func (c *Cluster) WorkerIDs() []uint64 {
+	out := make([]uint64, c.cfg.Workers)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// LogPath is node i's log file.
+func (c *Cluster) LogPath(i int) string { return c.nodes[i].proc.logPath }
+
+// Live lists the nodes whose process runs and is not paused.
+func (c *Cluster) Live() []int {
+	var out []int
+	for i, n := range c.nodes {
+		if n.proc.live() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Running reports whether node i's process exists (paused or not).
+func (c *Cluster) Running(i int) bool {
+	_, ok := c.nodes[i].proc.running()
+	return ok
+}
+
+// Paused reports whether node i is stopped by SIGSTOP.
+func (c *Cluster) Paused(i int) bool { return c.nodes[i].proc.isPaused() }
+
+// Kill sends SIGKILL to node i and waits until it is reaped.
+func (c *Cluster) Kill(i int) { c.nodes[i].proc.stop(syscall.SIGKILL, 0) }
+
+// Stop sends SIGTERM to node i and waits for it to exit (SIGKILL after
+// 10 s).
+func (c *Cluster) Stop(i int) { c.nodes[i].proc.stop(syscall.SIGTERM, 10*time.Second) }
+
+// Pause stops node i with SIGSTOP: it keeps its sockets but answers
+// nothing.
+func (c *Cluster) Pause(i int) error { return c.nodes[i].proc.signalPause(true) }
+
+// Resume continues node i after Pause (SIGCONT).
+func (c *Cluster) Resume(i int) error { return c.nodes[i].proc.signalPause(false) }
+
+// Restart starts node i again with the same command line and data dir;
+// a running node is stopped first (SIGTERM).
+func (c *Cluster) Restart(i int) error {
+	c.Stop(i)
+	return c.nodes[i].proc.start()
+}
+
+// status asks node i for /cluster/status within a short bound.
+func (c *Cluster) status(ctx context.Context, i int) (*api.ClusterStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.nodes[i].cl.ClusterStatus(ctx)
+}
+
+// statuses asks each node of among in parallel; a missing entry did not
+// answer.
+func (c *Cluster) statuses(ctx context.Context, among []int) (map[int]*api.ClusterStatus, map[int]error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out, errs := map[int]*api.ClusterStatus{}, map[int]error{}
+	for _, i := range among {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := c.status(ctx, i)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = err
+			} else {
+				out[i] = st
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errs
+}
+
+// Leader is the leader every live node agrees on, now (no waiting).
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	return c.LeaderAmong(ctx, c.Live())
+}
+
+// LeaderAmong is the leader the nodes of among agree on, now: every one
+// answers, names the same leader, and that leader is one of them and
+// says it leads. Use it on one side of a partition.
+func (c *Cluster) LeaderAmong(ctx context.Context, among []int) (int, error) {
+	if len(among) == 0 {
+		return 0, errors.New("no node to ask")
+	}
+	sts, errs := c.statuses(ctx, among)
+	for i, err := range errs {
+		return 0, fmt.Errorf("%s: %w", NodeID(i), err)
+	}
+	leader := ""
+	for _, i := range among {
+		id := sts[i].Leader.ID
+		if id == "" {
+			return 0, fmt.Errorf("%s knows no leader", NodeID(i))
+		}
+		if leader != "" && id != leader {
+			return 0, fmt.Errorf("nodes disagree on the leader: %s and %s", leader, id)
+		}
+		leader = id
+	}
+	li, ok := c.NodeIndex(leader)
+	if !ok || !slices.Contains(among, li) {
+		return 0, fmt.Errorf("leader %s is not among %v", leader, among)
+	}
+	if sts[li].State != api.StateLeader {
+		return 0, fmt.Errorf("%s is named leader but is %s", leader, sts[li].State)
+	}
+	return li, nil
+}
+
+// WaitLeader polls LeaderAmong(among) until it succeeds (nil among: the
+// live nodes at each poll) or ctx ends.
+func (c *Cluster) WaitLeader(ctx context.Context, among []int) (int, error) {
+	var leader int
+	err := poll(ctx, "a leader is agreed", func(ctx context.Context) error {
+		nodes := among
+		if nodes == nil {
+			nodes = c.Live()
+		}
+		var err error
+		leader, err = c.LeaderAmong(ctx, nodes)
+		return err
+	})
+	return leader, err
+}
+
+// WaitHealthy waits until every live node answers /health, they agree on
+// a leader that knows every member's HTTP address, and every live node
+// has applied the leader's catalog index. It fails early when a node's
+// process has exited on its own.
+func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	return poll(ctx, "the cluster is healthy", func(ctx context.Context) error {
+		for i, n := range c.nodes {
+			if err := n.proc.exitedOnItsOwn(); err != nil {
+				return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(i), err, n.proc.logPath)}
+			}
+		}
+		live := c.Live()
+		for _, i := range live {
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.nodes[i].cl.Health(hctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s /health: %w", NodeID(i), err)
+			}
+		}
+		li, err := c.LeaderAmong(ctx, live)
+		if err != nil {
+			return err
+		}
+		sts, errs := c.statuses(ctx, live)
+		for i, err := range errs {
+			return fmt.Errorf("%s: %w", NodeID(i), err)
+		}
+		lead := sts[li]
+		if len(lead.Members) != len(c.nodes) {
+			return fmt.Errorf("leader %s has %d members", lead.NodeID, len(lead.Members))
+		}
+		for _, m := range lead.Members {
+			if m.HTTPAddr == "" {
+				return fmt.Errorf("leader %s does not know %s's HTTP address", lead.NodeID, m.ID)
+			}
+		}
+		for _, i := range live {
+			if sts[i].CatalogIndex < lead.CatalogIndex {
+				return fmt.Errorf("%s applied catalog index %d, leader %d", NodeID(i), sts[i].CatalogIndex, lead.CatalogIndex)
+			}
+		}
+		return nil
+	})
+}
+
+// Links are the links from node from to node to: raft, http, sync.
+func (c *Cluster) Links(from, to int) []*Link { return c.links[[2]int{from, to}] }
+
+// AllLinks are every inter-node link.
+func (c *Cluster) AllLinks() []*Link {
+	var out []*Link
+	for i := range c.nodes {
+		for j := range c.nodes {
+			out = append(out, c.Links(i, j)...)
+		}
+	}
+	return out
+}
+
+// updateLinks changes the fault of every link from → to.
+func (c *Cluster) updateLinks(from, to int, change func(*LinkFault)) {
+	for _, l := range c.Links(from, to) {
+		f := l.Fault()
+		change(&f)
+		l.SetFault(f)
+	}
+}
+
+// Partition cuts the cluster into groups: a link passes (other faults
+// kept) when some group holds both its ends and is blackholed otherwise.
+// Groups may overlap: {0,1},{1,2} lets 1 bridge 0 and 2, which cannot
+// reach each other. A node in no group is isolated.
+func (c *Cluster) Partition(groups ...[]int) {
+	together := func(i, j int) bool {
+		for _, g := range groups {
+			if slices.Contains(g, i) && slices.Contains(g, j) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range c.nodes {
+		for j := range c.nodes {
+			if i != j {
+				cut := !together(i, j)
+				c.updateLinks(i, j, func(f *LinkFault) { f.Blackhole = cut })
+			}
+		}
+	}
+}
+
+// Isolate cuts node i off from every other node, both ways.
+func (c *Cluster) Isolate(i int) {
+	var rest []int
+	for j := range c.nodes {
+		if j != i {
+			rest = append(rest, j)
+		}
+	}
+	c.Partition([]int{i}, rest)
+}
+
+// OneWay blackholes every link from → to and leaves to → from alone. A
+// link carries both directions of the connections from dials, so from's
+// requests to to and their answers are lost while to's own connections
+// to from still work.
+func (c *Cluster) OneWay(from, to int) {
+	c.updateLinks(from, to, func(f *LinkFault) { f.Blackhole = true })
+}
+
+// SetLatency delays every chunk on every link by d plus up to jitter.
+func (c *Cluster) SetLatency(d, jitter time.Duration) {
+	for _, l := range c.AllLinks() {
+		f := l.Fault()
+		f.Delay, f.Jitter = d, jitter
+		l.SetFault(f)
+	}
+}
+
+// SetFlaky makes every link cut a connection with probability p at
+// accept and at each chunk.
+func (c *Cluster) SetFlaky(p float64) {
+	for _, l := range c.AllLinks() {
+		f := l.Fault()
+		f.DropProb = p
+		l.SetFault(f)
+	}
+}
+
+// HealAll makes every link pass.
+func (c *Cluster) HealAll() {
+	for _, l := range c.AllLinks() {
+		l.Pass()
+	}
+}
+
+// Recover undoes every fault: links pass, paused nodes resume, stopped
+// nodes restart; then it waits until the cluster is healthy.
+func (c *Cluster) Recover(ctx context.Context) error {
+	c.HealAll()
+	var errs []error
+	for i, n := range c.nodes {
+		if n.proc.isPaused() {
+			errs = append(errs, c.Resume(i))
+		}
+		if _, ok := n.proc.running(); !ok {
+			errs = append(errs, n.proc.start())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return c.WaitHealthy(ctx)
+}
+
+// Close stops kvsim and every node (resumed, then SIGTERM, SIGKILL after
+// a few seconds) and every link. It waits until every child process is
+// reaped. Safe to call more than once and on a half-started cluster.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		if c.sim != nil {
+			c.sim.stop(syscall.SIGTERM, 3*time.Second)
+		}
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			if n.proc == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n.proc.stop(syscall.SIGTERM, 5*time.Second)
+			}()
+		}
+		wg.Wait()
+		var errs []error
+		for _, l := range c.AllLinks() {
+			errs = append(errs, l.Close())
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// startSim starts kvsim with cfg.Workers workers registered through the
+// leader, and waits until every live node listens to every worker rank.
+func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return err
+	}
+	control := fmt.Sprintf("127.0.0.1:%d", controlPort)
+	c.simControl = "http://" + control
+	c.sim = &proc{name: "kvsim", path: filepath.Join(c.cfg.Bin, "kvsim"), logPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
+		args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
+			"--register", c.URL(leader), "--log-level", "info"}}
+	if err := c.sim.start(); err != nil {
+		return err
+	}
+	return poll(ctx, "every node follows every kvsim worker", func(ctx context.Context) error {
+		if err := c.sim.exitedOnItsOwn(); err != nil {
+			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.logPath)}
+		}
+		for _, i := range c.Live() {
+			ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
+			if err != nil {
+				return err
+			}
+			active := 0
+			for _, w := range ws {
+				for _, l := range w.Listeners {
+					if l.State == "active" {
+						active++
+					}
+				}
+			}
+			if active < c.cfg.Workers {
+				return fmt.Errorf("%s has %d active worker listeners, want %d", NodeID(i), active, c.cfg.Workers)
+			}
+		}
+		return nil
+	})
+}
+
+// fatalPoll ends a poll at once: waiting longer cannot help.
+type fatalPoll struct{ error }
+
+// poll calls cond every 100 ms until it returns nil or a fatalPoll, or
+// ctx ends (then the last error is reported).
+func poll(ctx context.Context, what string, cond func(context.Context) error) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return nil
+		}
+		var fatal fatalPoll
+		if errors.As(err, &fatal) {
+			return fmt.Errorf("waiting until %s: %w", what, fatal.error)
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// freePorts returns n distinct loopback ports that were free a moment
+// ago; every listener stays open until all are chosen, so none repeats.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// proc is one child process (a node or kvsim). Its command line and log
+// file stay the same across restarts. mu guards every field below it; the
+// waiter goroutine of each run reaps it and then closes that run's done.
+type proc struct {
+	name    string
+	path    string
+	args    []string
+	logPath string
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the current run is reaped
+	err      error         // the current run's exit status, after done
+	stopping bool          // the harness signalled the current run
+	paused   bool
+}
+
+// start runs the process, appending its output to its log. The child has
+// its own process group (a terminal's Ctrl-C reaches only the harness)
+// and the kernel kills it if the harness dies first (Pdeathsig).
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil && !isClosed(p.done) {
+		return fmt.Errorf("%s is already running", p.name)
+	}
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "=== jepsen %s: start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.err, p.stopping, p.paused = cmd, done, nil, false, false
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func (p *proc) running() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || isClosed(p.done) {
+		return 0, false
+	}
+	return p.cmd.Process.Pid, true
+}
+
+func (p *proc) live() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil && !isClosed(p.done) && !p.paused
+}
+
+func (p *proc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused && p.done != nil && !isClosed(p.done)
+}
+
+// exitedOnItsOwn is the exit status of a run that ended without the
+// harness stopping it (a crash), else nil.
+func (p *proc) exitedOnItsOwn() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || !isClosed(p.done) || p.stopping {
+		return nil
+	}
+	if p.err == nil {
+		return errors.New("exit status 0")
+	}
+	return p.err
+}
+
+func (p *proc) signalPause(pause bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || isClosed(p.done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	p.paused = pause
+	return nil
+}
+
+// stop sends sig (and SIGCONT, so a paused process sees it) and waits up
+// to grace for the exit, then kills. It returns once the run is reaped.
+func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	if done == nil || isClosed(done) {
+		p.mu.Unlock()
+		return
+	}
+	p.stopping = true
+	_ = cmd.Process.Signal(sig)
+	if p.paused && sig != syscall.SIGKILL {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	p.paused = false
+	p.mu.Unlock()
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// childEnv is the harness's environment without the variables kvselect
+// and kvsim read settings from, so the command lines alone configure
+// them.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KVSELECT_") && !strings.HasPrefix(kv, "DYN_") && !strings.HasPrefix(kv, "KVSIM_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -1,0 +1,213 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+// binDir holds kvselect and kvsim, built once by TestMain from this
+// checkout, so the tests need nothing built beforehand.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "kvselect-jepsen-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	// Built in the server's module (the parent directory), whose go.sum
+	// covers the binaries' dependencies.
+	build := exec.Command(goBin, "build", "-o", dir+string(filepath.Separator), "./cmd/kvselect", "./cmd/kvsim")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building kvselect and kvsim: %v\n%s", err, out)
+		return 1
+	}
+	binDir = dir
+	return m.Run()
+}
+
+// mustStartCluster starts a cluster in a temporary run dir and makes sure
+// it is closed, with no process left, when the test ends; on failure it
+// prints the end of every log.
+func mustStartCluster(t *testing.T, ctx context.Context, cfg Config) *Cluster {
+	t.Helper()
+	cfg.Bin = binDir
+	cfg.Dir = t.TempDir()
+	c, err := StartCluster(ctx, cfg)
+	if err != nil {
+		dumpLogs(t, cfg.Dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, cfg.Dir)
+		}
+	})
+	t.Cleanup(func() {
+		pids := c.pids()
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("process %d still exists after Close (kill -0: %v)", pid, err)
+			}
+		}
+	})
+	return c
+}
+
+// pids are the running children (nodes and kvsim).
+func (c *Cluster) pids() []int {
+	var out []int
+	for _, n := range c.nodes {
+		if pid, ok := n.proc.running(); ok {
+			out = append(out, pid)
+		}
+	}
+	if c.sim != nil {
+		if pid, ok := c.sim.running(); ok {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func dumpLogs(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, p := range logs {
+		b, _ := os.ReadFile(p)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		t.Logf("== %s (last %d lines)\n%s", filepath.Base(p), len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+func Test_ClusterLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := mustStartCluster(t, ctx, Config{Workers: 2})
+
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s", NodeID(leader))
+
+	// Every inter-node connection runs through the links: the leader's
+	// Raft RPCs to each follower, and each node's replica-sync
+	// subscription to each other node.
+	if err := poll(ctx, "raft and replica sync flow through the links", func(context.Context) error {
+		for i := range c.Size() {
+			for j := range c.Size() {
+				if i == j {
+					continue
+				}
+				ls := c.Links(i, j)
+				if len(ls) != 3 || ls[0].Kind != KindRaft || ls[1].Kind != KindHTTP || ls[2].Kind != KindSync {
+					return fatalPoll{fmt.Errorf("links %d->%d: %v", i, j, ls)}
+				}
+				if i == leader && ls[0].Conns() == 0 {
+					return fmt.Errorf("no raft connection on %s", ls[0].Name)
+				}
+				if ls[2].Conns() == 0 {
+					return fmt.Errorf("no replica-sync connection on %s", ls[2].Name)
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A write through a follower is forwarded over its HTTP link.
+	follower := others(c, leader)[0]
+	fcl, err := client.New(client.Config{Addrs: []string{c.URL(follower)}, Pinned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fcl.RegisterWorker(ctx, api.WorkerSpec{WorkerID: 77, ModelName: "lifecycle"}); err != nil {
+		t.Fatalf("write through follower %s: %v", NodeID(follower), err)
+	}
+
+	// Kill the leader: the others elect one of themselves.
+	c.Kill(leader)
+	if slices.Contains(c.Live(), leader) {
+		t.Fatalf("%s still live after Kill", NodeID(leader))
+	}
+	next, err := c.WaitLeader(ctx, others(c, leader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next == leader {
+		t.Fatalf("killed %s is still the leader", NodeID(leader))
+	}
+	t.Logf("after killing %s, %s leads", NodeID(leader), NodeID(next))
+	if err := c.Restart(leader); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if live := c.Live(); len(live) != c.Size() {
+		t.Fatalf("live %v after restart", live)
+	}
+
+	// Isolate the leader through its links: the majority elects another.
+	n, ok := NemesisByName("partition-isolate-leader")
+	if !ok {
+		t.Fatal("no partition-isolate-leader nemesis")
+	}
+	isolated, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Inject(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	majorityLeader, err := c.WaitLeader(ctx, others(c, isolated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if majorityLeader == isolated {
+		t.Fatalf("isolated %s still leads the majority", NodeID(isolated))
+	}
+	if err := n.Heal(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range c.AllLinks() {
+		if !l.Fault().Pass() {
+			t.Fatalf("%s is %v after Heal", l.Name, l.Fault())
+		}
+	}
+	ev := c.Events()
+	if len(ev) != 2 || ev[0].Phase != PhaseInject || ev[1].Phase != PhaseHeal || ev[0].Nemesis != n.Name() || ev[1].Time < ev[0].Time {
+		t.Fatalf("events %+v", ev)
+	}
+	t.Logf("events %+v", ev)
+}

@@ -1,0 +1,469 @@
+package jepsen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+// Nemesis is one kind of fault. Inject applies it to a healthy cluster;
+// Heal undoes it and returns only when every process runs, every link
+// passes and the cluster is healthy again. A Nemesis remembers what it
+// did between Inject and Heal, so use one value per run (Nemeses returns
+// fresh ones). Both record a NemesisEvent on the cluster.
+type Nemesis interface {
+	Name() string
+	Inject(ctx context.Context, c *Cluster) error
+	Heal(ctx context.Context, c *Cluster) error
+}
+
+// NemesisEvent is one inject or heal, for nemesis.jsonl and the
+// timeline. Time is measured from the cluster's Base.
+type NemesisEvent struct {
+	Time    time.Duration `json:"time"`
+	Nemesis string        `json:"nemesis"`
+	Phase   string        `json:"phase"` // "inject" or "heal"
+	Detail  string        `json:"detail"`
+}
+
+// Nemesis phases.
+const (
+	PhaseInject = "inject"
+	PhaseHeal   = "heal"
+)
+
+// RecordEvent appends a nemesis event stamped now.
+func (c *Cluster) RecordEvent(nemesis, phase, detail string) {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	c.events = append(c.events, NemesisEvent{Time: time.Since(c.cfg.Base), Nemesis: nemesis, Phase: phase, Detail: detail})
+	c.cfg.Logger.Info("nemesis", "nemesis", nemesis, "phase", phase, "detail", detail)
+}
+
+// Events are the recorded nemesis events, oldest first.
+func (c *Cluster) Events() []NemesisEvent {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	return slices.Clone(c.events)
+}
+
+// Nemeses returns a fresh value of every nemesis, in a fixed order.
+func Nemeses() []Nemesis {
+	return []Nemesis{
+		&killNemesis{name: "kill-leader", leader: true},
+		&killNemesis{name: "kill-random"},
+		&pauseLeader{},
+		&partitionNemesis{name: "partition-isolate-leader", split: isolateLeader},
+		&partitionNemesis{name: "partition-halves", split: halves},
+		&partitionNemesis{name: "partition-bridge", split: bridge},
+		&partitionNemesis{name: "partition-one-way", split: oneWay},
+		&linkNemesis{name: "latency", apply: func(c *Cluster) string {
+			c.SetLatency(50*time.Millisecond, 50*time.Millisecond)
+			return "every link: delay 50ms + up to 50ms per chunk"
+		}},
+		&linkNemesis{name: "flaky", apply: func(c *Cluster) string {
+			c.SetFlaky(0.02)
+			return "every link: drop a connection with p=0.02 per accept and per chunk"
+		}},
+		&snapshotCatchUp{},
+		&leaderTransfer{},
+		&restartAll{},
+	}
+}
+
+// NemesisByName returns a fresh nemesis by its Name.
+func NemesisByName(name string) (Nemesis, bool) {
+	for _, n := range Nemeses() {
+		if n.Name() == name {
+			return n, true
+		}
+	}
+	return nil, false
+}
+
+// others are the node indexes besides i.
+func others(c *Cluster, i int) []int {
+	var out []int
+	for j := range c.Size() {
+		if j != i {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func nodeNames(idx []int) string {
+	names := make([]string, len(idx))
+	for k, i := range idx {
+		names[k] = NodeID(i)
+	}
+	return strings.Join(names, ",")
+}
+
+// healAndRecord recovers the whole cluster and records the heal.
+func healAndRecord(ctx context.Context, c *Cluster, name, detail string) error {
+	err := c.Recover(ctx)
+	if err != nil {
+		detail += "; not healthy: " + err.Error()
+	}
+	c.RecordEvent(name, PhaseHeal, detail)
+	return err
+}
+
+// killNemesis kills (SIGKILL) the leader or a random node; Heal restarts
+// it on its data dir.
+type killNemesis struct {
+	name   string
+	leader bool
+
+	mu     sync.Mutex
+	victim int
+}
+
+func (n *killNemesis) Name() string { return n.name }
+
+func (n *killNemesis) Inject(ctx context.Context, c *Cluster) error {
+	victim := rand.N(c.Size())
+	if n.leader {
+		var err error
+		if victim, err = c.WaitLeader(ctx, nil); err != nil {
+			return err
+		}
+	}
+	n.mu.Lock()
+	n.victim = victim
+	n.mu.Unlock()
+	c.Kill(victim)
+	c.RecordEvent(n.name, PhaseInject, "SIGKILL "+NodeID(victim))
+	return nil
+}
+
+func (n *killNemesis) Heal(ctx context.Context, c *Cluster) error {
+	n.mu.Lock()
+	victim := n.victim
+	n.mu.Unlock()
+	return healAndRecord(ctx, c, n.name, "restart "+NodeID(victim))
+}
+
+// pauseLeader stops the leader with SIGSTOP until the others have
+// elected a new one, so the pause outlasts the election timeout; Heal
+// resumes it (it finds itself deposed).
+type pauseLeader struct {
+	mu     sync.Mutex
+	victim int
+}
+
+func (n *pauseLeader) Name() string { return "pause-leader" }
+
+func (n *pauseLeader) Inject(ctx context.Context, c *Cluster) error {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.victim = leader
+	n.mu.Unlock()
+	if err := c.Pause(leader); err != nil {
+		return err
+	}
+	detail := "SIGSTOP " + NodeID(leader)
+	if c.Size() > 2 {
+		next, err := c.WaitLeader(ctx, others(c, leader))
+		if err != nil {
+			c.RecordEvent(n.Name(), PhaseInject, detail+"; no new leader: "+err.Error())
+			return err
+		}
+		detail += "; " + NodeID(next) + " elected"
+	}
+	c.RecordEvent(n.Name(), PhaseInject, detail)
+	return nil
+}
+
+func (n *pauseLeader) Heal(ctx context.Context, c *Cluster) error {
+	n.mu.Lock()
+	victim := n.victim
+	n.mu.Unlock()
+	return healAndRecord(ctx, c, n.Name(), "SIGCONT "+NodeID(victim))
+}
+
+// partitionNemesis cuts links as split decides; Heal makes them pass.
+type partitionNemesis struct {
+	name  string
+	split func(ctx context.Context, c *Cluster) (string, error)
+}
+
+func (n *partitionNemesis) Name() string { return n.name }
+
+func (n *partitionNemesis) Inject(ctx context.Context, c *Cluster) error {
+	detail, err := n.split(ctx, c)
+	if err != nil {
+		return err
+	}
+	c.RecordEvent(n.name, PhaseInject, detail)
+	return nil
+}
+
+func (n *partitionNemesis) Heal(ctx context.Context, c *Cluster) error {
+	return healAndRecord(ctx, c, n.name, "every link passes")
+}
+
+func isolateLeader(ctx context.Context, c *Cluster) (string, error) {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	c.Isolate(leader)
+	return "isolate leader " + NodeID(leader), nil
+}
+
+// halves splits the nodes at random into a majority and a minority.
+func halves(_ context.Context, c *Cluster) (string, error) {
+	order := rand.Perm(c.Size())
+	major, minor := order[:c.Size()/2+1], order[c.Size()/2+1:]
+	slices.Sort(major)
+	slices.Sort(minor)
+	c.Partition(major, minor)
+	return fmt.Sprintf("majority {%s} | minority {%s}", nodeNames(major), nodeNames(minor)), nil
+}
+
+// bridge keeps one random node connected to both sides of a cut the
+// others cannot cross: {a..., b} and {b, c...}.
+func bridge(_ context.Context, c *Cluster) (string, error) {
+	if c.Size() < 3 {
+		return "", errors.New("partition-bridge needs 3 nodes")
+	}
+	order := rand.Perm(c.Size())
+	b, rest := order[0], order[1:]
+	left := append([]int{b}, rest[:len(rest)/2]...)
+	right := append([]int{b}, rest[len(rest)/2:]...)
+	c.Partition(left, right)
+	return fmt.Sprintf("%s bridges {%s} and {%s}", NodeID(b), nodeNames(left), nodeNames(right)), nil
+}
+
+// oneWay cuts the leader's links to one follower: the leader's heartbeats
+// stop reaching it, while its own connections to the leader still work.
+func oneWay(ctx context.Context, c *Cluster) (string, error) {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	fs := others(c, leader)
+	to := fs[rand.N(len(fs))]
+	c.OneWay(leader, to)
+	return fmt.Sprintf("one-way: %s -> %s blackholed", NodeID(leader), NodeID(to)), nil
+}
+
+// linkNemesis degrades every link; Heal makes them pass.
+type linkNemesis struct {
+	name  string
+	apply func(c *Cluster) string
+}
+
+func (n *linkNemesis) Name() string { return n.name }
+
+func (n *linkNemesis) Inject(_ context.Context, c *Cluster) error {
+	c.RecordEvent(n.name, PhaseInject, n.apply(c))
+	return nil
+}
+
+func (n *linkNemesis) Heal(ctx context.Context, c *Cluster) error {
+	return healAndRecord(ctx, c, n.name, "every link passes")
+}
+
+// leaderTransfer asks the leader to step down (POST /cluster/stepdown)
+// while the workload runs, and waits for another leader.
+type leaderTransfer struct{}
+
+func (leaderTransfer) Name() string { return "leader-transfer" }
+
+func (n leaderTransfer) Inject(ctx context.Context, c *Cluster) error {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = c.nodes[leader].cl.StepDown(sctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("step down %s: %w", NodeID(leader), err)
+	}
+	var next int
+	err = poll(ctx, "another node leads", func(ctx context.Context) error {
+		var err error
+		if next, err = c.Leader(ctx); err == nil && next == leader {
+			err = fmt.Errorf("%s still leads", NodeID(leader))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("stepdown %s; %s leads", NodeID(leader), NodeID(next)))
+	return nil
+}
+
+func (n leaderTransfer) Heal(ctx context.Context, c *Cluster) error {
+	return healAndRecord(ctx, c, n.Name(), "nothing to undo")
+}
+
+// restartAll kills every node at once (SIGKILL) and starts them all again
+// on their data dirs: every acknowledged write must survive.
+type restartAll struct{}
+
+func (restartAll) Name() string { return "restart-all" }
+
+func (n restartAll) Inject(_ context.Context, c *Cluster) error {
+	for i := range c.Size() {
+		c.Kill(i)
+	}
+	var errs []error
+	for i := range c.Size() {
+		errs = append(errs, c.Restart(i))
+	}
+	c.RecordEvent(n.Name(), PhaseInject, "SIGKILL every node, then start every node")
+	return errors.Join(errs...)
+}
+
+func (n restartAll) Heal(ctx context.Context, c *Cluster) error {
+	return healAndRecord(ctx, c, n.Name(), "wait until healthy")
+}
+
+// Scratch catalog entries the snapshot nemesis writes to grow the Raft
+// log: a model of their own, so workloads never see them.
+const (
+	snapshotScratchModel = "jepsen-nemesis"
+	snapshotScratchID    = 1 << 40
+)
+
+// snapshotCatchUp isolates a follower, then writes to the catalog until
+// the leader has taken a Raft snapshot past everything the follower
+// holds; Heal reconnects it and waits until it has caught up.
+//
+// hashicorp/raft keeps TrailingLogs (10240) entries after a snapshot and
+// checks for one every SnapshotInterval (30-60 s), and kvselect exposes
+// neither as a flag; until it does, the follower catches up from the log
+// unless the run writes more than that, and Detail says which happened.
+type snapshotCatchUp struct {
+	mu       sync.Mutex
+	follower int
+}
+
+func (*snapshotCatchUp) Name() string { return "snapshot-catch-up" }
+
+// trailingLogs is hashicorp/raft's default, as kvselect configures it.
+const trailingLogs = 10240
+
+func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
+	leader, err := c.WaitLeader(ctx, nil)
+	if err != nil {
+		return err
+	}
+	fs := others(c, leader)
+	f := fs[rand.N(len(fs))]
+	st, err := c.status(ctx, f)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.follower = f
+	n.mu.Unlock()
+	c.Isolate(f)
+	behind := st.AppliedIndex
+
+	// Concurrent upserts through the majority's leader until a snapshot
+	// on it covers an index past the follower's.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	majority := fs[:0:0]
+	for _, i := range c.Live() {
+		if i != f {
+			majority = append(majority, i)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	writes := 0
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			urls := make([]string, len(majority))
+			for k, i := range majority {
+				urls[k] = c.URL(i)
+			}
+			cl, err := client.New(client.Config{Addrs: urls})
+			if err != nil {
+				return
+			}
+			for seq := 0; wctx.Err() == nil; seq++ {
+				_, err := cl.RegisterWorker(wctx, api.WorkerSpec{WorkerID: snapshotScratchID + uint64(w),
+					ModelName: snapshotScratchModel, Endpoint: "http://127.0.0.1:1/" + strconv.Itoa(seq)})
+				if err == nil {
+					mu.Lock()
+					writes++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	var snap uint64
+	err = poll(ctx, "the leader snapshots past the isolated follower", func(context.Context) error {
+		li, err := c.LeaderAmong(ctx, majority)
+		if err != nil {
+			return err
+		}
+		if snap = latestSnapshotIndex(filepath.Join(c.cfg.Dir, NodeID(li))); snap <= behind {
+			return fmt.Errorf("%s's latest snapshot is at %d, follower at %d", NodeID(li), snap, behind)
+		}
+		return nil
+	})
+	cancel()
+	wg.Wait()
+	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d", NodeID(f), behind, writes, snap)
+	if snap > behind+trailingLogs {
+		detail += "; log compacted past the follower: it must install the snapshot"
+	} else {
+		detail += "; trailing logs still cover the follower: it catches up from the log"
+	}
+	c.RecordEvent(n.Name(), PhaseInject, detail)
+	return err
+}
+
+func (n *snapshotCatchUp) Heal(ctx context.Context, c *Cluster) error {
+	n.mu.Lock()
+	f := n.follower
+	n.mu.Unlock()
+	return healAndRecord(ctx, c, n.Name(), "reconnect "+NodeID(f))
+}
+
+// latestSnapshotIndex reads the highest index among a node's Raft
+// snapshots (hashicorp/raft names them term-index-millis under
+// snapshots/); 0 when there is none.
+func latestSnapshotIndex(dataDir string) uint64 {
+	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	if err != nil {
+		return 0
+	}
+	var best uint64
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(parts) != 3 || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		if idx, err := strconv.ParseUint(parts[1], 10, 64); err == nil && idx > best {
+			best = idx
+		}
+	}
+	return best
+}
