@@ -56,6 +56,10 @@ func mustStartCluster(t *testing.T, ctx context.Context, cfg Config) *Cluster {
 	t.Helper()
 	cfg.Bin = binDir
 	cfg.Dir = t.TempDir()
+	if keep := os.Getenv("JEPSEN_KEEP"); keep != "" { // keep the run dir for a post-mortem
+		cfg.Dir = filepath.Join(keep, t.Name())
+		os.RemoveAll(cfg.Dir)
+	}
 	c, err := StartCluster(ctx, cfg)
 	if err != nil {
 		dumpLogs(t, cfg.Dir)

@@ -298,8 +298,12 @@ func (n leaderTransfer) Inject(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return fmt.Errorf("step down %s: %w", NodeID(leader), err)
 	}
+	// A transfer is one attempt: if the old leader still leads after a
+	// few election timeouts, that is a finding, not something to retry.
+	wctx, wcancel := context.WithTimeout(ctx, 10*c.cfg.ElectionTimeout)
+	defer wcancel()
 	var next int
-	err = poll(ctx, "another node leads", func(ctx context.Context) error {
+	err = poll(wctx, "another node leads after a step-down", func(ctx context.Context) error {
 		var err error
 		if next, err = c.Leader(ctx); err == nil && next == leader {
 			err = fmt.Errorf("%s still leads", NodeID(leader))
@@ -307,6 +311,7 @@ func (n leaderTransfer) Inject(ctx context.Context, c *Cluster) error {
 		return err
 	})
 	if err != nil {
+		c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("stepdown %s acknowledged; %v", NodeID(leader), err))
 		return err
 	}
 	c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("stepdown %s; %s leads", NodeID(leader), NodeID(next)))
