@@ -125,13 +125,42 @@ type clusterNode struct {
 // and followed by every node. It returns once the cluster is healthy
 // (WaitHealthy) and every node listens to every worker. On error nothing
 // it started keeps running.
-func StartCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// A port chosen free can be taken by someone else before the node
+	// binds it; then start again on new ports, from empty data dirs.
+	for attempt := 1; ; attempt++ {
+		c, err := startCluster(ctx, cfg)
+		if err == nil || attempt == 3 || !c.lostPortRace() {
+			return c, err
+		}
+		cfg.Logger.Warn("a node lost its port to another process; starting again", "attempt", attempt, "err", err)
+		for i := range cfg.Nodes {
+			os.RemoveAll(filepath.Join(cfg.Dir, NodeID(i)))
+		}
+	}
+}
+
+// lostPortRace reports whether a node exited because a port it was
+// given was taken ("address already in use" in its log).
+func (c *Cluster) lostPortRace() bool {
+	for _, n := range c.nodes {
+		if n.proc == nil || n.proc.exitedOnItsOwn() == nil {
+			continue
+		}
+		if b, err := os.ReadFile(n.proc.logPath); err == nil && strings.Contains(string(b), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	c := &Cluster{cfg: cfg, links: map[[2]int][]*Link{}}
 	defer func() {
 		if err != nil {
@@ -139,10 +168,14 @@ func StartCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}()
 	n := cfg.Nodes
-	ports, err := freePorts(3*n + 1)
+	// The chosen ports stay reserved (their listeners open) while the
+	// links pick theirs, so no link is handed a node's port; each node's
+	// are released just before it starts.
+	ports, reserved, err := freePorts(3*n + 1)
 	if err != nil {
 		return nil, err
 	}
+	defer closeAll(reserved)
 	var initial []string
 	for i := range n {
 		node := &clusterNode{
@@ -205,7 +238,8 @@ func StartCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		node.proc = &proc{name: node.id, path: filepath.Join(cfg.Bin, "kvselect"), args: args,
 			logPath: filepath.Join(cfg.Dir, node.id+".log")}
 	}
-	for _, node := range c.nodes {
+	for i, node := range c.nodes {
+		closeAll([]net.Listener{reserved[i], reserved[n+i], reserved[2*n+i]})
 		if err := node.proc.start(); err != nil {
 			return nil, err
 		}
@@ -215,6 +249,7 @@ func StartCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	cfg.Logger.Info("cluster up", "nodes", n, "dir", cfg.Dir)
 	if cfg.Workers > 0 {
+		closeAll(reserved[3*n:])
 		if err := c.startSim(ctx, ports[3*n]); err != nil {
 			return nil, err
 		}
@@ -655,25 +690,28 @@ func poll(ctx context.Context, what string, cond func(context.Context) error) er
 	}
 }
 
-// freePorts returns n distinct loopback ports that were free a moment
-// ago; every listener stays open until all are chosen, so none repeats.
-func freePorts(n int) ([]int, error) {
+// freePorts returns n distinct loopback ports and the listeners that
+// hold them; the caller closes each just before its port is bound again.
+func freePorts(n int) ([]int, []net.Listener, error) {
 	var ports []int
 	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			closeAll(lns)
+			return nil, nil, err
 		}
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, lns, nil
+}
+
+// closeAll closes listeners; closing one twice is harmless.
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 // proc is one child process (a node or kvsim). Its command line and log
