@@ -574,22 +574,27 @@ func (c *Cluster) HealAll() {
 }
 
 // Recover undoes every fault: links pass, paused nodes resume, stopped
-// nodes restart; then it waits until the cluster is healthy.
+// nodes restart; then it waits until the cluster is healthy. A node that
+// had exited on its own (a crash, not a fault) is restarted too, and
+// reported in the error: that is a finding.
 func (c *Cluster) Recover(ctx context.Context) error {
 	c.HealAll()
-	var errs []error
+	var errs, crashes []error
 	for i, n := range c.nodes {
 		if n.proc.isPaused() {
 			errs = append(errs, c.Resume(i))
 		}
 		if _, ok := n.proc.running(); !ok {
+			if err := n.proc.exitedOnItsOwn(); err != nil {
+				crashes = append(crashes, fmt.Errorf("%s had exited on its own (%v; see %s); restarted", NodeID(i), err, n.proc.logPath))
+			}
 			errs = append(errs, n.proc.start())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return errors.Join(append(crashes, err)...)
 	}
-	return c.WaitHealthy(ctx)
+	return errors.Join(append(crashes, c.WaitHealthy(ctx))...)
 }
 
 // Close stops kvsim and every node (resumed, then SIGTERM, SIGKILL after

@@ -182,6 +182,29 @@ func Test_ClusterLifecycle(t *testing.T) {
 		t.Fatalf("live %v after restart", live)
 	}
 
+	// A graceful stop and restart of a follower, and a pause: a paused
+	// node runs but is not live.
+	f := others(c, next)[0]
+	c.Stop(f)
+	if c.Running(f) {
+		t.Fatalf("%s runs after Stop", NodeID(f))
+	}
+	if err := c.Restart(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Pause(f); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running(f) || !c.Paused(f) || slices.Contains(c.Live(), f) {
+		t.Fatalf("paused %s: running %v paused %v live %v", NodeID(f), c.Running(f), c.Paused(f), c.Live())
+	}
+	if err := c.Resume(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// Isolate the leader through its links: the majority elects another.
 	n, ok := NemesisByName("partition-isolate-leader")
 	if !ok {
@@ -205,7 +228,7 @@ func Test_ClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range c.AllLinks() {
-		if !l.Fault().Pass() {
+		if !l.Fault().Passes() {
 			t.Fatalf("%s is %v after Heal", l.Name, l.Fault())
 		}
 	}

@@ -29,7 +29,8 @@ type Nemesis interface {
 }
 
 // NemesisEvent is one inject or heal, for nemesis.jsonl and the
-// timeline. Time is measured from the cluster's Base.
+// timeline. Time is measured from the cluster's Base (nanoseconds in
+// JSON).
 type NemesisEvent struct {
 	Time    time.Duration `json:"time"`
 	Nemesis string        `json:"nemesis"`
@@ -356,9 +357,11 @@ const (
 // holds; Heal reconnects it and waits until it has caught up.
 //
 // hashicorp/raft keeps TrailingLogs (10240) entries after a snapshot and
-// checks for one every SnapshotInterval (30-60 s), and kvselect exposes
-// neither as a flag; until it does, the follower catches up from the log
-// unless the run writes more than that, and Detail says which happened.
+// checks for one every SnapshotInterval (30-60 s); kvselect exposes
+// neither as a flag, so Inject takes 30-60 s, during which four writers
+// append well over 10240 entries (14k in 30 s on two cores), and Detail
+// says whether the log was compacted past the follower (it then
+// installs the snapshot, "Installed remote snapshot" in its log).
 type snapshotCatchUp struct {
 	mu       sync.Mutex
 	follower int

@@ -49,7 +49,7 @@ func Test_LatestSnapshotIndex(t *testing.T) {
 // and checks that each heal leaves it whole: every node live, every link
 // passing, a leader agreed, one inject and one heal event recorded.
 // snapshot-catch-up waits for hashicorp/raft's snapshot timer (30-60 s),
-// so it runs only with JEPSEN_SLOW=1.
+// so it runs only with JEPSEN_SLOW=1; JEPSEN_NEMESIS=a,b runs only those.
 func Test_NemesesInjectAndHeal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -74,7 +74,7 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 			t.Fatalf("%s: live %v after heal", n.Name(), live)
 		}
 		for _, l := range c.AllLinks() {
-			if !l.Fault().Pass() {
+			if !l.Fault().Passes() {
 				t.Fatalf("%s: %s is %v after heal", n.Name(), l.Name, l.Fault())
 			}
 		}

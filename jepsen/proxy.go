@@ -27,13 +27,13 @@ type LinkFault struct {
 	DropProb float64
 }
 
-// Pass reports whether the fault leaves the link untouched.
-func (f LinkFault) Pass() bool { return f == LinkFault{} }
+// Passes reports whether the fault leaves the link untouched.
+func (f LinkFault) Passes() bool { return f == LinkFault{} }
 
 // String describes the fault for logs and nemesis events.
 func (f LinkFault) String() string {
 	switch {
-	case f.Pass():
+	case f.Passes():
 		return "pass"
 	case f.Blackhole:
 		return "blackhole"
