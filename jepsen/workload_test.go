@@ -30,6 +30,7 @@ const (
 	fakeHonest     = iota
 	fakeNotLeader  // answers not_leader without writing
 	fakeLostAnswer // writes, then answers unknown_outcome
+	fakeStaleReads // writes honestly, reads a catalog frozen empty
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -95,7 +96,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		f.mu.Lock()
 		rec, ok := f.workers[id(r)]
 		f.mu.Unlock()
-		if !ok {
+		if !ok || behaviour == fakeStaleReads {
 			writeJSON(w, 404, notFound)
 			return
 		}
@@ -166,6 +167,23 @@ func Test_RunCatalogClients(t *testing.T) {
 	}
 	if lost := CheckNoLostWrites(ops, final); len(lost) > 0 {
 		t.Fatalf("lost writes on a fake that loses none: %+v", lost)
+	}
+}
+
+// Test_RunCatalogClients_StaleReadsAreCaught runs the workload and the
+// checker against a node whose linearizable reads are stale: the checker
+// must reject the history.
+func Test_RunCatalogClients_StaleReadsAreCaught(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := &fakeCatalog{workers: map[uint64]api.Worker{}, stopAt: 300, stop: cancel}
+	urls := []string{f.node(t, fakeHonest), f.node(t, fakeStaleReads)}
+	h := NewHistory()
+	if err := RunCatalogClients(ctx, urls, time.Now(), 4, []uint64{1, 2}, h); err != nil {
+		t.Fatal(err)
+	}
+	if c := CheckCatalogLinearizable(h.Ops(), 30*time.Second); c.Verdict != VerdictNo {
+		t.Fatalf("history with stale reads is %s, want no", c.Verdict)
 	}
 }
 
