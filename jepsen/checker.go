@@ -189,9 +189,16 @@ type CatalogCheck struct {
 	Info porcupine.LinearizationInfo `json:"-"`
 }
 
+// DefaultCheckTimeout bounds a linearizability check given no timeout.
+const DefaultCheckTimeout = time.Minute
+
 // CheckCatalogLinearizable checks the catalog ops of a history against
-// CatalogModel. Past timeout the verdict is inconclusive.
+// CatalogModel. Past timeout (DefaultCheckTimeout when timeout <= 0) the
+// verdict is inconclusive.
 func CheckCatalogLinearizable(ops []Op, timeout time.Duration) CatalogCheck {
+	if timeout <= 0 {
+		timeout = DefaultCheckTimeout
+	}
 	pops := CatalogOperations(ops)
 	ids := map[uint64]bool{}
 	for _, op := range pops {
