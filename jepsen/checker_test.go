@@ -3,6 +3,7 @@ package jepsen
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -197,4 +198,19 @@ func Test_ConvergenceCheckers(t *testing.T) {
 	check("index diverged", bad, false, index)
 	check("loads zero", good, true, loads)
 	check("loads left", bad, false, loads)
+}
+
+// Test_CheckCatalogLinearizable_TimeoutIsInconclusive gives porcupine a
+// search it cannot finish in time: many open unknown writes and a read of
+// a value never written. The verdict must be inconclusive, never yes.
+func Test_CheckCatalogLinearizable_TimeoutIsInconclusive(t *testing.T) {
+	var ops []Op
+	for i := range 40 {
+		ops = append(ops, op(i, KindRegister, fmt.Sprint("v", i), i, i+1, ResultUnknown))
+		ops = append(ops, read(100+i, fmt.Sprint("v", i), 50+i, 51+i))
+	}
+	ops = append(ops, read(200, "never-written", 100, 101))
+	if got := CheckCatalogLinearizable(ops, 50*ms); got.Verdict != VerdictInconclusive {
+		t.Fatalf("verdict %s, want inconclusive", got.Verdict)
+	}
 }
