@@ -1,0 +1,253 @@
+package jepsen
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// RunSummary is the outcome of one nemesis run, one row of PrintTable
+// and the run's summary.json.
+type RunSummary struct {
+	Nemesis string `json:"nemesis"`
+	// Catalog ops by result.
+	OpsOK      int `json:"ops_ok"`
+	OpsFail    int `json:"ops_fail"`
+	OpsUnknown int `json:"ops_unknown"`
+	// CatalogOpsChecked and CatalogWorkerIDs say what porcupine saw.
+	CatalogOpsChecked int     `json:"catalog_ops_checked"`
+	CatalogWorkerIDs  int     `json:"catalog_worker_ids"`
+	Linearizable      Verdict `json:"linearizable"`
+	// LostWrites counts acknowledged writes missing from the final
+	// catalog; it means nothing unless LostWritesChecked.
+	LostWrites        int         `json:"lost_writes"`
+	LostWritesChecked bool        `json:"lost_writes_checked"`
+	Lost              []LostWrite `json:"lost,omitempty"`
+	CatalogConverged  Verdict     `json:"catalog_converged"`
+	IndexConverged    Verdict     `json:"index_converged"`
+	LoadsZero         Verdict     `json:"loads_zero"`
+	// Selection availability: select_and_reserve answers by result, and
+	// per node the longest stretch from a failed selection to the next
+	// successful one (nanoseconds in JSON).
+	SelectOK       int             `json:"select_ok"`
+	SelectFail     int             `json:"select_fail"`
+	MaxUnavailable []time.Duration `json:"max_unavailable"`
+	// Problems says why a checker failed or could not run.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Summarize counts a history's ops and selection availability over the
+// given number of nodes. Verdicts start as not checked; the caller fills
+// them in from the checkers.
+func Summarize(nemesis string, ops []Op, nodes int) RunSummary {
+	s := RunSummary{Nemesis: nemesis, Linearizable: VerdictNotChecked, CatalogConverged: VerdictNotChecked,
+		IndexConverged: VerdictNotChecked, LoadsZero: VerdictNotChecked}
+	for _, op := range ops {
+		switch {
+		case op.IsCatalog():
+			switch op.Result {
+			case ResultOK:
+				s.OpsOK++
+			case ResultFail:
+				s.OpsFail++
+			default:
+				s.OpsUnknown++
+			}
+		case op.Kind == KindSelectAndReserve && op.Result == ResultOK:
+			s.SelectOK++
+		case op.Kind == KindSelectAndReserve && op.Result == ResultFail:
+			s.SelectFail++
+		}
+	}
+	s.MaxUnavailable = MaxUnavailability(ops, nodes)
+	return s
+}
+
+// SetCatalogCheck records a linearizability verdict.
+func (s *RunSummary) SetCatalogCheck(c CatalogCheck) {
+	s.Linearizable, s.CatalogOpsChecked, s.CatalogWorkerIDs = c.Verdict, c.Ops, c.WorkerIDs
+}
+
+// SetLostWrites records the lost-write check.
+func (s *RunSummary) SetLostWrites(lost []LostWrite) {
+	s.LostWritesChecked, s.LostWrites, s.Lost = true, len(lost), lost
+	for _, l := range lost {
+		s.Problems = append(s.Problems, fmt.Sprintf("lost write: %s of worker %d at %v (want %q, got %q)",
+			l.Op.Kind, l.Op.WorkerID, l.Op.Call, l.Want, l.Got))
+	}
+}
+
+// Converged turns a convergence checker's error into a verdict, keeping
+// the error as a problem.
+func (s *RunSummary) Converged(err error) Verdict {
+	if err == nil {
+		return VerdictYes
+	}
+	s.Problems = append(s.Problems, err.Error())
+	return VerdictNo
+}
+
+// Passed reports whether every check that ran passed. Inconclusive is a
+// failure.
+func (s RunSummary) Passed() bool {
+	ok := func(v Verdict) bool { return v == VerdictYes || v == VerdictNotChecked }
+	return s.Linearizable == VerdictYes && s.LostWrites == 0 && ok(s.CatalogConverged) &&
+		ok(s.IndexConverged) && ok(s.LoadsZero) && len(s.Problems) == 0
+}
+
+// MaxUnavailability is, per node, the longest stretch during which its
+// selections failed: from the call of a failed select_and_reserve to the
+// call of the next successful one on that node (or the return of the last
+// failed one). Unknown attempts are ignored.
+func MaxUnavailability(ops []Op, nodes int) []time.Duration {
+	out := make([]time.Duration, nodes)
+	start := make([]time.Duration, nodes)
+	lastFail := make([]time.Duration, nodes)
+	open := make([]bool, nodes)
+	sorted := append([]Op(nil), ops...)
+	SortOps(sorted)
+	for _, op := range sorted {
+		if op.Kind != KindSelectAndReserve || op.Node < 0 || op.Node >= nodes {
+			continue
+		}
+		n := op.Node
+		switch op.Result {
+		case ResultFail:
+			if !open[n] {
+				open[n], start[n] = true, op.Call
+			}
+			lastFail[n] = op.Return
+		case ResultOK:
+			if open[n] {
+				out[n] = max(out[n], op.Call-start[n])
+				open[n] = false
+			}
+		}
+	}
+	for n := range out {
+		if open[n] {
+			out[n] = max(out[n], lastFail[n]-start[n])
+		}
+	}
+	return out
+}
+
+// Window is a stretch of the run (a nemesis fault, from inject to heal) to
+// show on the HTML timeline, in the history's time base.
+type Window struct {
+	Name       string
+	Start, End time.Duration
+	Detail     string
+}
+
+// Files a run writes into its directory.
+const (
+	HistoryFile = "history.jsonl"
+	NemesisFile = "nemesis.jsonl"
+	HTMLFile    = "history.html"
+	SummaryFile = "summary.json"
+)
+
+// WriteRun writes a run's outputs into dir (created if needed):
+// history.jsonl, nemesis.jsonl (one JSON line per element of the slice
+// nemesis; nil writes an empty file), history.html (porcupine's timeline
+// of the catalog check, with windows as nemesis annotations; skipped when
+// check is nil) and summary.json.
+func WriteRun(dir string, ops []Op, nemesis any, windows []Window, check *CatalogCheck, sum RunSummary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, HistoryFile), func(w io.Writer) error { return WriteJSONL(w, ops) }); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, NemesisFile), func(w io.Writer) error { return WriteJSONLines(w, nemesis) }); err != nil {
+		return err
+	}
+	if check != nil {
+		info := check.Info
+		info.AddAnnotations(annotations(windows))
+		if err := porcupine.VisualizePath(CatalogModel(), info, filepath.Join(dir, HTMLFile)); err != nil {
+			return fmt.Errorf("history.html: %w", err)
+		}
+	}
+	return writeFile(filepath.Join(dir, SummaryFile), func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	})
+}
+
+func annotations(windows []Window) []porcupine.Annotation {
+	out := make([]porcupine.Annotation, 0, len(windows))
+	for _, w := range windows {
+		out = append(out, porcupine.Annotation{Tag: "nemesis", Start: int64(w.Start), End: int64(w.End),
+			Description: w.Name, Details: w.Detail, BackgroundColor: "#f4cccc"})
+	}
+	return out
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// WriteJSONLines writes each element of the slice (or array) events as
+// one JSON line; nil writes nothing. It takes any slice so that callers
+// keep their own event types.
+func WriteJSONLines(w io.Writer, events any) error {
+	if events == nil {
+		return nil
+	}
+	v := reflect.ValueOf(events)
+	if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+		return fmt.Errorf("jepsen: events must be a slice, not %T", events)
+	}
+	enc := json.NewEncoder(w)
+	for i := range v.Len() {
+		if err := enc.Encode(v.Index(i).Interface()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrintTable prints one line per run: nemesis, catalog ops
+// ok/fail/unknown, linearizable, lost writes, catalog/index/load
+// convergence, selections ok/fail and each node's longest unavailability.
+func PrintTable(w io.Writer, runs []RunSummary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "nemesis\tops ok/fail/unknown\tlinearizable\tlost writes\tcatalog\tindex\tloads\tselect ok/fail\tmax unavailable\tpass")
+	for _, r := range runs {
+		lost := "-"
+		if r.LostWritesChecked {
+			lost = fmt.Sprint(r.LostWrites)
+		}
+		unavail := make([]string, len(r.MaxUnavailable))
+		for i, d := range r.MaxUnavailable {
+			unavail[i] = fmt.Sprintf("n%d=%s", i, d.Round(time.Millisecond))
+		}
+		pass := "PASS"
+		if !r.Passed() {
+			pass = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.Nemesis, r.OpsOK, r.OpsFail, r.OpsUnknown,
+			r.Linearizable, lost, r.CatalogConverged, r.IndexConverged, r.LoadsZero, r.SelectOK, r.SelectFail,
+			strings.Join(unavail, " "), pass)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,97 @@
+package jepsen
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sel(node int, result string, call, ret int) Op {
+	return Op{Client: SelectionClientBase + node, Node: node, Kind: KindSelectAndReserve,
+		Call: time.Duration(call) * ms, Return: time.Duration(ret) * ms, Result: result}
+}
+
+func Test_MaxUnavailability(t *testing.T) {
+	ops := []Op{
+		sel(0, ResultOK, 0, 5), sel(0, ResultFail, 10, 15), sel(0, ResultFail, 20, 25), sel(0, ResultOK, 40, 45),
+		sel(0, ResultFail, 50, 55), sel(0, ResultOK, 60, 65),
+		sel(1, ResultOK, 0, 5), sel(1, ResultUnknown, 10, 15),
+		sel(2, ResultFail, 100, 110), sel(2, ResultFail, 120, 170),
+	}
+	got := MaxUnavailability(ops, 3)
+	want := []time.Duration{30 * ms, 0, 70 * ms}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node %d: %v, want %v (all %v)", i, got[i], want[i], got)
+		}
+	}
+}
+
+func Test_Summarize_PrintTable(t *testing.T) {
+	ops := []Op{
+		op(0, KindRegister, "a", 0, 10, ResultOK), op(1, KindRegister, "b", 0, 10, ResultFail),
+		op(2, KindPatch, "c", 0, 10, ResultUnknown), sel(0, ResultOK, 0, 5), sel(1, ResultFail, 0, 5),
+	}
+	s := Summarize("kill-leader", ops, 2)
+	if s.OpsOK != 1 || s.OpsFail != 1 || s.OpsUnknown != 1 || s.SelectOK != 1 || s.SelectFail != 1 {
+		t.Fatalf("counts %+v", s)
+	}
+	if s.Passed() {
+		t.Fatal("a run whose linearizability was not checked passed")
+	}
+	s.SetCatalogCheck(CatalogCheck{Verdict: VerdictYes, Ops: 2, WorkerIDs: 1})
+	s.CatalogConverged = s.Converged(nil)
+	s.SetLostWrites(nil)
+	if !s.Passed() {
+		t.Fatalf("clean run failed: %+v", s)
+	}
+	bad := s
+	bad.Nemesis, bad.Linearizable = "partition-halves", VerdictInconclusive
+	var buf bytes.Buffer
+	PrintTable(&buf, []RunSummary{s, bad})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "linearizable") ||
+		!strings.HasSuffix(lines[1], "PASS") || !strings.Contains(lines[2], "inconclusive") || !strings.HasSuffix(lines[2], "FAIL") {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
+func Test_WriteRun(t *testing.T) {
+	dir := t.TempDir()
+	ops := []Op{op(0, KindRegister, "a", 0, 10, ResultOK), read(1, "a", 20, 30), sel(0, ResultOK, 0, 5)}
+	check := CheckCatalogLinearizable(ops, 10*time.Second)
+	type event struct {
+		Name string        `json:"name"`
+		At   time.Duration `json:"at"`
+	}
+	events := []event{{"inject", 5 * ms}, {"heal", 25 * ms}}
+	sum := Summarize("kill-leader", ops, 1)
+	sum.SetCatalogCheck(check)
+	if err := WriteRun(dir, ops, events, []Window{{Name: "kill-leader", Start: 5 * ms, End: 25 * ms}}, &check, sum); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadHistoryFile(filepath.Join(dir, HistoryFile))
+	if err != nil || len(back) != len(ops) || back[1] != ops[1] {
+		t.Fatalf("history read back %+v, %v", back, err)
+	}
+	nem, _ := os.ReadFile(filepath.Join(dir, NemesisFile))
+	if got := strings.Count(string(nem), "\n"); got != 2 || !strings.Contains(string(nem), `"name":"heal"`) {
+		t.Fatalf("nemesis.jsonl:\n%s", nem)
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, HTMLFile))
+	if !bytes.Contains(html, []byte("kill-leader")) {
+		t.Fatal("history.html lacks the nemesis window")
+	}
+	var back2 RunSummary
+	b, _ := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err := json.Unmarshal(b, &back2); err != nil || back2.Linearizable != VerdictYes || back2.Nemesis != "kill-leader" {
+		t.Fatalf("summary.json %s: %v", b, err)
+	}
+	if err := WriteJSONLines(&bytes.Buffer{}, 42); err == nil {
+		t.Fatal("a non-slice was accepted as events")
+	}
+}
