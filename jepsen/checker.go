@@ -28,7 +28,6 @@ const (
 	VerdictNotChecked   Verdict = "-"
 )
 
-
 // catalogInput is what a catalog op asks of one worker id.
 type catalogInput struct {
 	WorkerID uint64
