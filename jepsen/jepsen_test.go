@@ -1,0 +1,88 @@
+package jepsen
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The scenarios: TestSmoke runs in make test; TestJepsen runs every
+// nemesis (make jepsen) when JEPSEN_ALL=1, for JEPSEN_TIME each (default
+// 60s), keeping every run's files under JEPSEN_OUT (default: a temporary
+// directory, kept on failure).
+
+func runScenario(t *testing.T, n Nemesis, d time.Duration, root string) RunSummary {
+	t.Helper()
+	dir := RunDir(root, n.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
+	defer cancel()
+	sum, err := Run(ctx, RunConfig{Bin: binDir, Dir: dir, Nemesis: n, Duration: d})
+	if err != nil {
+		t.Errorf("%s: %v (files in %s)", n.Name(), err, dir)
+		return sum
+	}
+	if !sum.Passed() {
+		t.Errorf("%s failed (files in %s): %s", n.Name(), dir, strings.Join(sum.Problems, "; "))
+	}
+	return sum
+}
+
+// outDir is JEPSEN_OUT, or a temporary directory that outlives a failed
+// test for the post-mortem.
+func outDir(t *testing.T) string {
+	if d := os.Getenv("JEPSEN_OUT"); d != "" {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	d, err := os.MkdirTemp("", "kvselect-jepsen-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(d)
+		}
+	})
+	return d
+}
+
+// TestSmoke is the short scenario of make test: the leader killed while
+// catalog and selection clients run, checked like every scenario.
+func TestSmoke(t *testing.T) {
+	n, _ := NemesisByName("kill-leader")
+	sum := runScenario(t, n, 25*time.Second, outDir(t))
+	var b strings.Builder
+	PrintTable(&b, []RunSummary{sum})
+	t.Log("\n" + b.String())
+}
+
+// TestJepsen runs every nemesis (JEPSEN_NEMESIS=a,b: only those) and
+// prints the table.
+func TestJepsen(t *testing.T) {
+	if os.Getenv("JEPSEN_ALL") == "" {
+		t.Skip("make jepsen runs it (JEPSEN_ALL=1)")
+	}
+	d := 60 * time.Second
+	if v := os.Getenv("JEPSEN_TIME"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("JEPSEN_TIME: %v", err)
+		}
+	}
+	root := outDir(t)
+	var runs []RunSummary
+	for _, n := range Nemeses() {
+		if only := os.Getenv("JEPSEN_NEMESIS"); only != "" && !strings.Contains(","+only+",", ","+n.Name()+",") {
+			continue
+		}
+		runs = append(runs, runScenario(t, n, d, root))
+	}
+	PrintTable(os.Stdout, runs)
+	t.Logf("files in %s", root)
+}

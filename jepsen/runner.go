@@ -1,0 +1,180 @@
+package jepsen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// RunConfig is one scenario: a fresh cluster, the workload, and one
+// nemesis injected and healed in cycles for Duration.
+type RunConfig struct {
+	// Bin holds the kvselect and kvsim binaries; Dir the run's files.
+	Bin, Dir string
+	Nemesis  Nemesis
+	Duration time.Duration
+	// Quiet and Fault are how long each cycle runs without and with the
+	// fault (defaults 3 s and 5 s).
+	Quiet, Fault time.Duration
+	// LeaderBound is how long the cluster may be without a leader after a
+	// heal (default 15 s).
+	LeaderBound time.Duration
+	Logger      *slog.Logger
+}
+
+// catalogIDs are the worker ids the catalog clients contend on; kvsim's
+// workers are 1..Workers and the clients' fresh ids come after these.
+var catalogIDs = []uint64{1001, 1002, 1003, 1004}
+
+// Run runs one scenario and checks it: the catalog history for
+// linearizability and lost writes, then, with every fault healed, that
+// the nodes agree on the catalog and the index and that every load
+// returns to zero. The cluster is closed before Run returns; its files
+// (history, nemesis events, timeline, summary, node logs) stay in Dir.
+func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 3 * time.Second
+	}
+	if cfg.Fault <= 0 {
+		cfg.Fault = 5 * time.Second
+	}
+	if cfg.LeaderBound <= 0 {
+		cfg.LeaderBound = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	name := cfg.Nemesis.Name()
+	base := time.Now()
+	c, err := StartCluster(ctx, Config{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, Workers: 3, Model: "default", Base: base, Logger: cfg.Logger})
+	if err != nil {
+		return RunSummary{Nemesis: name}, err
+	}
+	defer c.Close()
+
+	h := NewHistory()
+	load, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var loadErrs [3]error
+	wg.Add(3)
+	go func() { defer wg.Done(); loadErrs[0] = RunCatalogClients(load, c.URLs(), base, 4, catalogIDs, h) }()
+	go func() { defer wg.Done(); loadErrs[1] = RunSelectionClients(load, c.URLs(), base, h) }()
+	go func() { defer wg.Done(); loadErrs[2] = servePrompts(load, c.SimURL(), c.WorkerIDs()) }()
+
+	var problems []string
+	deadline := time.Now().Add(cfg.Duration)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if !pause(ctx, cfg.Quiet) {
+			break
+		}
+		if err := cfg.Nemesis.Inject(ctx, c); err != nil {
+			problems = append(problems, fmt.Sprintf("inject: %v", err))
+		}
+		pause(ctx, cfg.Fault)
+		if err := cfg.Nemesis.Heal(ctx, c); err != nil {
+			problems = append(problems, fmt.Sprintf("heal: %v", err))
+		}
+		healed := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, cfg.LeaderBound)
+		if _, err := c.WaitLeader(wctx, nil); err != nil {
+			problems = append(problems, fmt.Sprintf("no leader within %v of a heal: %v", cfg.LeaderBound, err))
+		} else {
+			c.RecordEvent(name, "leader", fmt.Sprintf("a leader %v after the heal", time.Since(healed).Round(time.Millisecond)))
+		}
+		cancel()
+	}
+	stopLoad()
+	wg.Wait()
+	for _, err := range loadErrs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			problems = append(problems, fmt.Sprintf("workload: %v", err))
+		}
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.Recover(rctx); err != nil {
+		problems = append(problems, fmt.Sprintf("recover: %v", err))
+	}
+	ops := h.Ops()
+	sum := Summarize(name, ops, c.Size())
+	check := CheckCatalogLinearizable(ops, DefaultCheckTimeout)
+	sum.SetCatalogCheck(check)
+	if final, err := FetchCatalog(rctx, c.URLs()); err != nil {
+		problems = append(problems, fmt.Sprintf("final catalog: %v", err))
+	} else {
+		sum.SetLostWrites(CheckNoLostWrites(ops, final))
+	}
+	converge := func(f func(context.Context) error) Verdict {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return sum.Converged(f(cctx))
+	}
+	sum.CatalogConverged = converge(func(ctx context.Context) error { return CheckCatalogConverged(ctx, c.URLs()) })
+	sum.IndexConverged = converge(func(ctx context.Context) error {
+		return CheckIndexConverged(ctx, c.URLs(), SelectionPrompts())
+	})
+	// Bookings left by a lost answer expire (the cluster runs with a
+	// short expiry); loads must be zero within it.
+	lctx, lcancel := context.WithTimeout(ctx, c.Config().ActiveRequestExpiry+30*time.Second)
+	sum.LoadsZero = sum.Converged(CheckLoadsZero(lctx, c.URLs(), c.Config().ActiveRequestExpiry+30*time.Second))
+	lcancel()
+	sum.Problems = append(sum.Problems, problems...)
+
+	events := c.Events()
+	if err := WriteRun(cfg.Dir, ops, events, windows(events), &check, sum); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+// windows pairs each inject with the heal that follows it.
+func windows(events []NemesisEvent) []Window {
+	var out []Window
+	var open *Window
+	for _, e := range events {
+		switch e.Phase {
+		case PhaseInject:
+			open = &Window{Name: e.Nemesis, Start: e.Time, Detail: e.Detail}
+		case PhaseHeal:
+			if open != nil {
+				open.End = e.Time
+				out = append(out, *open)
+				open = nil
+			}
+		}
+	}
+	return out
+}
+
+// servePrompts has kvsim's workers serve the selection prompts in turn,
+// so KV events flow throughout and the index has something to converge
+// on. kvsim may be unreachable for a moment; that is not a failure.
+func servePrompts(ctx context.Context, simURL string, workers []uint64) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	prompts := SelectionPrompts()
+	for i := 0; ; i++ {
+		p := prompts[i%len(prompts)]
+		body, _ := json.Marshal(map[string]any{"worker_id": workers[i%len(workers)], "token_ids": p.TokenIDs})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, simURL+"/prompt", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		if !pause(ctx, 200*time.Millisecond) {
+			return nil
+		}
+	}
+}
+
+// RunDir is where scenario name's files go under root.
+func RunDir(root, name string) string { return filepath.Join(root, name) }
