@@ -3,6 +3,7 @@
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
+#   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs a kill-leader smoke
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run each fuzz target for FUZZTIME (default 30s)
 
@@ -24,7 +25,7 @@ FUZZTIME   ?= 30s
 SOAK_DURATION ?= 10m
 TESTFLAGS  ?=
 
-.PHONY: all build run test test-go test-python vet fmt-check bench soak fuzz tools interop-deps python-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench soak jepsen fuzz tools interop-deps python-deps clean
 
 all: build
 
@@ -64,12 +65,24 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd jepsen && $(GO) vet ./...
 
 # Fuzz targets run their seed corpus (testdata/fuzz) as ordinary tests here.
 test: fmt-check vet test-go test-python
 
 test-go: interop-deps
 	KVSELECT_REQUIRE_INTEROP=1 $(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
+	cd jepsen && $(GO) test -race -count=1 -timeout 10m $(TESTFLAGS) ./...
+
+# The fault-injection suite (its own module, jepsen/): every nemesis for
+# JEPSEN_TIME on a fresh 3-process cluster, then the table; each run's
+# history, nemesis events, timeline (history.html), summary and node logs
+# go to JEPSEN_OUT. JEPSEN_NEMESIS=a,b runs only those.
+JEPSEN_TIME ?= 60s
+JEPSEN_OUT  ?= bench/jepsen
+jepsen:
+	cd jepsen && JEPSEN_ALL=1 JEPSEN_TIME=$(JEPSEN_TIME) JEPSEN_OUT=$(abspath $(JEPSEN_OUT)) \
+	  $(GO) test -count=1 -timeout 120m -run '^TestJepsen$$' -v ./...
 
 # The Python client against real kvselect and kvsim processes.
 test-python: build python-deps
