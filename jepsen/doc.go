@@ -18,6 +18,18 @@
 // records each inject and heal as a NemesisEvent on a time base shared
 // with the workload's history.
 //
+// The workload (workload.go) runs concurrent catalog clients over a few
+// worker ids (register, patch, delete, linearizable get, each on a random
+// node, recorded in a History with call and return times and classified
+// ok, fail or unknown) and a selection client per node
+// (select_and_reserve, then prefill_complete and free on random nodes).
+// The checkers (checker.go) run porcupine per worker id, look for lost
+// acknowledged writes in the final catalog, and check that the nodes
+// converge on the catalog, the index (full /overlap_scores rows) and zero
+// load. Run (runner.go) ties one nemesis to all of it on a fresh cluster
+// and writes history.jsonl, nemesis.jsonl, history.html and summary.json
+// (report.go).
+//
 // KV-event connections from the nodes to the kvsim workers are not
 // proxied: the catalog holds one endpoint per worker rank for every node,
 // so a per-node proxy would need a per-node catalog.
