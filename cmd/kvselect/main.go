@@ -118,22 +118,24 @@ func parseConfig(args []string) (server.Config, error) {
 		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>)")
 		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port)")
 
-		heartbeat    = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
-		election     = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
-		lease        = fs.Duration("raft-leader-lease-timeout", cluster.DefaultConfig().LeaderLeaseTimeout, "Raft leader lease timeout")
-		commit       = fs.Duration("raft-commit-timeout", cluster.DefaultConfig().CommitTimeout, "Raft commit timeout")
-		leaderWait   = fs.Duration("leader-wait", cluster.DefaultConfig().LeaderWait, "how long a write waits for an election before failing with no_leader")
-		applyTimeout = fs.Duration("apply-timeout", cluster.DefaultConfig().ApplyTimeout, "how long a catalog write may wait to enter the Raft log")
-		forwardWait  = fs.Duration("forward-timeout", cluster.DefaultConfig().ForwardTimeout, "how long a request forwarded to the leader may take")
-		snapshotAt   = fs.Uint64("raft-snapshot-threshold", cluster.DefaultConfig().SnapshotThreshold, "log entries between Raft snapshots")
-		defaults     = scheduler.DefaultConfig()
-		weight       = fs.Float64("overlap-score-weight", defaults.OverlapScoreWeight, "weight of the prefill term in the cost")
-		temperature  = fs.Float64("router-temperature", defaults.Temperature, "0 picks the cheapest worker; > 0 samples a softmax over costs")
-		hostWeight   = fs.Float64("host-cache-hit-weight", defaults.HostCacheHitWeight, "credit of a host-tier block relative to a device block")
-		diskWeight   = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
-		trackPrefill = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
-		expirySecs   = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
-		thresholds   server.InitialThresholds
+		heartbeat     = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
+		election      = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
+		lease         = fs.Duration("raft-leader-lease-timeout", cluster.DefaultConfig().LeaderLeaseTimeout, "Raft leader lease timeout")
+		commit        = fs.Duration("raft-commit-timeout", cluster.DefaultConfig().CommitTimeout, "Raft commit timeout")
+		leaderWait    = fs.Duration("leader-wait", cluster.DefaultConfig().LeaderWait, "how long a write waits for an election before failing with no_leader")
+		applyTimeout  = fs.Duration("apply-timeout", cluster.DefaultConfig().ApplyTimeout, "how long a catalog write may wait to enter the Raft log")
+		forwardWait   = fs.Duration("forward-timeout", cluster.DefaultConfig().ForwardTimeout, "how long a request forwarded to the leader may take")
+		snapshotAt    = fs.Uint64("raft-snapshot-threshold", cluster.DefaultConfig().SnapshotThreshold, "log entries between Raft snapshots")
+		snapshotEvery = fs.Duration("raft-snapshot-interval", cluster.DefaultConfig().SnapshotInterval, "how often Raft checks whether to snapshot (it waits a random time between this and twice it)")
+		trailingLogs  = fs.Uint64("raft-trailing-logs", cluster.DefaultConfig().TrailingLogs, "log entries Raft keeps after a snapshot, so a follower slightly behind needs no snapshot")
+		defaults      = scheduler.DefaultConfig()
+		weight        = fs.Float64("overlap-score-weight", defaults.OverlapScoreWeight, "weight of the prefill term in the cost")
+		temperature   = fs.Float64("router-temperature", defaults.Temperature, "0 picks the cheapest worker; > 0 samples a softmax over costs")
+		hostWeight    = fs.Float64("host-cache-hit-weight", defaults.HostCacheHitWeight, "credit of a host-tier block relative to a device block")
+		diskWeight    = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
+		trackPrefill  = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
+		expirySecs    = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
+		thresholds    server.InitialThresholds
 	)
 	fs.Func("active-decode-blocks-threshold", "initial busy threshold of every model: a fraction 0-1 of a rank's total_kv_blocks (later set through /busy_threshold; default: none)",
 		func(v string) error {
@@ -177,7 +179,10 @@ func parseConfig(args []string) (server.Config, error) {
 	cl.RaftBind, cl.RaftAdvertise, cl.HTTPAdvertise = *raftAddr, *raftAdvertise, *httpAdvertise
 	cl.HeartbeatTimeout, cl.ElectionTimeout, cl.LeaderLeaseTimeout = *heartbeat, *election, *lease
 	cl.CommitTimeout, cl.LeaderWait, cl.ApplyTimeout, cl.ForwardTimeout = *commit, *leaderWait, *applyTimeout, *forwardWait
-	cl.SnapshotThreshold = *snapshotAt
+	cl.SnapshotThreshold, cl.SnapshotInterval, cl.TrailingLogs = *snapshotAt, *snapshotEvery, *trailingLogs
+	if *snapshotEvery <= 0 {
+		return server.Config{}, fmt.Errorf("--raft-snapshot-interval (env %s) must be positive, got %v", envflag.Name(env.Prefix, "raft-snapshot-interval"), *snapshotEvery)
+	}
 	cl.JoinTimeout = *joinTimeout
 	if cl.RaftAdvertise == "" {
 		cl.RaftAdvertise = *raftAddr
