@@ -356,12 +356,11 @@ const (
 // the leader has taken a Raft snapshot past everything the follower
 // holds; Heal reconnects it and waits until it has caught up.
 //
-// hashicorp/raft keeps TrailingLogs (10240) entries after a snapshot and
-// checks for one every SnapshotInterval (30-60 s); kvselect exposes
-// neither as a flag, so Inject takes 30-60 s, during which four writers
-// append well over 10240 entries (14k in 30 s on two cores), and Detail
-// says whether the log was compacted past the follower (it then
-// installs the snapshot, "Installed remote snapshot" in its log).
+// The cluster runs with --raft-snapshot-interval 1s and
+// --raft-trailing-logs 64, so the leader compacts past the follower
+// within seconds of the writes; Detail says whether the log was
+// compacted past it (it then installs the snapshot, "Installed remote
+// snapshot" in its log).
 type snapshotCatchUp struct {
 	mu       sync.Mutex
 	follower int

@@ -48,16 +48,12 @@ func Test_LatestSnapshotIndex(t *testing.T) {
 // Test_NemesesInjectAndHeal applies every nemesis to one cluster in turn
 // and checks that each heal leaves it whole: every node live, every link
 // passing, a leader agreed, one inject and one heal event recorded.
-// snapshot-catch-up waits for hashicorp/raft's snapshot timer (30-60 s),
-// so it runs only with JEPSEN_SLOW=1; JEPSEN_NEMESIS=a,b runs only those.
+// JEPSEN_NEMESIS=a,b runs only those.
 func Test_NemesesInjectAndHeal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := mustStartCluster(t, ctx, Config{Workers: 1})
 	for _, n := range Nemeses() {
-		if n.Name() == "snapshot-catch-up" && os.Getenv("JEPSEN_SLOW") == "" {
-			continue
-		}
 		if only := os.Getenv("JEPSEN_NEMESIS"); only != "" && !slices.Contains(strings.Split(only, ","), n.Name()) {
 			continue
 		}
