@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/childproc"
 )
 
 // Config describes the cluster StartCluster runs.
@@ -171,11 +172,11 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// The chosen ports stay reserved (their listeners open) while the
 	// links pick theirs, so no link is handed a node's port; each node's
 	// are released just before it starts.
-	ports, reserved, err := freePorts(3*n + 1)
+	ports, reserved, err := childproc.ReservePorts(3*n + 1)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll(reserved)
+	defer childproc.CloseAll(reserved)
 	var initial []string
 	for i := range n {
 		node := &clusterNode{
@@ -243,7 +244,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			logPath: filepath.Join(cfg.Dir, node.id+".log")}
 	}
 	for i, node := range c.nodes {
-		closeAll([]net.Listener{reserved[i], reserved[n+i], reserved[2*n+i]})
+		childproc.CloseAll([]net.Listener{reserved[i], reserved[n+i], reserved[2*n+i]})
 		if err := node.proc.start(); err != nil {
 			return nil, err
 		}
@@ -253,7 +254,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	cfg.Logger.Info("cluster up", "nodes", n, "dir", cfg.Dir)
 	if cfg.Workers > 0 {
-		closeAll(reserved[3*n:])
+		childproc.CloseAll(reserved[3*n:])
 		if err := c.startSim(ctx, ports[3*n]); err != nil {
 			return nil, err
 		}
@@ -699,30 +700,6 @@ func poll(ctx context.Context, what string, cond func(context.Context) error) er
 	}
 }
 
-// freePorts returns n distinct loopback ports and the listeners that
-// hold them; the caller closes each just before its port is bound again.
-func freePorts(n int) ([]int, []net.Listener, error) {
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			closeAll(lns)
-			return nil, nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, lns, nil
-}
-
-// closeAll closes listeners; closing one twice is harmless.
-func closeAll(lns []net.Listener) {
-	for _, ln := range lns {
-		ln.Close()
-	}
-}
-
 // proc is one child process (a node or kvsim). Its command line and log
 // file stay the same across restarts. mu guards every field below it; the
 // waiter goroutine of each run reaps it and then closes that run's done.
@@ -755,7 +732,7 @@ func (p *proc) start() error {
 	}
 	fmt.Fprintf(f, "=== jepsen %s: start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childEnv()
+	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childproc.Env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -862,17 +839,4 @@ func isClosed(ch chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// childEnv is the harness's environment without the variables kvselect
-// and kvsim read settings from, so the command lines alone configure
-// them.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KVSELECT_") && !strings.HasPrefix(kv, "DYN_") && !strings.HasPrefix(kv, "KVSIM_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

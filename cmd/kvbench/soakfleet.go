@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/childproc"
 )
 
 // The soak's model, block size and worker layout.
@@ -96,7 +97,8 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 		{name: "kvsim-churn", firstID: churnWorkerID, workers: 1, dp: 2},
 	}
 	const n = 3
-	ports, err := freePorts(3*n + len(layout))
+	ports, lns, err := childproc.ReservePorts(3*n + len(layout))
+	childproc.CloseAll(lns)
 	if err != nil {
 		return err
 	}

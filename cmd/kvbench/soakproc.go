@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/childproc"
 )
 
 // proc is one child process of the soak (a kvselect node or a kvsim
@@ -47,7 +48,7 @@ func (p *proc) start() error {
 	}
 	fmt.Fprintf(f, "=== soak %s: start %s %s\n", time.Now().Format(time.RFC3339), p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childEnv()
+	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childproc.Env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -112,41 +113,6 @@ func closed(ch chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// childEnv is the soak's environment without the variables kvselect and
-// kvsim read their settings from, so the command lines alone configure
-// the children.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KVSELECT_") && !strings.HasPrefix(kv, "DYN_") && !strings.HasPrefix(kv, "KVSIM_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago. Every listener stays open until all are chosen, so the kernel does
-// not hand out the same port twice.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // vmRSS reads a process's resident set size from /proc/<pid>/status.
