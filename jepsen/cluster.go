@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -100,7 +99,7 @@ type Cluster struct {
 	cfg   Config
 	nodes []*clusterNode
 	links map[[2]int][]*Link // [from, to] → raft, http, sync links
-	sim   *proc
+	sim   *childproc.Proc
 	// simControl is kvsim's control API base URL ("" without kvsim).
 	simControl string
 
@@ -117,7 +116,7 @@ type clusterNode struct {
 	url      string // http://127.0.0.1:port
 	raftAddr string
 	syncAddr string
-	proc     *proc
+	proc     *childproc.Proc
 	cl       *client.Client // pinned to this node
 }
 
@@ -151,10 +150,10 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 // given was taken ("address already in use" in its log).
 func (c *Cluster) lostPortRace() bool {
 	for _, n := range c.nodes {
-		if n.proc == nil || n.proc.exitedOnItsOwn() == nil {
+		if n.proc == nil || n.proc.ExitedOnItsOwn() == nil {
 			continue
 		}
-		if b, err := os.ReadFile(n.proc.logPath); err == nil && strings.Contains(string(b), "address already in use") {
+		if b, err := os.ReadFile(n.proc.LogPath); err == nil && strings.Contains(string(b), "address already in use") {
 			return true
 		}
 	}
@@ -240,12 +239,12 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			args = append(args, "--peer-dial", strings.Join(dial, ","))
 		}
 		args = append(args, cfg.ExtraArgs...)
-		node.proc = &proc{name: node.id, path: filepath.Join(cfg.Bin, "kvselect"), args: args,
-			logPath: filepath.Join(cfg.Dir, node.id+".log")}
+		node.proc = &childproc.Proc{Tag: "jepsen", Name: node.id, Path: filepath.Join(cfg.Bin, "kvselect"), Args: args,
+			LogPath: filepath.Join(cfg.Dir, node.id+".log")}
 	}
 	for i, node := range c.nodes {
 		childproc.CloseAll([]net.Listener{reserved[i], reserved[n+i], reserved[2*n+i]})
-		if err := node.proc.start(); err != nil {
+		if err := node.proc.Start(); err != nil {
 			return nil, err
 		}
 	}
@@ -314,13 +313,13 @@ func (c *Cluster) WorkerIDs() []uint64 {
 }
 
 // LogPath is node i's log file.
-func (c *Cluster) LogPath(i int) string { return c.nodes[i].proc.logPath }
+func (c *Cluster) LogPath(i int) string { return c.nodes[i].proc.LogPath }
 
 // Live lists the nodes whose process runs and is not paused.
 func (c *Cluster) Live() []int {
 	var out []int
 	for i, n := range c.nodes {
-		if n.proc.live() {
+		if n.proc.Live() {
 			out = append(out, i)
 		}
 	}
@@ -329,32 +328,32 @@ func (c *Cluster) Live() []int {
 
 // Running reports whether node i's process exists (paused or not).
 func (c *Cluster) Running(i int) bool {
-	_, ok := c.nodes[i].proc.running()
+	_, ok := c.nodes[i].proc.Running()
 	return ok
 }
 
 // Paused reports whether node i is stopped by SIGSTOP.
-func (c *Cluster) Paused(i int) bool { return c.nodes[i].proc.isPaused() }
+func (c *Cluster) Paused(i int) bool { return c.nodes[i].proc.IsPaused() }
 
 // Kill sends SIGKILL to node i and waits until it is reaped.
-func (c *Cluster) Kill(i int) { c.nodes[i].proc.stop(syscall.SIGKILL, 0) }
+func (c *Cluster) Kill(i int) { c.nodes[i].proc.Stop(syscall.SIGKILL, 0) }
 
 // Stop sends SIGTERM to node i and waits for it to exit (SIGKILL after
 // 10 s).
-func (c *Cluster) Stop(i int) { c.nodes[i].proc.stop(syscall.SIGTERM, 10*time.Second) }
+func (c *Cluster) Stop(i int) { c.nodes[i].proc.Stop(syscall.SIGTERM, 10*time.Second) }
 
 // Pause stops node i with SIGSTOP: it keeps its sockets but answers
 // nothing.
-func (c *Cluster) Pause(i int) error { return c.nodes[i].proc.signalPause(true) }
+func (c *Cluster) Pause(i int) error { return c.nodes[i].proc.SetPaused(true) }
 
 // Resume continues node i after Pause (SIGCONT).
-func (c *Cluster) Resume(i int) error { return c.nodes[i].proc.signalPause(false) }
+func (c *Cluster) Resume(i int) error { return c.nodes[i].proc.SetPaused(false) }
 
 // Restart starts node i again with the same command line and data dir;
 // a running node is stopped first (SIGTERM).
 func (c *Cluster) Restart(i int) error {
 	c.Stop(i)
-	return c.nodes[i].proc.start()
+	return c.nodes[i].proc.Start()
 }
 
 // status asks node i for /cluster/status within a short bound.
@@ -448,8 +447,8 @@ func (c *Cluster) WaitLeader(ctx context.Context, among []int) (int, error) {
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	return poll(ctx, "the cluster is healthy", func(ctx context.Context) error {
 		for i, n := range c.nodes {
-			if err := n.proc.exitedOnItsOwn(); err != nil {
-				return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(i), err, n.proc.logPath)}
+			if err := n.proc.ExitedOnItsOwn(); err != nil {
+				return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(i), err, n.proc.LogPath)}
 			}
 		}
 		live := c.Live()
@@ -586,14 +585,14 @@ func (c *Cluster) Recover(ctx context.Context) error {
 	c.HealAll()
 	var errs, crashes []error
 	for i, n := range c.nodes {
-		if n.proc.isPaused() {
+		if n.proc.IsPaused() {
 			errs = append(errs, c.Resume(i))
 		}
-		if _, ok := n.proc.running(); !ok {
-			if err := n.proc.exitedOnItsOwn(); err != nil {
-				crashes = append(crashes, fmt.Errorf("%s had exited on its own (%v; see %s); restarted", NodeID(i), err, n.proc.logPath))
+		if _, ok := n.proc.Running(); !ok {
+			if err := n.proc.ExitedOnItsOwn(); err != nil {
+				crashes = append(crashes, fmt.Errorf("%s had exited on its own (%v; see %s); restarted", NodeID(i), err, n.proc.LogPath))
 			}
-			errs = append(errs, n.proc.start())
+			errs = append(errs, n.proc.Start())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -608,7 +607,7 @@ func (c *Cluster) Recover(ctx context.Context) error {
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		if c.sim != nil {
-			c.sim.stop(syscall.SIGTERM, 3*time.Second)
+			c.sim.Stop(syscall.SIGTERM, 3*time.Second)
 		}
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
@@ -618,7 +617,7 @@ func (c *Cluster) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n.proc.stop(syscall.SIGTERM, 5*time.Second)
+				n.proc.Stop(syscall.SIGTERM, 5*time.Second)
 			}()
 		}
 		wg.Wait()
@@ -640,15 +639,15 @@ func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
 	}
 	control := fmt.Sprintf("127.0.0.1:%d", controlPort)
 	c.simControl = "http://" + control
-	c.sim = &proc{name: "kvsim", path: filepath.Join(c.cfg.Bin, "kvsim"), logPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
-		args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
+	c.sim = &childproc.Proc{Tag: "jepsen", Name: "kvsim", Path: filepath.Join(c.cfg.Bin, "kvsim"), LogPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
+		Args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
 			"--register", c.URL(leader), "--log-level", "info"}}
-	if err := c.sim.start(); err != nil {
+	if err := c.sim.Start(); err != nil {
 		return err
 	}
 	return poll(ctx, "every node follows every kvsim worker", func(ctx context.Context) error {
-		if err := c.sim.exitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.logPath)}
+		if err := c.sim.ExitedOnItsOwn(); err != nil {
+			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
 		}
 		for _, i := range c.Live() {
 			ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
@@ -697,146 +696,5 @@ func poll(ctx context.Context, what string, cond func(context.Context) error) er
 			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
 		case <-tick.C:
 		}
-	}
-}
-
-// proc is one child process (a node or kvsim). Its command line and log
-// file stay the same across restarts. mu guards every field below it; the
-// waiter goroutine of each run reaps it and then closes that run's done.
-type proc struct {
-	name    string
-	path    string
-	args    []string
-	logPath string
-
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{} // closed once the current run is reaped
-	err      error         // the current run's exit status, after done
-	stopping bool          // the harness signalled the current run
-	paused   bool
-}
-
-// start runs the process, appending its output to its log. The child has
-// its own process group (a terminal's Ctrl-C reaches only the harness)
-// and the kernel kills it if the harness dies first (Pdeathsig).
-func (p *proc) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil && !isClosed(p.done) {
-		return fmt.Errorf("%s is already running", p.name)
-	}
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(f, "=== jepsen %s: start %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childproc.Env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.err, p.stopping, p.paused = cmd, done, nil, false, false
-	go func() {
-		err := cmd.Wait()
-		f.Close()
-		p.mu.Lock()
-		p.err = err
-		p.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
-
-func (p *proc) running() (int, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil || isClosed(p.done) {
-		return 0, false
-	}
-	return p.cmd.Process.Pid, true
-}
-
-func (p *proc) live() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.done != nil && !isClosed(p.done) && !p.paused
-}
-
-func (p *proc) isPaused() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused && p.done != nil && !isClosed(p.done)
-}
-
-// exitedOnItsOwn is the exit status of a run that ended without the
-// harness stopping it (a crash), else nil.
-func (p *proc) exitedOnItsOwn() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil || !isClosed(p.done) || p.stopping {
-		return nil
-	}
-	if p.err == nil {
-		return errors.New("exit status 0")
-	}
-	return p.err
-}
-
-func (p *proc) signalPause(pause bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil || isClosed(p.done) {
-		return fmt.Errorf("%s is not running", p.name)
-	}
-	sig := syscall.SIGCONT
-	if pause {
-		sig = syscall.SIGSTOP
-	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
-	}
-	p.paused = pause
-	return nil
-}
-
-// stop sends sig (and SIGCONT, so a paused process sees it) and waits up
-// to grace for the exit, then kills. It returns once the run is reaped.
-func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	if done == nil || isClosed(done) {
-		p.mu.Unlock()
-		return
-	}
-	p.stopping = true
-	_ = cmd.Process.Signal(sig)
-	if p.paused && sig != syscall.SIGKILL {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-	}
-	p.paused = false
-	p.mu.Unlock()
-	if grace > 0 {
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-	}
-	_ = cmd.Process.Kill()
-	<-done
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }

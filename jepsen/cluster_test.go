@@ -88,12 +88,12 @@ func mustStartCluster(t *testing.T, ctx context.Context, cfg Config) *Cluster {
 func (c *Cluster) pids() []int {
 	var out []int
 	for _, n := range c.nodes {
-		if pid, ok := n.proc.running(); ok {
+		if pid, ok := n.proc.Running(); ok {
 			out = append(out, pid)
 		}
 	}
 	if c.sim != nil {
-		if pid, ok := c.sim.running(); ok {
+		if pid, ok := c.sim.Running(); ok {
 			out = append(out, pid)
 		}
 	}

@@ -364,8 +364,8 @@ func sampleUntil(ctx context.Context, f *fleet, st *soakStats, start time.Time, 
 				return out, ""
 			}
 			if err != nil {
-				if _, ok := node.proc.running(); !ok {
-					return out, fmt.Sprintf("%s died: %v (see %s)", node.id, node.proc.exitErr(), node.proc.logPath)
+				if _, ok := node.proc.Running(); !ok {
+					return out, fmt.Sprintf("%s died: %v (see %s)", node.id, node.proc.ExitErr(), node.proc.LogPath)
 				}
 				st.record(ctx, "metrics", err, false)
 				continue
@@ -393,7 +393,7 @@ func sampleUntil(ctx context.Context, f *fleet, st *soakStats, start time.Time, 
 // nodeFigures reads a node's RSS from /proc and its Go heap and
 // goroutines from its /metrics.
 func nodeFigures(ctx context.Context, node *soakNode) (nodeFigs, error) {
-	pid, ok := node.proc.running()
+	pid, ok := node.proc.Running()
 	if !ok {
 		return nodeFigs{}, fmt.Errorf("%s is not running", node.id)
 	}

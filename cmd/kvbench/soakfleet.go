@@ -35,14 +35,14 @@ const (
 type soakNode struct {
 	id   string
 	url  string
-	proc *proc
+	proc *childproc.Proc
 	cl   *client.Client
 }
 
 // soakSim is one kvsim process: a few workers with the same dp size.
 type soakSim struct {
 	name     string
-	proc     *proc
+	proc     *childproc.Proc
 	control  string // base URL of its control API
 	firstID  uint64
 	workers  int
@@ -109,7 +109,7 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 	for i := range n {
 		id := "n" + strconv.Itoa(i+1)
 		node := &soakNode{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", ports[i])}
-		node.proc = &proc{name: id, path: filepath.Join(binDir, "kvselect"), logPath: filepath.Join(dir, id+".log"), args: []string{
+		node.proc = &childproc.Proc{Tag: "soak", Name: id, Path: filepath.Join(binDir, "kvselect"), LogPath: filepath.Join(dir, id+".log"), Args: []string{
 			"--node-id", id, "--bind", "127.0.0.1", "--port", strconv.Itoa(ports[i]),
 			"--raft-addr", "127.0.0.1:" + strconv.Itoa(ports[n+i]), "--data-dir", filepath.Join(dir, id),
 			"--initial-cluster", strings.Join(initial, ","), "--replica-sync-port", strconv.Itoa(ports[2*n+i]),
@@ -121,7 +121,7 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 		f.nodes = append(f.nodes, node)
 	}
 	for _, node := range f.nodes {
-		if err := node.proc.start(); err != nil {
+		if err := node.proc.Start(); err != nil {
 			return err
 		}
 	}
@@ -142,7 +142,7 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 			// are followers, which forward the writes to the leader.
 			args = append(args, "--register", f.nodes[i%n].url)
 		}
-		s.proc = &proc{name: s.name, path: filepath.Join(binDir, "kvsim"), args: args, logPath: filepath.Join(dir, s.name+".log")}
+		s.proc = &childproc.Proc{Tag: "soak", Name: s.name, Path: filepath.Join(binDir, "kvsim"), Args: args, LogPath: filepath.Join(dir, s.name+".log")}
 		if s.register {
 			f.sims = append(f.sims, s)
 		} else {
@@ -150,7 +150,7 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 		}
 	}
 	for _, s := range append(f.sims, f.churn) {
-		if err := s.proc.start(); err != nil {
+		if err := s.proc.Start(); err != nil {
 			return err
 		}
 	}
@@ -192,8 +192,8 @@ func pollFor(ctx context.Context, timeout time.Duration, what string, cond func(
 func (f *fleet) waitCluster(ctx context.Context) error {
 	return pollFor(ctx, 60*time.Second, "the cluster forms", func(ctx context.Context) error {
 		for _, node := range f.nodes {
-			if _, ok := node.proc.running(); !ok {
-				return fmt.Errorf("%s exited: %v (see %s)", node.id, node.proc.exitErr(), node.proc.logPath)
+			if _, ok := node.proc.Running(); !ok {
+				return fmt.Errorf("%s exited: %v (see %s)", node.id, node.proc.ExitErr(), node.proc.LogPath)
 			}
 			st, err := node.cl.ClusterStatus(ctx)
 			if err != nil {
@@ -249,8 +249,8 @@ func (f *fleet) registrations(ctx context.Context, s *soakSim) ([]api.WorkerPatc
 // fleet, id is the catalog id its worker is registered under.
 func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
 	return pollFor(ctx, 60*time.Second, "every node follows "+s.name, func(ctx context.Context) error {
-		if _, ok := s.proc.running(); !ok {
-			return fmt.Errorf("%s exited: %v (see %s)", s.name, s.proc.exitErr(), s.proc.logPath)
+		if _, ok := s.proc.Running(); !ok {
+			return fmt.Errorf("%s exited: %v (see %s)", s.name, s.proc.ExitErr(), s.proc.LogPath)
 		}
 		regs, err := f.registrations(ctx, s)
 		if err != nil {
@@ -326,8 +326,8 @@ func (f *fleet) simFor(id uint64) (*soakSim, uint64, bool) {
 // every node follows the new endpoints.
 func (f *fleet) restartSim(ctx context.Context, s *soakSim) error {
 	s.up.Store(false)
-	s.proc.stop(syscall.SIGKILL, 0)
-	if err := s.proc.start(); err != nil {
+	s.proc.Stop(syscall.SIGKILL, 0)
+	if err := s.proc.Start(); err != nil {
 		return err
 	}
 	if err := f.waitFollowed(ctx, s, 0); err != nil {
@@ -342,14 +342,14 @@ func (f *fleet) restartSim(ctx context.Context, s *soakSim) error {
 // returns.
 func (f *fleet) stopAll() {
 	var wg sync.WaitGroup
-	stop := func(p *proc, grace time.Duration) {
+	stop := func(p *childproc.Proc, grace time.Duration) {
 		if p == nil {
 			return
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.stop(syscall.SIGTERM, grace)
+			p.Stop(syscall.SIGTERM, grace)
 		}()
 	}
 	for _, s := range append(f.sims[:len(f.sims):len(f.sims)], f.churn) {
