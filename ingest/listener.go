@@ -156,7 +156,7 @@ func (l *listener) run(ctx context.Context) {
 func (l *listener) session(ctx context.Context) (received bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub, err := zmqx.DialSub(ctx, l.spec.endpoint, l.log)
+	sub, err := zmqx.DialSub(ctx, l.m.dialAddr(l.spec.endpoint), l.log)
 	if err != nil {
 		return false, err
 	}
@@ -402,7 +402,7 @@ var errReplyOutOfRange = errors.New("replay reply outside the asked range")
 func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.ReplayTimeout)
 	defer cancel()
-	d, err := zmqx.Dial(ctx, zmq4.NewDealer, l.spec.replay, l.log, nil)
+	d, err := zmqx.Dial(ctx, zmq4.NewDealer, l.m.dialAddr(l.spec.replay), l.log, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}

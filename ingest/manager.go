@@ -39,7 +39,10 @@ type Config struct {
 	// the listeners the catalog calls for (they show as connecting) but
 	// starts none, so a node can first load its index from a peer's dump
 	// and set the watermarks each listener then replays from.
-	Hold   bool
+	Hold bool
+	// Dial maps a registered endpoint's host:port to the one dialed
+	// instead (--kv-dial, fault injection; see ParseDial).
+	Dial   map[string]string
 	Logger *slog.Logger
 }
 

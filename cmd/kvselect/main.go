@@ -113,6 +113,7 @@ func parseConfig(args []string) (server.Config, error) {
 		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
 		joinTimeout   = fs.Duration("join-timeout", cluster.DefaultConfig().JoinTimeout, "how long --join keeps trying before start-up fails")
 		peerDial      = fs.String("peer-dial", "", "fault-injection: id=raft/http/replica-sync addresses to dial for a peer instead of the advertised ones")
+		kvDial        = fs.String("kv-dial", "", "fault-injection: host:port=host:port,... addresses to dial instead of those in workers' KV event and replay endpoints")
 		indexerPeers  = fs.String("indexer-peers", "", "HTTP URLs, comma separated, asked in order for a /dump to recover the KV index from at start (default: the other cluster members)")
 		syncPort      = fs.Int("replica-sync-port", 0, "port of the replica-sync ZMQ PUB (binds tcp://<bind>:<port>); 0 turns replica sync off")
 		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>)")
@@ -193,6 +194,10 @@ func parseConfig(args []string) (server.Config, error) {
 	if cl.PeerDial, err = cluster.ParsePeerDial(*peerDial); err != nil {
 		return server.Config{}, fmt.Errorf("--peer-dial: %w", err)
 	}
+	kvDialMap, err := ingest.ParseDial(*kvDial)
+	if err != nil {
+		return server.Config{}, fmt.Errorf("--kv-dial: %w", err)
+	}
 	cl.Join = splitList(*join)
 	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers)
 	if err != nil {
@@ -207,7 +212,7 @@ func parseConfig(args []string) (server.Config, error) {
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
-		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait, QueueBytes: *kvQueueBytes},
+		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait, QueueBytes: *kvQueueBytes, Dial: kvDialMap},
 		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
 	if *syncPort != 0 {

@@ -57,6 +57,10 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 			cfg.Cluster.PeerDial["n2"].HTTP != "127.0.0.1:9201" || cfg.Cluster.LeaderWait != 2*time.Second {
 			t.Fatalf("cluster config = %+v", cfg.Cluster)
 		}
+		cfg, err = parseConfig([]string{"--kv-dial", "127.0.0.1:5557=127.0.0.1:6001"})
+		if err != nil || cfg.Ingest.Dial["127.0.0.1:5557"] != "127.0.0.1:6001" {
+			t.Fatalf("kv dial = %v, %v", cfg.Ingest.Dial, err)
+		}
 		cfg, err = parseConfig([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
 		if err != nil || len(cfg.Cluster.InitialCluster) != 2 || cfg.Cluster.InitialCluster[1].RaftAddr != "h2:7000" {
 			t.Fatalf("initial cluster = %+v, %v", cfg.Cluster.InitialCluster, err)
@@ -65,6 +69,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"}, {"stray"},
 		{"--initial-cluster", "n1"}, {"--initial-cluster", "n1=0.0.0.0:7000"}, {"--peer-dial", "n2=a/b/c/d"},
+		{"--kv-dial", "127.0.0.1:5557"},
 	} {
 		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
 			if _, err := parseConfig(bad); err == nil {
