@@ -99,7 +99,10 @@ type Cluster struct {
 	cfg   Config
 	nodes []*clusterNode
 	links map[[2]int][]*Link // [from, to] → raft, http, sync links
-	sim   *childproc.Proc
+	// workerLinks[i] are node i's links to kvsim's workers (--kv-dial).
+	workerLinks map[int][]*Link
+	sim         *childproc.Proc
+	simRegs     []api.WorkerPatch // kvsim's workers, as it registers them
 	// simControl is kvsim's control API base URL ("" without kvsim).
 	simControl string
 
@@ -161,7 +164,7 @@ func (c *Cluster) lostPortRace() bool {
 }
 
 func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
-	c := &Cluster{cfg: cfg, links: map[[2]int][]*Link{}}
+	c := &Cluster{cfg: cfg, links: map[[2]int][]*Link{}, workerLinks: map[int][]*Link{}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -173,9 +176,21 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// are released just before it starts.
 	ports, reserved, err := childproc.ReservePorts(3*n + 1)
 	if err != nil {
-		return nil, err
+		return c, err
 	}
 	defer childproc.CloseAll(reserved)
+	// kvsim starts first: every node is started with --kv-dial for its
+	// workers' addresses, which kvsim picks.
+	var simAddrs []workerAddr
+	if cfg.Workers > 0 {
+		childproc.CloseAll(reserved[3*n:])
+		if err := c.startSim(ctx, ports[3*n]); err != nil {
+			return c, err
+		}
+		if simAddrs, err = c.simAddrs(); err != nil {
+			return c, err
+		}
+	}
 	var initial []string
 	for i := range n {
 		node := &clusterNode{
@@ -186,7 +201,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 		hc := &http.Client{Timeout: 2 * time.Second}
 		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}, Pinned: true, HTTPClient: hc}); err != nil {
-			return nil, err
+			return c, err
 		}
 		c.nodes = append(c.nodes, node)
 		initial = append(initial, node.id+"="+node.raftAddr)
@@ -204,7 +219,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			} {
 				l, err := NewLink(fmt.Sprintf("%s->%s/%s", NodeID(i), NodeID(j), k.kind), i, j, k.kind, k.target)
 				if err != nil {
-					return nil, err
+					return c, err
 				}
 				c.links[[2]int{i, j}] = append(c.links[[2]int{i, j}], l)
 			}
@@ -238,6 +253,13 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if len(dial) > 0 {
 			args = append(args, "--peer-dial", strings.Join(dial, ","))
 		}
+		if len(simAddrs) > 0 {
+			kvDial, err := c.addWorkerLinks(i, simAddrs)
+			if err != nil {
+				return c, err
+			}
+			args = append(args, "--kv-dial", kvDial)
+		}
 		args = append(args, cfg.ExtraArgs...)
 		node.proc = &childproc.Proc{Tag: "jepsen", Name: node.id, Path: filepath.Join(cfg.Bin, "kvselect"), Args: args,
 			LogPath: filepath.Join(cfg.Dir, node.id+".log")}
@@ -245,17 +267,16 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	for i, node := range c.nodes {
 		childproc.CloseAll([]net.Listener{reserved[i], reserved[n+i], reserved[2*n+i]})
 		if err := node.proc.Start(); err != nil {
-			return nil, err
+			return c, err
 		}
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
-		return nil, err
+		return c, err
 	}
 	cfg.Logger.Info("cluster up", "nodes", n, "dir", cfg.Dir)
 	if cfg.Workers > 0 {
-		childproc.CloseAll(reserved[3*n:])
-		if err := c.startSim(ctx, ports[3*n]); err != nil {
-			return nil, err
+		if err := c.registerSim(ctx); err != nil {
+			return c, err
 		}
 		cfg.Logger.Info("kvsim up", "workers", cfg.Workers, "control", c.simControl)
 	}
@@ -570,9 +591,9 @@ func (c *Cluster) SetFlaky(p float64) {
 	}
 }
 
-// HealAll makes every link pass.
+// HealAll makes every link pass, the worker links too.
 func (c *Cluster) HealAll() {
-	for _, l := range c.AllLinks() {
+	for _, l := range append(c.AllLinks(), c.allWorkerLinks()...) {
 		l.Pass()
 	}
 }
@@ -622,52 +643,12 @@ func (c *Cluster) Close() error {
 		}
 		wg.Wait()
 		var errs []error
-		for _, l := range c.AllLinks() {
+		for _, l := range append(c.AllLinks(), c.allWorkerLinks()...) {
 			errs = append(errs, l.Close())
 		}
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
-}
-
-// startSim starts kvsim with cfg.Workers workers registered through the
-// leader, and waits until every live node listens to every worker rank.
-func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
-	leader, err := c.WaitLeader(ctx, nil)
-	if err != nil {
-		return err
-	}
-	control := fmt.Sprintf("127.0.0.1:%d", controlPort)
-	c.simControl = "http://" + control
-	c.sim = &childproc.Proc{Tag: "jepsen", Name: "kvsim", Path: filepath.Join(c.cfg.Bin, "kvsim"), LogPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
-		Args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
-			"--register", c.URL(leader), "--log-level", "info"}}
-	if err := c.sim.Start(); err != nil {
-		return err
-	}
-	return poll(ctx, "every node follows every kvsim worker", func(ctx context.Context) error {
-		if err := c.sim.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
-		}
-		for _, i := range c.Live() {
-			ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
-			if err != nil {
-				return err
-			}
-			active := 0
-			for _, w := range ws {
-				for _, l := range w.Listeners {
-					if l.State == "active" {
-						active++
-					}
-				}
-			}
-			if active < c.cfg.Workers {
-				return fmt.Errorf("%s has %d active worker listeners, want %d", NodeID(i), active, c.cfg.Workers)
-			}
-		}
-		return nil
-	})
 }
 
 // fatalPoll ends a poll at once: waiting longer cannot help.

@@ -238,3 +238,64 @@ func Test_ClusterLifecycle(t *testing.T) {
 	}
 	t.Logf("events %+v", ev)
 }
+
+// Test_WorkerLinkCut checks that a node's KV event and replay connections
+// run through its worker links: with them cut, the node misses a prompt's
+// blocks that the others index; once they pass, replay brings them.
+func Test_WorkerLinkCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := mustStartCluster(t, ctx, Config{Workers: 1})
+	for i := range c.Size() {
+		ls := c.WorkerLinks(i)
+		if len(ls) != 2 || ls[0].Kind != KindKV || ls[1].Kind != KindReplay {
+			t.Fatalf("%s worker links %v, want kv and replay", NodeID(i), ls)
+		}
+		if ls[0].Conns() == 0 {
+			t.Fatalf("no KV event connection on %s", ls[0].Name)
+		}
+	}
+	prompt := api.Prompt{ModelName: c.Config().Model, TokenIDs: make(api.TokenIDs, 64)}
+	for j := range prompt.TokenIDs {
+		prompt.TokenIDs[j] = uint32(500 + j)
+	}
+	held := func(i int) (uint32, error) {
+		s, err := c.nodes[i].cl.OverlapScores(ctx, prompt)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range s.Workers {
+			if r.WorkerID == 1 {
+				return r.DeviceBlocks, nil
+			}
+		}
+		return 0, fmt.Errorf("%s has no row for worker 1", NodeID(i))
+	}
+	const cut = 0
+	c.CutWorkers(cut, true)
+	if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": 1, "token_ids": prompt.TokenIDs}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, "the nodes with their links index the prompt", func(context.Context) error {
+		for _, i := range others(c, cut) {
+			if n, err := held(i); err != nil || n != 4 {
+				return fmt.Errorf("%s holds %d blocks (%v)", NodeID(i), n, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := held(cut); err != nil || n != 0 {
+		t.Fatalf("%s, cut off from the worker, holds %d blocks (%v)", NodeID(cut), n, err)
+	}
+	c.CutWorkers(cut, false)
+	if err := poll(ctx, "the node cut off catches up", func(context.Context) error {
+		if n, err := held(cut); err != nil || n != 4 {
+			return fmt.Errorf("%s holds %d blocks (%v)", NodeID(cut), n, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

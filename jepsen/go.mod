@@ -8,3 +8,10 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/kvselect/kvselect v0.0.0-00010101000000-000000000000
 )
+
+require (
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/go-zeromq/zmq4 v0.17.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)

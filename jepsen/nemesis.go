@@ -36,6 +36,10 @@ type NemesisEvent struct {
 	Nemesis string        `json:"nemesis"`
 	Phase   string        `json:"phase"` // "inject" or "heal"
 	Detail  string        `json:"detail"`
+	// Down are the nodes an inject takes down on purpose (killed,
+	// stopped or paused) until the heal: their own failed selections
+	// meanwhile are the fault, not unavailability (MaxUnavailability).
+	Down []int `json:"down,omitempty"`
 }
 
 // Nemesis phases.
@@ -44,11 +48,12 @@ const (
 	PhaseHeal   = "heal"
 )
 
-// RecordEvent appends a nemesis event stamped now.
-func (c *Cluster) RecordEvent(nemesis, phase, detail string) {
+// RecordEvent appends a nemesis event stamped now; down lists the nodes
+// an inject takes down on purpose.
+func (c *Cluster) RecordEvent(nemesis, phase, detail string, down ...int) {
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
-	c.events = append(c.events, NemesisEvent{Time: time.Since(c.cfg.Base), Nemesis: nemesis, Phase: phase, Detail: detail})
+	c.events = append(c.events, NemesisEvent{Time: time.Since(c.cfg.Base), Nemesis: nemesis, Phase: phase, Detail: detail, Down: down})
 	c.cfg.Logger.Info("nemesis", "nemesis", nemesis, "phase", phase, "detail", detail)
 }
 
@@ -80,6 +85,7 @@ func Nemeses() []Nemesis {
 		&snapshotCatchUp{},
 		&leaderTransfer{},
 		&restartAll{},
+		&workerLinkCut{},
 	}
 }
 
@@ -146,7 +152,7 @@ func (n *killNemesis) Inject(ctx context.Context, c *Cluster) error {
 	n.victim = victim
 	n.mu.Unlock()
 	c.Kill(victim)
-	c.RecordEvent(n.name, PhaseInject, "SIGKILL "+NodeID(victim))
+	c.RecordEvent(n.name, PhaseInject, "SIGKILL "+NodeID(victim), victim)
 	return nil
 }
 
@@ -182,12 +188,12 @@ func (n *pauseLeader) Inject(ctx context.Context, c *Cluster) error {
 	if c.Size() > 2 {
 		next, err := c.WaitLeader(ctx, others(c, leader))
 		if err != nil {
-			c.RecordEvent(n.Name(), PhaseInject, detail+"; no new leader: "+err.Error())
+			c.RecordEvent(n.Name(), PhaseInject, detail+"; no new leader: "+err.Error(), leader)
 			return err
 		}
 		detail += "; " + NodeID(next) + " elected"
 	}
-	c.RecordEvent(n.Name(), PhaseInject, detail)
+	c.RecordEvent(n.Name(), PhaseInject, detail, leader)
 	return nil
 }
 
@@ -282,6 +288,44 @@ func (n *linkNemesis) Heal(ctx context.Context, c *Cluster) error {
 	return healAndRecord(ctx, c, n.name, "every link passes")
 }
 
+// workerLinkCut blackholes a random node's links to every worker, so it
+// misses the KV events published meanwhile while the other nodes keep
+// them; Heal lets the links pass and waits until the node follows every
+// worker again. Replay on reconnect must repair its index: the run's
+// index check compares it with the others'.
+type workerLinkCut struct {
+	mu     sync.Mutex
+	victim int
+}
+
+func (*workerLinkCut) Name() string { return "worker-link-cut" }
+
+func (n *workerLinkCut) Inject(_ context.Context, c *Cluster) error {
+	victim := rand.N(c.Size())
+	n.mu.Lock()
+	n.victim = victim
+	n.mu.Unlock()
+	c.CutWorkers(victim, true)
+	c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("%s loses its %d worker links", NodeID(victim), len(c.WorkerLinks(victim))))
+	return nil
+}
+
+func (n *workerLinkCut) Heal(ctx context.Context, c *Cluster) error {
+	n.mu.Lock()
+	victim := n.victim
+	n.mu.Unlock()
+	err := c.Recover(ctx)
+	if err == nil {
+		err = c.waitWorkersFollowed(ctx)
+	}
+	detail := NodeID(victim) + "'s worker links pass"
+	if err != nil {
+		detail += "; not healthy: " + err.Error()
+	}
+	c.RecordEvent(n.Name(), PhaseHeal, detail)
+	return err
+}
+
 // leaderTransfer asks the leader to step down (POST /cluster/stepdown)
 // while the workload runs, and waits for another leader.
 type leaderTransfer struct{}
@@ -337,7 +381,7 @@ func (n restartAll) Inject(_ context.Context, c *Cluster) error {
 	for i := range c.Size() {
 		errs = append(errs, c.Restart(i))
 	}
-	c.RecordEvent(n.Name(), PhaseInject, "SIGKILL every node, then start every node")
+	c.RecordEvent(n.Name(), PhaseInject, "SIGKILL every node, then start every node", others(c, -1)...)
 	return errors.Join(errs...)
 }
 

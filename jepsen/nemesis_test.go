@@ -13,7 +13,7 @@ import (
 func Test_NemesisNames(t *testing.T) {
 	want := []string{"kill-leader", "kill-random", "pause-leader", "partition-isolate-leader",
 		"partition-halves", "partition-bridge", "partition-one-way", "latency", "flaky",
-		"snapshot-catch-up", "leader-transfer", "restart-all"}
+		"snapshot-catch-up", "leader-transfer", "restart-all", "worker-link-cut"}
 	var got []string
 	for _, n := range Nemeses() {
 		got = append(got, n.Name())
@@ -69,7 +69,7 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 		if live := c.Live(); len(live) != c.Size() {
 			t.Fatalf("%s: live %v after heal", n.Name(), live)
 		}
-		for _, l := range c.AllLinks() {
+		for _, l := range append(c.AllLinks(), c.allWorkerLinks()...) {
 			if !l.Fault().Passes() {
 				t.Fatalf("%s: %s is %v after heal", n.Name(), l.Name, l.Fault())
 			}

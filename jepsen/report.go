@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,9 +46,10 @@ type RunSummary struct {
 }
 
 // Summarize counts a history's ops and selection availability over the
-// given number of nodes. Verdicts start as not checked; the caller fills
-// them in from the checkers.
-func Summarize(nemesis string, ops []Op, nodes int) RunSummary {
+// given number of nodes, with the nemesis windows (for the nodes they
+// take down). Verdicts start as not checked; the caller fills them in
+// from the checkers.
+func Summarize(nemesis string, ops []Op, nodes int, windows []Window) RunSummary {
 	s := RunSummary{Nemesis: nemesis, Linearizable: VerdictNotChecked, CatalogConverged: VerdictNotChecked,
 		IndexConverged: VerdictNotChecked, LoadsZero: VerdictNotChecked}
 	for _, op := range ops {
@@ -67,7 +69,7 @@ func Summarize(nemesis string, ops []Op, nodes int) RunSummary {
 			s.SelectFail++
 		}
 	}
-	s.MaxUnavailable = MaxUnavailability(ops, nodes)
+	s.MaxUnavailable = MaxUnavailability(ops, nodes, windows)
 	return s
 }
 
@@ -106,8 +108,11 @@ func (s RunSummary) Passed() bool {
 // MaxUnavailability is, per node, the longest stretch during which its
 // selections failed: from the call of a failed select_and_reserve to the
 // call of the next successful one on that node (or the return of the last
-// failed one). Unknown attempts are ignored.
-func MaxUnavailability(ops []Op, nodes int) []time.Duration {
+// failed one). Unknown attempts are ignored, and so are a node's failures
+// called inside a window that took that very node down (Window.Down): a
+// killed or paused node cannot answer, and its own downtime is the fault,
+// not a failure of the cluster's promise that every live node selects.
+func MaxUnavailability(ops []Op, nodes int, windows []Window) []time.Duration {
 	out := make([]time.Duration, nodes)
 	start := make([]time.Duration, nodes)
 	lastFail := make([]time.Duration, nodes)
@@ -119,6 +124,9 @@ func MaxUnavailability(ops []Op, nodes int) []time.Duration {
 			continue
 		}
 		n := op.Node
+		if op.Result == ResultFail && tookDown(windows, n, op.Call) {
+			continue
+		}
 		switch op.Result {
 		case ResultFail:
 			if !open[n] {
@@ -140,12 +148,23 @@ func MaxUnavailability(ops []Op, nodes int) []time.Duration {
 	return out
 }
 
+// tookDown reports whether a window holding t took node n down.
+func tookDown(windows []Window, n int, t time.Duration) bool {
+	for _, w := range windows {
+		if t >= w.Start && t <= w.End && slices.Contains(w.Down, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // Window is a stretch of the run (a nemesis fault, from inject to heal) to
 // show on the HTML timeline, in the history's time base.
 type Window struct {
 	Name       string
 	Start, End time.Duration
 	Detail     string
+	Down       []int // nodes taken down on purpose (NemesisEvent.Down)
 }
 
 // Files a run writes into its directory.
@@ -239,7 +258,7 @@ func PrintTable(w io.Writer, runs []RunSummary) {
 		}
 		unavail := make([]string, len(r.MaxUnavailable))
 		for i, d := range r.MaxUnavailable {
-			unavail[i] = fmt.Sprintf("n%d=%s", i, d.Round(time.Millisecond))
+			unavail[i] = fmt.Sprintf("%s=%s", NodeID(i), d.Round(time.Millisecond))
 		}
 		pass := "PASS"
 		if !r.Passed() {

@@ -22,12 +22,31 @@ func Test_MaxUnavailability(t *testing.T) {
 		sel(1, ResultOK, 0, 5), sel(1, ResultUnknown, 10, 15),
 		sel(2, ResultFail, 100, 110), sel(2, ResultFail, 120, 170),
 	}
-	got := MaxUnavailability(ops, 3)
-	want := []time.Duration{30 * ms, 0, 70 * ms}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("node %d: %v, want %v (all %v)", i, got[i], want[i], got)
-		}
+	for _, tc := range []struct {
+		name    string
+		windows []Window
+		want    []time.Duration
+	}{
+		{"no windows", nil, []time.Duration{30 * ms, 0, 70 * ms}},
+		// Node 2 was killed from 90 to 130 ms: its failure called at 100
+		// is its own downtime; the one at 120 too; nothing is left.
+		{"node 2 down", []Window{{Start: 90 * ms, End: 130 * ms, Down: []int{2}}}, []time.Duration{30 * ms, 0, 0}},
+		// A window taking node 1 down leaves node 0's failures counted.
+		{"other node down", []Window{{Start: 0, End: 100 * ms, Down: []int{1}}}, []time.Duration{30 * ms, 0, 70 * ms}},
+		// Node 0 down from 15 to 30 ms: the failure at 10 still opens the
+		// stretch, the one at 20 is skipped, the OK at 40 ends it.
+		{"partly down", []Window{{Start: 15 * ms, End: 30 * ms, Down: []int{0}}}, []time.Duration{30 * ms, 0, 70 * ms}},
+		// A window with no node down changes nothing.
+		{"partition", []Window{{Start: 0, End: 200 * ms}}, []time.Duration{30 * ms, 0, 70 * ms}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MaxUnavailability(ops, 3, tc.windows)
+			for i := range tc.want {
+				if got[i] != tc.want[i] {
+					t.Fatalf("node %d: %v, want %v (all %v)", i, got[i], tc.want[i], got)
+				}
+			}
+		})
 	}
 }
 
@@ -36,7 +55,7 @@ func Test_Summarize_PrintTable(t *testing.T) {
 		op(0, KindRegister, "a", 0, 10, ResultOK), op(1, KindRegister, "b", 0, 10, ResultFail),
 		op(2, KindPatch, "c", 0, 10, ResultUnknown), sel(0, ResultOK, 0, 5), sel(1, ResultFail, 0, 5),
 	}
-	s := Summarize("kill-leader", ops, 2)
+	s := Summarize("kill-leader", ops, 2, nil)
 	if s.OpsOK != 1 || s.OpsFail != 1 || s.OpsUnknown != 1 || s.SelectOK != 1 || s.SelectFail != 1 {
 		t.Fatalf("counts %+v", s)
 	}
@@ -69,7 +88,7 @@ func Test_WriteRun(t *testing.T) {
 		At   time.Duration `json:"at"`
 	}
 	events := []event{{"inject", 5 * ms}, {"heal", 25 * ms}}
-	sum := Summarize("kill-leader", ops, 1)
+	sum := Summarize("kill-leader", ops, 1, nil)
 	sum.SetCatalogCheck(check)
 	if err := WriteRun(dir, ops, events, []Window{{Name: "kill-leader", Start: 5 * ms, End: 25 * ms}}, &check, sum); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,10 @@
 package jepsen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
@@ -104,7 +101,8 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 		problems = append(problems, fmt.Sprintf("recover: %v", err))
 	}
 	ops := h.Ops()
-	sum := Summarize(name, ops, c.Size())
+	events := c.Events()
+	sum := Summarize(name, ops, c.Size(), windows(events))
 	check := CheckCatalogLinearizable(ops, DefaultCheckTimeout)
 	sum.SetCatalogCheck(check)
 	if final, err := FetchCatalog(rctx, c.URLs()); err != nil {
@@ -128,7 +126,6 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	lcancel()
 	sum.Problems = append(sum.Problems, problems...)
 
-	events := c.Events()
 	if err := WriteRun(cfg.Dir, ops, events, windows(events), &check, sum); err != nil {
 		return sum, err
 	}
@@ -142,7 +139,7 @@ func windows(events []NemesisEvent) []Window {
 	for _, e := range events {
 		switch e.Phase {
 		case PhaseInject:
-			open = &Window{Name: e.Nemesis, Start: e.Time, Detail: e.Detail}
+			open = &Window{Name: e.Nemesis, Start: e.Time, Detail: e.Detail, Down: e.Down}
 		case PhaseHeal:
 			if open != nil {
 				open.End = e.Time
@@ -154,23 +151,33 @@ func windows(events []NemesisEvent) []Window {
 	return out
 }
 
-// servePrompts has kvsim's workers serve the selection prompts in turn,
-// so KV events flow throughout and the index has something to converge
-// on. kvsim may be unreachable for a moment; that is not a failure.
+// servePrompts keeps kvsim's workers publishing KV events all through a
+// run: each worker in turn serves one of the selection prompts, or (one
+// time in three) a prompt no one else uses, which with SimCacheBlocks
+// evicts older blocks, or (one time in twenty) clears its cache. The
+// index then keeps changing, so a node that misses events diverges
+// unless it recovers them. kvsim may be unreachable for a moment; that
+// is not a failure.
 func servePrompts(ctx context.Context, simURL string, workers []uint64) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
 	prompts := SelectionPrompts()
 	for i := 0; ; i++ {
-		p := prompts[i%len(prompts)]
-		body, _ := json.Marshal(map[string]any{"worker_id": workers[i%len(workers)], "token_ids": p.TokenIDs})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, simURL+"/prompt", bytes.NewReader(body))
-		if err != nil {
-			return err
+		w := workers[i%len(workers)]
+		path, body := "/prompt", map[string]any{"worker_id": w}
+		switch {
+		case i%20 == 19:
+			path = "/reset"
+		case i%3 == 2:
+			toks := make([]uint32, 128)
+			for j := range toks {
+				toks[j] = uint32(1_000_000 + 1000*i + j)
+			}
+			body["token_ids"] = toks
+		default:
+			body["token_ids"] = prompts[i%len(prompts)].TokenIDs
 		}
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-		}
-		if !pause(ctx, 200*time.Millisecond) {
+		// kvsim may be busy for a moment; the next call tries again.
+		_ = simPost(ctx, simClient, simURL, path, body)
+		if !pause(ctx, 100*time.Millisecond) {
 			return nil
 		}
 	}

@@ -270,7 +270,7 @@ func Test_RunSelectionClients(t *testing.T) {
 	if len(f.booked) != 0 {
 		t.Fatalf("bookings left: %v", f.booked)
 	}
-	if u := MaxUnavailability(h.Ops(), len(urls)); u[0] != 0 || u[1] != 0 || u[2] != 0 {
+	if u := MaxUnavailability(h.Ops(), len(urls), nil); u[0] != 0 || u[1] != 0 || u[2] != 0 {
 		t.Fatalf("unavailability %v on healthy fakes", u)
 	}
 }
