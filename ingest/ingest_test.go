@@ -165,6 +165,65 @@ func TestEngineRestartClearsRank(t *testing.T) {
 	}
 }
 
+// An engine that restarts unseen — while the connection is down, or while
+// its messages are lost — and counts past the last sequence number applied
+// gives itself away only by its replay: the payload at that number is not
+// the one applied. The rank must be cleared and rebuilt from the new
+// engine's replay, as a node that saw the restart live does; carrying on
+// from last+1 would keep the old engine's blocks on this node alone.
+func TestUnseenEngineRestartCaughtByReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// away makes the listener miss engine B's first messages, already
+		// in B's replay buffer, and then find them.
+		away func(p *testPub)
+	}{
+		{"gap", func(p *testPub) {
+			p.publish(5, storedPayload(t, []uint64{25}, nil, blockTokens(25, 1)), true)
+		}},
+		{"reconnect", func(p *testPub) {
+			p.rebind()
+			p.subscribed()
+			p.publish(5, storedPayload(t, []uint64{25}, nil, blockTokens(25, 1)), true)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			p := newTestPub(t, true)
+			h.register(1, p.endpoint, p.replayEP)
+			p.subscribed()
+			old := blockTokens(1, 3)
+			p.publish(0, storedPayload(t, []uint64{1, 2, 3}, nil, old), true)
+			for seq := uint64(1); seq <= 2; seq++ {
+				p.publish(seq, storedPayload(t, []uint64{10 + seq}, nil, blockTokens(10+uint32(seq), 1)), true)
+			}
+			h.waitSeq(1, 2)
+			if h.held(1, old) != 3 {
+				t.Fatal("engine A's blocks not indexed")
+			}
+			// Engine B: a new counter, none of A's blocks, and messages
+			// 0..4 that this listener never received live.
+			p.restart()
+			for seq := range uint64(5) {
+				p.publish(seq, storedPayload(t, []uint64{20 + seq}, nil, blockTokens(20+uint32(seq), 1)), false)
+			}
+			tc.away(p)
+			h.waitSeq(1, 5)
+			if got := h.held(1, old); got != 0 {
+				t.Fatalf("engine A's blocks survived B's unseen restart: held %d", got)
+			}
+			for seq := uint32(0); seq <= 5; seq++ {
+				if got := h.held(1, blockTokens(20+seq, 1)); got != 1 {
+					t.Fatalf("engine B's message %d: held %d, want 1", seq, got)
+				}
+			}
+			if st := h.status(1); st.Restarts != 1 || st.LostMessages != 0 {
+				t.Fatalf("status %+v, want 1 restart, nothing lost", st)
+			}
+		})
+	}
+}
+
 func TestReplayReplyWithTopicFrame(t *testing.T) {
 	h := newHarness(t)
 	p := newTestPub(t, true)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 
@@ -48,6 +49,13 @@ type listener struct {
 	// (see recover). The window closes once the live stream reaches dupHi.
 	window       bool
 	dupLo, dupHi uint64
+	// digest identifies the payload applied at last (hasDigest: one was
+	// applied by this listener since the rank's last reset). A replay
+	// asked from last must bring the same payload back; another one means
+	// the engine restarted while we were away and has counted past last
+	// since (see recover).
+	digest    uint64
+	hasDigest bool
 
 	dec    indexer.WireDecoder
 	events []indexer.Event
@@ -269,7 +277,7 @@ func (l *listener) live(ctx context.Context, msg zmq4.Msg) {
 	default:
 		// PUB/SUB never redelivers: a live sequence number at or below the
 		// last applied one means the engine restarted and counts afresh.
-		l.restarted(m.seq)
+		l.restarted(m.seq, "live sequence number went backwards")
 		if l.spec.replay != "" && m.seq > 0 {
 			// The restarted engine's first messages went out before this
 			// one; its replay buffer has them.
@@ -300,7 +308,7 @@ func (l *listener) dropped(ctx context.Context, d dropRun) {
 		l.closeWindow(hi) // the replay on connect applied them already
 		return
 	default:
-		l.restarted(hi)
+		l.restarted(hi, "sequence number of dropped messages went backwards")
 	}
 	if l.spec.replay != "" {
 		from := uint64(0)
@@ -327,9 +335,8 @@ func (l *listener) gap() {
 	l.count(func(s *RankStatus) { s.Gaps++ })
 }
 
-func (l *listener) restarted(seq uint64) {
-	l.log.Warn("kv events sequence went backwards: engine restarted; clearing the rank",
-		"seq", seq, "last", l.last)
+func (l *listener) restarted(seq uint64, why string) {
+	l.log.Warn("kv events engine restarted; clearing the rank", "why", why, "seq", seq, "last", l.last)
 	l.m.metrics.messages[msgRestart].Inc()
 	l.count(func(s *RankStatus) { s.Restarts++ })
 	l.reset()
@@ -357,15 +364,31 @@ func (l *listener) closeWindow(seq uint64) {
 type ask struct {
 	from, limit uint64
 	bounded     bool
+	// verify: from is the last applied sequence number, asked for again
+	// only to compare its payload with the one applied (see recover).
+	verify bool
 }
 
 // recover asks the replay endpoint for a range and applies it in order,
 // then the message that revealed the gap (if any). Messages that arrive
 // live meanwhile wait in the session's queue.
 func (l *listener) recover(ctx context.Context, a ask, trigger *message) {
+	if l.hasDigest && l.hasLast && a.from == l.last+1 {
+		// Ask for the last applied message too, to check that the engine
+		// answering is the one it came from. A sequence number that went
+		// backwards gives a restart away only if we see it: an engine
+		// that restarted while the connection was down, or while its
+		// messages were lost, may have counted past last since, and its
+		// replay from last+1 would look like the rest of the old stream.
+		a.from, a.verify = l.last, true
+	}
 	lo, hi, n, err := l.replay(ctx, a)
 	switch {
 	case err != nil && ctx.Err() != nil:
+		return
+	case errors.Is(err, errOtherEngine):
+		l.restarted(a.from, "replay brings another payload at the last applied sequence number")
+		l.recover(ctx, ask{from: 0, limit: a.limit, bounded: a.bounded}, trigger)
 		return
 	case err != nil:
 		l.m.metrics.replays[replayFailed].Inc()
@@ -395,6 +418,13 @@ func (l *listener) recover(ctx context.Context, a ask, trigger *message) {
 
 // errReplyOutOfRange: a replay reply the listener refused (replayRange).
 var errReplyOutOfRange = errors.New("replay reply outside the asked range")
+
+// errOtherEngine: a verifying replay brought back, at the last applied
+// sequence number, a payload other than the one applied there.
+var errOtherEngine = errors.New("replay answered by another engine")
+
+// digestSeed keys the payload digests a listener compares (ask.verify).
+var digestSeed = maphash.MakeSeed()
 
 // replay runs one replay request and applies the replies as they stream
 // in, as long as replayRange admits them. It returns the range of sequence
@@ -438,6 +468,14 @@ func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err
 			l.count(func(s *RankStatus) { s.ReplayRejected++ })
 			return lo, hi, n, fmt.Errorf("%w: seq %d after %d replies, asked from %d (live stream at %d)",
 				errReplyOutOfRange, m.seq, rr.n, a.from, liveHi)
+		}
+		if a.verify && m.seq == a.from {
+			// Asked for only to check who answers (see recover); it was
+			// applied already.
+			if maphash.Bytes(digestSeed, m.payload) != l.digest {
+				return lo, hi, n, errOtherEngine
+			}
+			continue
 		}
 		if n == 0 {
 			lo = m.seq
@@ -551,7 +589,7 @@ func (l *listener) lose(n uint64) {
 // messages up to it are lost (counted by the caller), and asking for them
 // again would not bring them. seq is one the live stream has shown.
 func (l *listener) consume(seq uint64) {
-	l.last, l.hasLast = seq, true
+	l.last, l.hasLast, l.hasDigest = seq, true, false
 	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
 	l.m.ix.SetWatermark(l.spec.rk, seq)
 }
@@ -561,7 +599,7 @@ func (l *listener) reset() {
 	if _, err := l.m.ix.Apply(l.spec.rk, indexer.Batch{Reset: true}); err != nil {
 		l.log.Debug("reset of an unindexed rank", "err", err)
 	}
-	l.last, l.hasLast, l.window = 0, false, false
+	l.last, l.hasLast, l.window, l.hasDigest = 0, false, false, false
 }
 
 // scratchKeep is the largest payload whose decoding buffers a listener
@@ -574,6 +612,7 @@ const scratchKeep = 1 << 20
 // dropped and counted, and asking for it again would bring the same bytes.
 func (l *listener) apply(m message, how msgStatus) {
 	l.last, l.hasLast = m.seq, true
+	l.digest, l.hasDigest = maphash.Bytes(digestSeed, m.payload), true
 	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = m.seq, true; s.Messages++ })
 	l.m.acquire()
 	defer l.m.release()

@@ -100,6 +100,18 @@ func (p *testPub) restart() {
 	p.mu.Unlock()
 }
 
+// rebind closes the PUB socket and binds a new one on the same address,
+// as a restarted engine does: subscribers lose their connection and dial
+// again.
+func (p *testPub) rebind() {
+	p.t.Helper()
+	p.pub.Close()
+	p.pub = zmq4.NewPub(p.ctx)
+	if err := p.pub.Listen(p.endpoint); err != nil {
+		p.t.Fatalf("rebind %s: %v", p.endpoint, err)
+	}
+}
+
 func (p *testPub) serveReplay() {
 	defer p.wg.Done()
 	for {
