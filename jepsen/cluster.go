@@ -26,7 +26,8 @@ type Config struct {
 	// Bin is the directory holding the kvselect and kvsim binaries.
 	Bin string
 	// Dir is the run directory: node data dirs (n1/, n2/, ...) and logs
-	// (n1.log, ..., kvsim.log). It is created if missing and kept.
+	// (n1.log, ..., kvsim.log). It is created if missing and kept; data
+	// dirs an earlier run left there are removed first.
 	Dir string
 	// Nodes is the number of kvselect nodes (default 3).
 	Nodes int
@@ -109,6 +110,9 @@ type Cluster struct {
 	evMu   sync.Mutex
 	events []NemesisEvent
 
+	probeMu sync.Mutex
+	probes  []api.Prompt // IndexProbes
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -135,6 +139,12 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	// A new cluster starts from empty data dirs: one left by an earlier
+	// run in the same Dir would bring back its catalog, and the history
+	// would start from a state the checkers know nothing of.
+	if err := clearDataDirs(cfg.Dir, cfg.Nodes); err != nil {
+		return nil, err
+	}
 	// A port chosen free can be taken by someone else before the node
 	// binds it; then start again on new ports, from empty data dirs.
 	for attempt := 1; ; attempt++ {
@@ -143,10 +153,25 @@ func StartCluster(ctx context.Context, cfg Config) (*Cluster, error) {
 			return c, err
 		}
 		cfg.Logger.Warn("a node lost its port to another process; starting again", "attempt", attempt, "err", err)
-		for i := range cfg.Nodes {
-			os.RemoveAll(filepath.Join(cfg.Dir, NodeID(i)))
+		if err := clearDataDirs(cfg.Dir, cfg.Nodes); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// clearDataDirs removes the data dirs and logs of nodes n1..nodes and
+// kvsim's log under dir, and nothing else there.
+func clearDataDirs(dir string, nodes int) error {
+	paths := []string{filepath.Join(dir, "kvsim.log")}
+	for i := range nodes {
+		paths = append(paths, filepath.Join(dir, NodeID(i)), filepath.Join(dir, NodeID(i)+".log"))
+	}
+	for _, p := range paths {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lostPortRace reports whether a node exited because a port it was

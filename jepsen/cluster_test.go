@@ -299,3 +299,28 @@ func Test_WorkerLinkCut(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Test_ClearDataDirs: a run in a directory an earlier run used must not
+// start from that run's Raft data or append to its logs, and must leave
+// everything else alone.
+func Test_ClearDataDirs(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"n1/raft.db", "n3/snapshots/1-2-3/meta.json", "n4/keep", "history.jsonl", "n2.log", "kvsim.log"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := clearDataDirs(dir, 3); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{"n1": false, "n2": false, "n3": false, "n2.log": false, "kvsim.log": false,
+		"n4/keep": true, "history.jsonl": true} {
+		_, err := os.Stat(filepath.Join(dir, p))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -51,9 +51,20 @@ const (
 // RecordEvent appends a nemesis event stamped now; down lists the nodes
 // an inject takes down on purpose.
 func (c *Cluster) RecordEvent(nemesis, phase, detail string, down ...int) {
+	c.RecordEventAt(c.Now(), nemesis, phase, detail, down...)
+}
+
+// Now is the time since the cluster's Base, the clock of events and
+// histories.
+func (c *Cluster) Now() time.Duration { return time.Since(c.cfg.Base) }
+
+// RecordEventAt appends a nemesis event stamped at (from Now): an inject
+// that takes nodes down is stamped before it acts, so that requests cut
+// short by the kill or the pause fall inside its window.
+func (c *Cluster) RecordEventAt(at time.Duration, nemesis, phase, detail string, down ...int) {
 	c.evMu.Lock()
 	defer c.evMu.Unlock()
-	c.events = append(c.events, NemesisEvent{Time: time.Since(c.cfg.Base), Nemesis: nemesis, Phase: phase, Detail: detail, Down: down})
+	c.events = append(c.events, NemesisEvent{Time: at, Nemesis: nemesis, Phase: phase, Detail: detail, Down: down})
 	c.cfg.Logger.Info("nemesis", "nemesis", nemesis, "phase", phase, "detail", detail)
 }
 
@@ -151,8 +162,9 @@ func (n *killNemesis) Inject(ctx context.Context, c *Cluster) error {
 	n.mu.Lock()
 	n.victim = victim
 	n.mu.Unlock()
+	at := c.Now()
 	c.Kill(victim)
-	c.RecordEvent(n.name, PhaseInject, "SIGKILL "+NodeID(victim), victim)
+	c.RecordEventAt(at, n.name, PhaseInject, "SIGKILL "+NodeID(victim), victim)
 	return nil
 }
 
@@ -181,6 +193,7 @@ func (n *pauseLeader) Inject(ctx context.Context, c *Cluster) error {
 	n.mu.Lock()
 	n.victim = leader
 	n.mu.Unlock()
+	at := c.Now()
 	if err := c.Pause(leader); err != nil {
 		return err
 	}
@@ -188,12 +201,12 @@ func (n *pauseLeader) Inject(ctx context.Context, c *Cluster) error {
 	if c.Size() > 2 {
 		next, err := c.WaitLeader(ctx, others(c, leader))
 		if err != nil {
-			c.RecordEvent(n.Name(), PhaseInject, detail+"; no new leader: "+err.Error(), leader)
+			c.RecordEventAt(at, n.Name(), PhaseInject, detail+"; no new leader: "+err.Error(), leader)
 			return err
 		}
 		detail += "; " + NodeID(next) + " elected"
 	}
-	c.RecordEvent(n.Name(), PhaseInject, detail, leader)
+	c.RecordEventAt(at, n.Name(), PhaseInject, detail, leader)
 	return nil
 }
 
@@ -290,23 +303,86 @@ func (n *linkNemesis) Heal(ctx context.Context, c *Cluster) error {
 
 // workerLinkCut blackholes a random node's links to every worker, so it
 // misses the KV events published meanwhile while the other nodes keep
-// them; Heal lets the links pass and waits until the node follows every
-// worker again. Replay on reconnect must repair its index: the run's
-// index check compares it with the others'.
+// them. One worker's engine restarts just before the cut (every node
+// sees that) and again during it: the new engine's counter starts over
+// and then, while the node is away, passes the last number the node
+// applied, so sequence numbers alone no longer show the restart (as with
+// a vLLM engine crash-looping while a node is partitioned from it). Heal
+// lets the links pass and waits until the node follows every worker
+// again. Replay on reconnect must repair its index: the run's index
+// check compares it with the others'.
 type workerLinkCut struct {
 	mu     sync.Mutex
 	victim int
+	cycle  int
 }
 
 func (*workerLinkCut) Name() string { return "worker-link-cut" }
 
-func (n *workerLinkCut) Inject(_ context.Context, c *Cluster) error {
+func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 	victim := rand.N(c.Size())
 	n.mu.Lock()
 	n.victim = victim
+	n.cycle++
+	cycle := n.cycle
 	n.mu.Unlock()
-	c.CutWorkers(victim, true)
-	c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("%s loses its %d worker links", NodeID(victim), len(c.WorkerLinks(victim))))
+	detail := fmt.Sprintf("%s loses its %d worker links", NodeID(victim), len(c.WorkerLinks(victim)))
+	ids := c.WorkerIDs()
+	if len(ids) == 0 {
+		c.CutWorkers(victim, true)
+		c.RecordEvent(n.Name(), PhaseInject, detail)
+		return nil
+	}
+	w := ids[cycle%len(ids)]
+	// serve has w store k prompts never served before, so its engine
+	// publishes k messages whatever it has cached, and the old and the
+	// new engine publish different blocks under the same numbers.
+	served := 0
+	serve := func(k int) error {
+		for range k {
+			served++
+			toks := make([]uint32, 32)
+			for t := range toks {
+				toks[t] = uint32(3_000_000_000 + cycle*10_000 + served*100 + t)
+			}
+			// The index check looks at these prompts too: a block one
+			// node kept from the old engine shows in their rows only.
+			c.AddIndexProbe(api.Prompt{ModelName: c.cfg.Model, TokenIDs: toks})
+			if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": w, "token_ids": toks}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	restart := func() error { return c.SimPost(ctx, "/restart", map[string]any{"worker_id": w}) }
+	before, err := c.listenerRestarts(ctx, victim, w)
+	for _, step := range []func() error{
+		func() error { return serve(1) }, // the old engine has published
+		restart,
+		func() error { return serve(1) }, // the new one's seq 0 shows the restart
+		func() error {
+			return poll(ctx, NodeID(victim)+" sees the engine restart", func(ctx context.Context) error {
+				got, err := c.listenerRestarts(ctx, victim, w)
+				if err == nil && got <= before {
+					err = fmt.Errorf("%s counted %d restarts of worker %d", NodeID(victim), got, w)
+				}
+				return err
+			})
+		},
+		func() error { c.CutWorkers(victim, true); return nil },
+		restart,
+		func() error { return serve(8) }, // past the victim's last, unseen
+	} {
+		if err == nil {
+			err = step()
+		}
+	}
+	if err != nil {
+		c.CutWorkers(victim, true)
+		c.RecordEvent(n.Name(), PhaseInject, detail+"; engine restarts failed: "+err.Error())
+		return err
+	}
+	c.RecordEvent(n.Name(), PhaseInject, fmt.Sprintf("%s; worker %d's engine restarted before and during the cut", detail, w))
 	return nil
 }
 
@@ -374,6 +450,7 @@ type restartAll struct{}
 func (restartAll) Name() string { return "restart-all" }
 
 func (n restartAll) Inject(_ context.Context, c *Cluster) error {
+	at := c.Now()
 	for i := range c.Size() {
 		c.Kill(i)
 	}
@@ -381,7 +458,7 @@ func (n restartAll) Inject(_ context.Context, c *Cluster) error {
 	for i := range c.Size() {
 		errs = append(errs, c.Restart(i))
 	}
-	c.RecordEvent(n.Name(), PhaseInject, "SIGKILL every node, then start every node", others(c, -1)...)
+	c.RecordEventAt(at, n.Name(), PhaseInject, "SIGKILL every node, then start every node", others(c, -1)...)
 	return errors.Join(errs...)
 }
 

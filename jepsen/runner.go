@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	}
 	sum.CatalogConverged = converge(func(ctx context.Context) error { return CheckCatalogConverged(ctx, c.URLs()) })
 	sum.IndexConverged = converge(func(ctx context.Context) error {
-		return CheckIndexConverged(ctx, c.URLs(), SelectionPrompts())
+		return CheckIndexConverged(ctx, c.URLs(), append(SelectionPrompts(), c.IndexProbes()...))
 	})
 	// Bookings left by a lost answer expire (the cluster runs with a
 	// short expiry); loads must be zero within it.
@@ -152,31 +152,28 @@ func windows(events []NemesisEvent) []Window {
 }
 
 // servePrompts keeps kvsim's workers publishing KV events all through a
-// run: each worker in turn serves one of the selection prompts, or (one
+// run: each worker in turn serves one of the selection prompts or (one
 // time in three) a prompt no one else uses, which with SimCacheBlocks
-// evicts older blocks, or (one time in twenty) clears its cache. The
-// index then keeps changing, so a node that misses events diverges
-// unless it recovers them. kvsim may be unreachable for a moment; that
-// is not a failure.
+// evicts older blocks. The index then keeps changing, so a node that
+// misses events diverges unless it recovers them. The workload never
+// clears a cache: a clear would wipe a divergence before the index check
+// could see it (clears are covered by ingest's tests and the soak).
+// kvsim may be unreachable for a moment; that is not a failure.
 func servePrompts(ctx context.Context, simURL string, workers []uint64) error {
 	prompts := SelectionPrompts()
 	for i := 0; ; i++ {
-		w := workers[i%len(workers)]
-		path, body := "/prompt", map[string]any{"worker_id": w}
-		switch {
-		case i%20 == 19:
-			path = "/reset"
-		case i%3 == 2:
+		body := map[string]any{"worker_id": workers[i%len(workers)]}
+		if i%3 == 2 {
 			toks := make([]uint32, 128)
 			for j := range toks {
 				toks[j] = uint32(1_000_000 + 1000*i + j)
 			}
 			body["token_ids"] = toks
-		default:
+		} else {
 			body["token_ids"] = prompts[i%len(prompts)].TokenIDs
 		}
 		// kvsim may be busy for a moment; the next call tries again.
-		_ = simPost(ctx, simClient, simURL, path, body)
+		_ = simPost(ctx, simClient, simURL, "/prompt", body)
 		if !pause(ctx, 100*time.Millisecond) {
 			return nil
 		}

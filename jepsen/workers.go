@@ -244,3 +244,38 @@ func simPost(ctx context.Context, hc *http.Client, simURL, path string, body any
 	}
 	return nil
 }
+
+// listenerRestarts is how many engine restarts node i has counted on
+// worker w's listeners.
+func (c *Cluster) listenerRestarts(ctx context.Context, i int, w uint64) (uint64, error) {
+	ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
+	if err != nil {
+		return 0, err
+	}
+	for _, wk := range ws {
+		if wk.WorkerID != w {
+			continue
+		}
+		var n uint64
+		for _, l := range wk.Listeners {
+			n += l.Restarts
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("%s does not list worker %d", NodeID(i), w)
+}
+
+// AddIndexProbe adds a prompt to those IndexProbes returns.
+func (c *Cluster) AddIndexProbe(p api.Prompt) {
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	c.probes = append(c.probes, p)
+}
+
+// IndexProbes are the prompts nemeses had workers serve: the index check
+// compares the nodes' rows for them besides the workload's fixed set.
+func (c *Cluster) IndexProbes() []api.Prompt {
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	return slices.Clone(c.probes)
+}
