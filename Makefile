@@ -93,6 +93,7 @@ bench: build
 	{ $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./indexer/ ./scheduler/ && \
 	  $(GO) test -run '^$$' -bench Ingest -benchtime 100000x -count 1 ./ingest/ && \
 	  $(GO) test -run '^$$' -bench CatalogWrite -benchtime 500x -count 1 ./server/ && \
+	  $(GO) test -run '^$$' -bench SelectHTTP -benchtime 1x -count 1 ./server/ && \
 	  $(GO) test -run '^$$' -bench DumpTransfer -benchtime 1x -count 1 ./http/ && \
 	  $(GO) test -run '^$$' -bench Propagation -benchtime 1x -count 1 ./zmqsync/; } \
 	  | tee bench/results/go-bench.txt
@@ -106,6 +107,7 @@ soak: build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzHashes$$' -fuzztime $(FUZZTIME) ./api/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelectFast$$' -fuzztime $(FUZZTIME) ./api/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelect$$' -fuzztime $(FUZZTIME) ./http/
 	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/

@@ -126,7 +126,7 @@ func (s *Service) selectAndReserve(w http.ResponseWriter, r *http.Request) error
 
 func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool) error {
 	var in api.SelectRequest
-	if err := decodeBody(w, r, &in, false); err != nil {
+	if err := decodePooled(w, r, func(b []byte) error { return api.DecodeSelect(b, &in) }); err != nil {
 		return err
 	}
 	req := scheduler.SelectRequest{Reserve: reserve}
@@ -204,7 +204,7 @@ func (s *Service) overlapScores(w http.ResponseWriter, r *http.Request) error {
 // decodePrompt reads the body of the inspection routes that take a prompt.
 func (s *Service) decodePrompt(w http.ResponseWriter, r *http.Request) (fsm.PartitionKey, scheduler.Prompt, error) {
 	var in api.Prompt
-	if err := decodeBody(w, r, &in, false); err != nil {
+	if err := decodePooled(w, r, func(b []byte) error { return api.DecodePrompt(b, &in) }); err != nil {
 		return fsm.PartitionKey{}, scheduler.Prompt{}, err
 	}
 	key, err := partitionOf(&in)

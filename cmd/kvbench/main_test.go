@@ -17,6 +17,7 @@ BenchmarkMatch/walk-baseline-2  	   60000	    163419 ns/op	    165862 p50-ns	   
 BenchmarkMemory-2        	       1	1378865035 ns/op	       158.3 B/block	        77.91 B/membership	    919552 blocks	   1867776 memberships
 BenchmarkSelect/select-256-ranks/reservations=0-2 	   20000	     19990 ns/op	     15472 p50-ns	     39107 p99-ns	     50256 selects/s
 BenchmarkSelect/match-only-baseline-2                     	   20000	      5537 ns/op	    180611 matches/s
+BenchmarkSelectHTTP-2   	       1	30504034422 ns/op	    566261 health-half-p50-ns	   3422835 health-half-p99-ns	     30853 health-req/s	    676602 health-steady-p50-ns	   1784083 health-steady-p99-ns	    716353 select-half-p50-ns	   7685654 select-half-p99-ns	     16218 select-req/s	    758851 select-steady-p50-ns	   2351474 select-steady-p99-ns	         0.5256 select/health
 PASS
 `
 
@@ -33,10 +34,12 @@ func Test_Report(t *testing.T) {
 	}
 	text := stdout.String()
 	for _, want := range []string{
-		"index apply", "MISSES target >= 5000000", "76% of the map floor",
-		"match p99", "22.7", "13.5x faster",
-		"memory per (block, rank) membership", "77.9", "MISSES target <= 64",
+		"index apply", "MISSES target >= 7000000", "76% of the map floor",
+		"match p99", "22.7", "13.5x faster", "MISSES target <= 5",
+		"memory per (block, rank) membership", "77.9", "MISSES target <= 40",
 		"select in process", "index match alone: 180611/s",
+		"/select over HTTP vs /health", "0.5", "MISSES target >= 0.6", "/health: 30853 req/s", "/select: 16218 req/s",
+		"/select over HTTP p99, open loop at 2000 req/s", "2.4", "/health at the same rate: 1.78 ms",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
@@ -49,8 +52,8 @@ func Test_Report(t *testing.T) {
 			}
 		}
 	}
-	if lines := strings.Count(text, "\n"); lines != 5 {
-		t.Errorf("%d summary lines, want 5:\n%s", lines, text)
+	if lines := strings.Count(text, "\n"); lines != 7 {
+		t.Errorf("%d summary lines, want 7:\n%s", lines, text)
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
@@ -63,7 +66,7 @@ func Test_Report(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Figures) != 5 || doc.Results["BenchmarkMemory"].Metrics["memberships"] != 1867776 {
+	if len(doc.Figures) != 7 || doc.Results["BenchmarkMemory"].Metrics["memberships"] != 1867776 {
 		t.Fatalf("json = %s", raw)
 	}
 	if err := report([]string{"-in", filepath.Join(dir, "missing")}, &stdout); err == nil {
