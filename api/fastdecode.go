@@ -309,6 +309,23 @@ func (p *fastParser) tokenArray() (TokenIDs, bool) {
 	}
 	i := p.i
 	for {
+		// The common case, inline: up to seven digits, no leading zero,
+		// then ',' or ']' (seven digits cannot pass 2^32-1).
+		if i+8 <= len(b) && len(out) < MaxHashes {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if k := leadingDigits(x); k > 0 && k < 8 && (k == 1 || b[i] != '0') {
+				switch b[i+k] {
+				case ',':
+					out = append(out, uint32(swarDigits(x, k)))
+					i += k + 1
+					continue
+				case ']':
+					out = append(out, uint32(swarDigits(x, k)))
+					p.i = i + k + 1
+					return out, true
+				}
+			}
+		}
 		if i < len(b) && isJSONSpace(b[i]) {
 			for i < len(b) && isJSONSpace(b[i]) {
 				i++

@@ -125,3 +125,36 @@ func Test_Uint32At(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeSelect decodes the HTTP benchmark's request shape, a
+// 2048-token prompt of a ~152 k-token vocabulary (Qwen2's), with the one-pass decoder and with api.Decode (the
+// encoding/json baseline).
+func BenchmarkDecodeSelect(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model_name":"bench","token_ids":[`)
+	for i := range 2048 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprint(&sb, (i*7919+13)%151_936) // token ids of a ~152 k vocabulary
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	for _, impl := range []struct {
+		name string
+		fn   func([]byte, *SelectRequest) error
+	}{
+		{"one-pass", DecodeSelect},
+		{"encoding-json-baseline", func(b []byte, v *SelectRequest) error { return Decode(b, v) }},
+	} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for range b.N {
+				var v SelectRequest
+				if err := impl.fn(body, &v); err != nil || len(v.TokenIDs) != 2048 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
