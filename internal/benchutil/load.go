@@ -71,9 +71,7 @@ func NewLoadClient(conns int) *http.Client {
 func ClosedLoop(ctx context.Context, hc *http.Client, conns int, d time.Duration, want int, req Request) (LoadResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var mu sync.Mutex
-	var res LoadResult
-	var firstErr error
+	var c collector
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range conns {
@@ -81,7 +79,6 @@ func ClosedLoop(ctx context.Context, hc *http.Client, conns int, d time.Duration
 		go func() {
 			defer wg.Done()
 			var lat []time.Duration
-			errs := 0
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				err := send(ctx, hc, want, req)
@@ -89,25 +86,16 @@ func ClosedLoop(ctx context.Context, hc *http.Client, conns int, d time.Duration
 					break // cut short by the end of the run
 				}
 				if err != nil {
-					errs++
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
+					c.fail(err)
 					continue
 				}
 				lat = append(lat, time.Since(t0))
 			}
-			mu.Lock()
-			res.Latencies = append(res.Latencies, lat...)
-			res.Errors += errs
-			mu.Unlock()
+			c.merge(lat, 0)
 		}()
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Requests = len(res.Latencies)
-	slices.Sort(res.Latencies)
-	return res, firstErr
+	return c.result(start)
 }
 
 // OpenLoop sends requests at rate per second for d, whatever the answers
@@ -119,9 +107,7 @@ func OpenLoop(ctx context.Context, hc *http.Client, rate float64, senders int, d
 	interval := time.Duration(float64(time.Second) / rate)
 	total := int(d / interval)
 	var next atomic.Int64 // index of the next request to send
-	var mu sync.Mutex
-	var res LoadResult
-	var firstErr error
+	var c collector
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range senders {
@@ -129,7 +115,7 @@ func OpenLoop(ctx context.Context, hc *http.Client, rate float64, senders int, d
 		go func() {
 			defer wg.Done()
 			var lat []time.Duration
-			errs, behind := 0, 0
+			behind := 0
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(total) || ctx.Err() != nil {
@@ -149,26 +135,51 @@ func OpenLoop(ctx context.Context, hc *http.Client, rate float64, senders int, d
 					behind++
 				}
 				if err := send(ctx, hc, want, req); err != nil {
-					errs++
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
+					c.fail(err)
 					continue
 				}
 				lat = append(lat, time.Since(from))
 			}
-			mu.Lock()
-			res.Latencies = append(res.Latencies, lat...)
-			res.Errors += errs
-			res.Behind += behind
-			mu.Unlock()
+			c.merge(lat, behind)
 		}()
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Requests = len(res.Latencies)
-	slices.Sort(res.Latencies)
-	return res, firstErr
+	return c.result(start)
+}
+
+// collector gathers what the senders of one run measured.
+type collector struct {
+	mu    sync.Mutex
+	res   LoadResult
+	first error
+}
+
+// fail counts a failed request, keeping the first error.
+func (c *collector) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.res.Errors++
+	if c.first == nil {
+		c.first = err
+	}
+}
+
+// merge adds one sender's latencies and late sends.
+func (c *collector) merge(lat []time.Duration, behind int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.res.Latencies = append(c.res.Latencies, lat...)
+	c.res.Behind += behind
+}
+
+// result closes the run that began at start.
+func (c *collector) result(start time.Time) (LoadResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.res.Elapsed = time.Since(start)
+	c.res.Requests = len(c.res.Latencies)
+	slices.Sort(c.res.Latencies)
+	return c.res, c.first
 }
 
 func send(ctx context.Context, hc *http.Client, want int, req Request) error {
@@ -186,12 +197,4 @@ func send(ctx context.Context, hc *http.Client, want int, req Request) error {
 		return fmt.Errorf("%s %s: status %d, want %d", r.Method, r.URL.Path, resp.StatusCode, want)
 	}
 	return nil
-}
-
-// cmpErr keeps the first error seen.
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
