@@ -44,8 +44,11 @@ type Node struct {
 	hadState bool // the data dir held raft state at Open
 	provider *dialProvider
 	client   *peerClient
-	stop     chan struct{} // closed by Close; stops publishMetadata
+	stop     chan struct{} // closed by Close; stops publishMetadata and announceCommits
 	wg       sync.WaitGroup
+	// announce asks announceCommits for a barrier (AnnounceCommit); one
+	// pending request stands for any number.
+	announce chan struct{}
 }
 
 // Open starts a node in cfg.DataDir. A data dir with Raft state resumes it
@@ -87,7 +90,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
-		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}),
+		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), announce: make(chan struct{}, 1),
 		client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
@@ -186,7 +189,51 @@ func (n *Node) start() error {
 		n.wg.Add(1)
 		go n.publishMetadata()
 	}
+	n.wg.Add(1)
+	go n.announceCommits()
 	return nil
+}
+
+// AnnounceCommit has the leader tell its followers the commit index now
+// instead of with its next append. hashicorp/raft sends a follower the
+// commit index only with an append, and with no new entries the next one
+// comes up to twice CommitTimeout later (50 ms by default): a follower that
+// forwarded a write and answers only once it has applied it (SPEC §3) would
+// wait that long. A barrier is a log entry: replicating it carries the
+// commit index at once. Requests are coalesced, and it returns at once; on
+// a follower, or while a barrier is refused, it does nothing useful and no
+// harm.
+func (n *Node) AnnounceCommit() {
+	select {
+	case n.announce <- struct{}{}:
+	default: // one is pending: it will cover this write too
+	}
+}
+
+// announceCommits runs the barriers AnnounceCommit asks for, one at a time.
+func (n *Node) announceCommits() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.announce:
+		}
+		if !n.IsLeader() {
+			continue
+		}
+		f := n.raft.Barrier(n.cfg.ApplyTimeout)
+		done := make(chan error, 1)
+		go func() { done <- f.Error() }() // answered by raft at the latest when it shuts down
+		select {
+		case <-n.stop:
+			return
+		case err := <-done:
+			if err != nil {
+				n.log.Debug("commit announcement barrier failed", "err", err)
+			}
+		}
+	}
 }
 
 // checkInitialCluster insists that the list names this node at the address

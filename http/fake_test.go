@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ type fakeNode struct {
 	outputBlock     func(id string, decay *float64) error
 	free            func(id string) error
 	reservation     func(id string) (scheduler.ReservationInfo, error)
+
+	announced atomic.Int64 // AnnounceCommit calls
 }
 
 func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
@@ -97,6 +100,8 @@ func (f *fakeNode) WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, e
 }
 
 func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
+
+func (f *fakeNode) AnnounceCommit() { f.announced.Add(1) }
 
 func (f *fakeNode) Status() api.ClusterStatus {
 	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}

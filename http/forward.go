@@ -57,6 +57,10 @@ func (s *Service) leaderRoute(h handler) handler {
 				w.Header().Set(api.HeaderServedBy, node.ID())
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				err := h(w, r)
+				if forwarded && err == nil && r.Method != http.MethodGet {
+					// The follower answers once it has applied the write.
+					node.AnnounceCommit()
+				}
 				if forwarded || !errors.Is(err, cluster.ErrNotLeader) {
 					return err
 				}

@@ -308,3 +308,46 @@ func Test_ForwardedWriteIsReadOnTheFollower(t *testing.T) {
 		})
 	}
 }
+
+// Test_ForwardedWriteAnnouncesCommit: the leader answering a write a
+// follower forwarded has the commit announced at once, so the follower,
+// which answers only once it has applied the write, need not wait for
+// Raft's next append. Reads, failed writes and writes sent to the leader
+// directly announce nothing.
+func Test_ForwardedWriteAnnouncesCommit(t *testing.T) {
+	forwarded := []string{api.HeaderForwardedBy, "n2"}
+	for _, tt := range []struct {
+		name         string
+		method, path string
+		body         string
+		headers      []string
+		fail         bool
+		want         int64
+	}{
+		{"forwarded register", "POST", "/workers", registration, forwarded, false, 1},
+		{"forwarded delete", "DELETE", "/workers/1", "", forwarded, false, 1},
+		{"write sent to the leader", "POST", "/workers", registration, nil, false, 0},
+		{"forwarded write that failed", "POST", "/workers", registration, forwarded, true, 0},
+		{"forwarded linearizable read", "GET", "/workers?consistency=linearizable", "", forwarded, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNode()
+			if tt.fail {
+				f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, cluster.ErrNoLeader }
+			}
+			url := serve(t, f.service())
+			if tt.path == "/workers/1" { // something to delete, written to the leader directly
+				if status, _, body := call(t, "POST", url+"/workers", registration); status != 201 {
+					t.Fatalf("register: %d %s", status, body)
+				}
+			}
+			status, _, body := call(t, tt.method, url+tt.path, tt.body, tt.headers...)
+			if (status < 300) == tt.fail {
+				t.Fatalf("%s %s = %d %s", tt.method, tt.path, status, body)
+			}
+			if got := f.announced.Load(); got != tt.want {
+				t.Fatalf("%d announcements, want %d", got, tt.want)
+			}
+		})
+	}
+}

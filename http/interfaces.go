@@ -45,6 +45,10 @@ type Leadership interface {
 	WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, error)
 	// LeaderWait bounds how long a leader-only request waits for one.
 	LeaderWait() time.Duration
+	// AnnounceCommit has the leader tell followers its commit index now,
+	// so that a follower waiting to apply a write it forwarded need not
+	// wait for Raft's next append (cluster.Node.AnnounceCommit).
+	AnnounceCommit()
 }
 
 // ClusterAdmin reports and changes the membership.

@@ -234,8 +234,27 @@ func Test_FollowerForwardsWrites(t *testing.T) {
 // with no index at all, sees the new worker at once (a new user's tour saw
 // 503 not_ready 20 times out of 20 here). The catalog_behind error names
 // the same catalog_index as /cluster/status.
+//
+// Test_ForwardedWriteWithSlowCommitTimeout: hashicorp/raft tells a
+// follower of a commit only with its next append, up to twice
+// CommitTimeout later. With a CommitTimeout far longer than the follower's
+// wait, a forwarded write still comes back applied on the follower: the
+// leader announces the commit at once (cluster.Node.AnnounceCommit).
 func Test_ReadYourWritesOnTheFollower(t *testing.T) {
 	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.CatalogWait = 300 * time.Millisecond })
+	checkReadYourWritesOnFollower(t, c)
+}
+
+func Test_ForwardedWriteWithSlowCommitTimeout(t *testing.T) {
+	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
+		cfg.CatalogWait = 300 * time.Millisecond
+		cfg.Cluster.CommitTimeout = 5 * time.Second
+	})
+	checkReadYourWritesOnFollower(t, c)
+}
+
+func checkReadYourWritesOnFollower(t *testing.T, c *servertest.Cluster) {
+	t.Helper()
 	f := c.Followers()[0]
 	for id := 1; id <= 20; id++ {
 		w := strings.Replace(workerJSON(id), `"m"`, fmt.Sprintf(`"m%d"`, id), 1)
