@@ -24,8 +24,8 @@ func (ix *partIndex) check() error {
 	if len(live) != ix.live {
 		return fmt.Errorf("live = %d, counted %d", ix.live, len(live))
 	}
-	if len(ix.byKey) != ix.live {
-		return fmt.Errorf("byKey has %d entries for %d live nodes", len(ix.byKey), ix.live)
+	if ix.byKey.Len() != ix.live {
+		return fmt.Errorf("byKey has %d entries for %d live nodes", ix.byKey.Len(), ix.live)
 	}
 	levelOf := func(id nodeID, slot uint32) int {
 		if id == noNode {
@@ -44,7 +44,7 @@ func (ix *partIndex) check() error {
 	var tierBlocks [numTiers]int
 	for _, id := range live {
 		n := ix.nodes.at(id)
-		if got := ix.byKey[n.key]; got != id {
+		if got, _ := ix.byKey.Get(n.key); got != id {
 			return fmt.Errorf("byKey[%x] = %d, want %d", n.key, got, id)
 		}
 		if n.parent != noNode {

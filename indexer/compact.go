@@ -36,7 +36,7 @@ func (ix *partIndex) compact() {
 		}
 	}
 	var pool holderPool
-	byKey := make(map[uint64]nodeID, ix.live)
+	byKey := newKeyTable(&ix.nodes, ix.live) // filled without reading a node: no growth
 	spill := make(map[spillKey][noLevel]uint32, len(ix.spill))
 	aliases := make(map[spillKey]*aliasSet, len(ix.aliases))
 	for id := nodeID(1); id < old.next; id++ {
@@ -61,7 +61,7 @@ func (ix *partIndex) compact() {
 				}
 			}
 		}
-		byKey[n.key] = nid
+		byKey.Put(n.key, nid)
 	}
 	for _, r := range ix.ranks {
 		if r == nil {

@@ -131,8 +131,8 @@ func (a *arena) release(id nodeID) {
 type partIndex struct {
 	nodes     arena
 	pool      holderPool
-	live      int // allocated nodes
-	byKey     map[uint64]nodeID
+	live      int      // allocated nodes
+	byKey     keyTable // path key → node
 	spill     map[spillKey][noLevel]uint32
 	aliases   map[spillKey]*aliasSet // memberships named by several engine hashes
 	ranks     []*rankState           // by slot; nil for free slots
@@ -152,12 +152,13 @@ type partIndex struct {
 }
 
 func newPartIndex() *partIndex {
-	return &partIndex{
-		byKey:   map[uint64]nodeID{},
+	ix := &partIndex{
 		spill:   map[spillKey][noLevel]uint32{},
 		aliases: map[spillKey]*aliasSet{},
 		byRank:  map[RankKey]*rankState{},
 	}
+	ix.byKey = newKeyTable(&ix.nodes, 0)
+	return ix
 }
 
 // addRank registers a rank; events for unregistered ranks are dropped. It
@@ -274,7 +275,7 @@ func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 		} else {
 			key = ChainHash(key, b.Local)
 		}
-		id, exists := ix.byKey[key]
+		id, exists := ix.byKey.Get(key)
 		switch {
 		case exists && fresh:
 			return OutcomeHashCollision
@@ -334,7 +335,7 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 		}
 		id := ix.found[i]
 		if stale {
-			id = ix.byKey[key]
+			id, _ = ix.byKey.Get(key)
 		}
 		old, named := r.blocks[b.Hash]
 		if named && old != id {
@@ -344,7 +345,7 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 			// one may have been freed and must be looked up again.
 			ix.removeHash(r, b.Hash, tierMask)
 			named, stale = false, true
-			id = ix.byKey[key]
+			id, _ = ix.byKey.Get(key)
 		}
 		if id == noNode {
 			id = ix.newNode(key, b.Local, parent)
@@ -358,7 +359,7 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {
 	id := ix.nodes.alloc()
 	*ix.nodes.at(id) = node{key: key, local: local, parent: parent, hclass: noRun}
-	ix.byKey[key] = id
+	ix.byKey.Put(key, id)
 	ix.live++
 	if parent != noNode {
 		ix.nodes.at(parent).kids++
@@ -506,7 +507,7 @@ func (ix *partIndex) freeNode(id nodeID) {
 	for {
 		n := ix.nodes.at(id)
 		parent := n.parent
-		delete(ix.byKey, n.key)
+		ix.byKey.Delete(n.key)
 		ix.nodes.release(id)
 		ix.live--
 		if parent == noNode {

@@ -138,8 +138,8 @@ func Test_RemoveClearAndRelease(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	mustApply(t, ix, b, &Event{Kind: EventCleared})
-	if ix.live != 0 || len(ix.byKey) != 0 || ix.memberships != 0 || len(b.blocks) != 0 {
-		t.Fatalf("index not empty after clear: live=%d keys=%d members=%d", ix.live, len(ix.byKey), ix.memberships)
+	if ix.live != 0 || ix.byKey.Len() != 0 || ix.memberships != 0 || len(b.blocks) != 0 {
+		t.Fatalf("index not empty after clear: live=%d keys=%d members=%d", ix.live, ix.byKey.Len(), ix.memberships)
 	}
 	ix.removeRank(a.key)
 	ix.removeRank(b.key)
@@ -271,7 +271,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 			if err := ix.check(); err != nil {
 				t.Fatal(err)
 			}
-			if ix.live != 0 || len(ix.byKey) != 0 || len(ix.spill) != 0 {
+			if ix.live != 0 || ix.byKey.Len() != 0 || len(ix.spill) != 0 {
 				t.Fatalf("not empty after removing every rank: live=%d", ix.live)
 			}
 		})

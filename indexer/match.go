@@ -79,7 +79,7 @@ func (m *matcher) probe(d int) nodeID {
 	if m.hashed < d {
 		m.hashKeys(d)
 	}
-	id := m.ix.byKey[m.keys[d-1]]
+	id, _ := m.ix.byKey.Get(m.keys[d-1])
 	if id != noNode && m.ix.nodes.at(id).local != m.q[d-1] {
 		id = noNode // a key collision; the block is not on this path
 	}
@@ -236,7 +236,7 @@ func (ix *partIndex) matchWalk(q []uint64, out []Overlap) []Overlap {
 		} else {
 			key = ChainHash(key, q[d-1])
 		}
-		id, ok := ix.byKey[key]
+		id, ok := ix.byKey.Get(key)
 		if !ok || ix.nodes.at(id).local != q[d-1] {
 			break
 		}
