@@ -163,7 +163,7 @@ func (ix *partIndex) checkEngineHashes(free map[nodeID]bool) error {
 			continue
 		}
 		names := map[nodeID]int{}
-		for h, id := range r.blocks {
+		for h, id := range r.blocks.All() {
 			if free[id] || id == noNode || id >= ix.nodes.next {
 				return fmt.Errorf("rank %v engine hash %x names dead node %d", r.key, h, id)
 			}

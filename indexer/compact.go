@@ -67,9 +67,9 @@ func (ix *partIndex) compact() {
 		if r == nil {
 			continue
 		}
-		blocks := make(map[uint64]nodeID, len(r.blocks))
-		for h, id := range r.blocks {
-			blocks[h] = remap[id]
+		var blocks hashTable
+		for h, id := range r.blocks.All() {
+			blocks.Put(h, remap[id])
 		}
 		r.blocks = blocks
 	}

@@ -338,7 +338,7 @@ type frame struct {
 func (ix *partIndex) snapshotRank(s *snapshot, r *rankState) {
 	// Every (node, hash) of the rank, grouped by node with hashes sorted.
 	hs := s.hashes[:0]
-	for h, id := range r.blocks {
+	for h, id := range r.blocks.All() {
 		hs = append(hs, memberHash{id, h})
 	}
 	slices.SortFunc(hs, func(a, b memberHash) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.hash, b.hash)) })

@@ -80,7 +80,7 @@ func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier, named
 		ix.setTiers(r, id, hi, a.union())
 	}
 	if !named {
-		r.blocks[hash] = id
+		r.blocks.Put(hash, id)
 	}
 }
 
@@ -88,14 +88,14 @@ func (ix *partIndex) addHash(r *rankState, hash uint64, id nodeID, t Tier, named
 // reports whether any of them was held under that hash. The hash is
 // forgotten once it holds no tier.
 func (ix *partIndex) removeHash(r *rankState, hash uint64, tiers uint8) bool {
-	id, ok := r.blocks[hash]
+	id, ok := r.blocks.Get(hash)
 	if !ok {
 		return false
 	}
 	n := ix.nodes.at(id)
 	hi := ix.holderIdx(n, r.slot)
 	if hi < 0 { // cannot happen while the invariants hold; stay safe
-		delete(r.blocks, hash)
+		r.blocks.Delete(hash)
 		return false
 	}
 	h := &ix.holders(n)[hi]
@@ -105,7 +105,7 @@ func (ix *partIndex) removeHash(r *rankState, hash uint64, tiers uint8) bool {
 		}
 		left := h.tiers() &^ tiers
 		if left == 0 {
-			delete(r.blocks, hash)
+			r.blocks.Delete(hash)
 		}
 		ix.setTiers(r, id, hi, left)
 		return true
@@ -118,14 +118,14 @@ func (ix *partIndex) removeHash(r *rankState, hash uint64, tiers uint8) bool {
 		}
 		if a.extras[i].tiers &^= tiers; a.extras[i].tiers == 0 {
 			a.extras = append(a.extras[:i], a.extras[i+1:]...)
-			delete(r.blocks, hash)
+			r.blocks.Delete(hash)
 		}
 	} else {
 		if a.primary&tiers == 0 {
 			return false
 		}
 		if a.primary &^= tiers; a.primary == 0 {
-			delete(r.blocks, hash)
+			r.blocks.Delete(hash)
 			// Another hash of the membership becomes the unlisted one.
 			last := len(a.extras) - 1
 			a.primary = a.extras[last].tiers

@@ -82,7 +82,7 @@ type spillKey struct {
 type rankState struct {
 	key    RankKey
 	slot   uint32
-	blocks map[uint64]nodeID // engine hash → node
+	blocks hashTable // engine hash → node
 	holes  [noLevel]int64
 	// seq is the sequence number of the last batch applied for this rank;
 	// valid when hasSeq. It is the rank's watermark in /dump.
@@ -171,7 +171,7 @@ func (ix *partIndex) addRank(k RankKey) *rankState {
 	if len(ix.byRank) >= fsm.MaxRanksPerPartition {
 		return nil
 	}
-	r := &rankState{key: k, blocks: map[uint64]nodeID{}}
+	r := &rankState{key: k}
 	if n := len(ix.freeSlots); n > 0 {
 		r.slot = ix.freeSlots[n-1]
 		ix.freeSlots = ix.freeSlots[:n-1]
@@ -206,13 +206,18 @@ func (ix *partIndex) removeRank(k RankKey) {
 // clearRank removes all of the rank's memberships (AllBlocksCleared).
 func (ix *partIndex) clearRank(r *rankState) int {
 	n := 0
-	for hash := range r.blocks {
+	// removeHash deletes from the table, which must not change under
+	// its iterator: take the hashes first.
+	hashes := make([]uint64, 0, r.blocks.Len())
+	for h := range r.blocks.All() {
+		hashes = append(hashes, h)
+	}
+	for _, hash := range hashes {
 		if ix.removeHash(r, hash, tierMask) {
 			n++
 		}
 	}
-	// A fresh map releases the old one's buckets, which never shrink.
-	r.blocks = map[uint64]nodeID{}
+	r.blocks = hashTable{} // releases the slots, which never shrink
 	return n
 }
 
@@ -255,7 +260,7 @@ func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 	ix.found = ix.found[:0]
 	parent := noNode
 	if ev.HasParent {
-		id, ok := r.blocks[ev.Parent]
+		id, ok := r.blocks.Get(ev.Parent)
 		if !ok {
 			return OutcomeParentNotFound
 		}
@@ -286,7 +291,7 @@ func (ix *partIndex) checkStored(r *rankState, ev *Event) Outcome {
 		default:
 			fresh, id = true, noNode
 		}
-		if old, named := r.blocks[b.Hash]; named && old != id && old == parent && parent != noNode {
+		if old, named := r.blocks.Get(b.Hash); named && old != id && old == parent && parent != noNode {
 			return OutcomeInvalid // the block would be its own parent
 		}
 		ix.found = append(ix.found, id)
@@ -325,7 +330,7 @@ func hasDuplicateHash(blocks []StoredBlock) bool {
 func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 	parent := noNode
 	if ev.HasParent {
-		parent = r.blocks[ev.Parent]
+		parent, _ = r.blocks.Get(ev.Parent)
 	}
 	stale := false
 	for i, b := range ev.Blocks {
@@ -337,7 +342,7 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 		if stale {
 			id, _ = ix.byKey.Get(key)
 		}
-		old, named := r.blocks[b.Hash]
+		old, named := r.blocks.Get(b.Hash)
 		if named && old != id {
 			// The engine reused a hash for other content: that block is
 			// gone under this hash. It cannot be the parent (checked), so

@@ -138,7 +138,7 @@ func Test_RemoveClearAndRelease(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	mustApply(t, ix, b, &Event{Kind: EventCleared})
-	if ix.live != 0 || ix.byKey.Len() != 0 || ix.memberships != 0 || len(b.blocks) != 0 {
+	if ix.live != 0 || ix.byKey.Len() != 0 || ix.memberships != 0 || b.blocks.Len() != 0 {
 		t.Fatalf("index not empty after clear: live=%d keys=%d members=%d", ix.live, ix.byKey.Len(), ix.memberships)
 	}
 	ix.removeRank(a.key)
