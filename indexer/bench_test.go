@@ -170,17 +170,7 @@ func BenchmarkMatch(b *testing.B) {
 	w := defaultWorkload
 	x, key := w.build(b)
 	p := x.parts[key]
-	rng := rand.New(rand.NewPCG(1, 2))
-	queries := make([][]uint64, 256)
-	for i := range queries {
-		queries[i] = w.doc(rng.IntN(w.docs))
-		if i%2 == 1 { // half the queries diverge somewhere after the prompt
-			cut := w.promptBlocks + rng.IntN(w.docBlocks-w.promptBlocks)
-			for j := cut; j < len(queries[i]); j++ {
-				queries[i][j] ^= 0xdead
-			}
-		}
-	}
+	queries := matchQueries(w)
 	for _, impl := range []struct {
 		name string
 		fn   func([]uint64, []Overlap) []Overlap
@@ -201,6 +191,141 @@ func BenchmarkMatch(b *testing.B) {
 			benchutil.ReportPercentiles(b, lat)
 		})
 	}
+}
+
+// BenchmarkMatch10M is BenchmarkMatch's bisect matcher on an index ten
+// times larger: 20 480 documents, 10.5 M blocks, 21 M memberships over
+// the same 256 ranks (SPEC §12: p99 ≤ 10 µs at 10 M blocks). Building it
+// takes a few seconds and ~3 GB of heap, once whatever b.N is.
+func BenchmarkMatch10M(b *testing.B) {
+	w := defaultWorkload
+	w.docs *= 10
+	x, key := w.build(b)
+	p := x.parts[key]
+	queries := matchQueries(w)
+	lat := make([]time.Duration, 0, b.N)
+	out := make([]Overlap, 0, 256)
+	b.ResetTimer()
+	for i := range b.N {
+		q := queries[i%len(queries)]
+		t0 := time.Now()
+		out = p.ix.match(q, out[:0])
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	benchutil.ReportPercentiles(b, lat)
+	b.ReportMetric(float64(p.ix.live), "blocks")
+	runtime.KeepAlive(x)
+}
+
+// BenchmarkMatchUnderApply measures Indexer.Match (with its locking) on
+// the 1 M-block index alone ("quiet", the baseline) and while another
+// goroutine applies 16-block BlockStored events at 1 M blocks/s into the
+// same partition, storing 256 new documents and removing them again (SPEC
+// §12: within 2× of the quiet figure).
+func BenchmarkMatchUnderApply(b *testing.B) {
+	w := defaultWorkload
+	x, key := w.build(b)
+	queries := matchQueries(w)
+	// The applier's documents come after the indexed ones, on every rank
+	// in turn.
+	more := w
+	more.docs = 2 * w.docs
+	type job struct {
+		rk     RankKey
+		evs    []Event
+		remove []Event // remove what evs stored, 16 blocks an event, leaving the indexed documents alone
+	}
+	var jobs []job
+	for d := w.docs; d < w.docs+256; d++ {
+		for _, rk := range more.holders(d) {
+			j := job{rk: rk, evs: more.events(d, rk)}
+			for k := len(j.evs) - 1; k >= 0; k-- { // tails first, as engines evict
+				rm := Event{Kind: EventRemoved, Tier: TierDevice}
+				for _, blk := range j.evs[k].Blocks {
+					rm.Hashes = append(rm.Hashes, blk.Hash)
+				}
+				j.remove = append(j.remove, rm)
+			}
+			jobs = append(jobs, j)
+		}
+	}
+	run := func(b *testing.B, applyRate float64) {
+		stop := make(chan struct{})
+		done := make(chan int)
+		if applyRate > 0 {
+			go func() {
+				applied, start := 0, time.Now()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						done <- applied
+						return
+					default:
+					}
+					j := jobs[i%len(jobs)]
+					if i%len(jobs) == 0 && i > 0 { // start over: remove what the last round stored
+						for _, jj := range jobs {
+							for k := range jj.remove {
+								if _, err := x.Apply(jj.rk, Batch{Events: jj.remove[k : k+1]}); err != nil {
+									panic(err)
+								}
+							}
+						}
+					}
+					for k := range j.evs {
+						if _, err := x.Apply(j.rk, Batch{Events: j.evs[k : k+1]}); err != nil {
+							panic(err)
+						}
+						applied += len(j.evs[k].Blocks)
+					}
+					// Pace to applyRate.
+					if ahead := time.Duration(float64(applied)/applyRate*float64(time.Second)) - time.Since(start); ahead > 0 {
+						time.Sleep(ahead)
+					}
+				}
+			}()
+		}
+		lat := make([]time.Duration, 0, b.N)
+		out := make([]Overlap, 0, 256)
+		b.ResetTimer()
+		start := time.Now()
+		for i := range b.N {
+			q := queries[i%len(queries)]
+			t0 := time.Now()
+			var err error
+			if out, _, err = x.Match(key, q, out[:0]); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if applyRate > 0 {
+			close(stop)
+			b.ReportMetric(float64(<-done)/elapsed.Seconds(), "applied-blocks/s")
+		}
+		benchutil.ReportPercentiles(b, lat)
+	}
+	b.Run("quiet-baseline", func(b *testing.B) { run(b, 0) })
+	b.Run("apply-1M-blocks-per-s", func(b *testing.B) { run(b, 1e6) })
+}
+
+// matchQueries are BenchmarkMatch's 256 queries over w: whole documents,
+// half of them diverging somewhere after their system prompt.
+func matchQueries(w workload) [][]uint64 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	queries := make([][]uint64, 256)
+	for i := range queries {
+		queries[i] = w.doc(rng.IntN(w.docs))
+		if i%2 == 1 {
+			cut := w.promptBlocks + rng.IntN(w.docBlocks-w.promptBlocks)
+			for j := cut; j < len(queries[i]); j++ {
+				queries[i][j] ^= 0xdead
+			}
+		}
+	}
+	return queries
 }
 
 // BenchmarkMemory reports heap bytes per (block, rank) membership and per

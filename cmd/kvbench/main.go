@@ -124,6 +124,23 @@ func figures(rs map[string]Result) []Figure {
 		}
 		out = append(out, f)
 	}
+	if v, ok := get("BenchmarkMatch10M", "p99-ns"); ok {
+		blocks, _ := get("BenchmarkMatch10M", "blocks")
+		p50, _ := get("BenchmarkMatch10M", "p50-ns")
+		out = append(out, Figure{Name: fmt.Sprintf("match p99 (512-block query, %.1f M blocks, 256 ranks)", blocks/1e6),
+			Value: v / 1000, Unit: "us", Target: "<= 10", Met: v <= 10_000, Compared: fmt.Sprintf("p50 %.1f us", p50/1000)})
+	}
+	if v, ok := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "p99-ns"); ok {
+		f := Figure{Name: "match p99 while blocks are applied to the same partition (asked: 1 M blocks/s)", Value: v / 1000, Unit: "us"}
+		if q, ok := get("BenchmarkMatchUnderApply/quiet-baseline", "p99-ns"); ok {
+			f.Target, f.Met = fmt.Sprintf("<= 2x quiet (%.1f us)", 2*q/1000), v <= 2*q
+			f.Baseline = fmt.Sprintf("quiet: p99 %.1f us", q/1000)
+		}
+		p50, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "p50-ns")
+		rate, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "applied-blocks/s")
+		f.Compared = fmt.Sprintf("p50 %.1f us; %.0f blocks/s applied meanwhile", p50/1000, rate)
+		out = append(out, f)
+	}
 	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
 		blocks, _ := get("BenchmarkMemory", "blocks")
 		members, _ := get("BenchmarkMemory", "memberships")
