@@ -138,7 +138,7 @@ func figures(rs map[string]Result) []Figure {
 		}
 		p50, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "p50-ns")
 		rate, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "applied-blocks/s")
-		f.Compared = fmt.Sprintf("p50 %.1f us; %.0f blocks/s applied meanwhile", p50/1000, rate)
+		f.Compared = fmt.Sprintf("under apply: p50 %.1f us, %.0f blocks/s applied meanwhile", p50/1000, rate)
 		out = append(out, f)
 	}
 	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
