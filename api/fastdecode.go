@@ -18,8 +18,14 @@ import (
 // 2048-token prompt through encoding/json is three passes of its scanner
 // over ~12 KB (find the object, skip the array, then our own array
 // scan); here it is one.
+//
+// v should be zero but for v.TokenIDs: a slice with room for the prompt's
+// tokens is decoded into (a caller may reuse buffers); token_ids absent
+// from the body leaves v.TokenIDs nil all the same.
 func DecodeSelect(body []byte, v *SelectRequest) error {
-	if decodeFast(body, &v.Prompt, v) {
+	buf := v.TokenIDs[:0]
+	v.TokenIDs = nil
+	if decodeFast(body, &v.Prompt, v, buf) {
 		return nil
 	}
 	*v = SelectRequest{}
@@ -29,7 +35,9 @@ func DecodeSelect(body []byte, v *SelectRequest) error {
 // DecodePrompt is DecodeSelect for the routes that take a prompt alone
 // (/overlap_scores, /potential_loads).
 func DecodePrompt(body []byte, v *Prompt) error {
-	if decodeFast(body, v, nil) {
+	buf := v.TokenIDs[:0]
+	v.TokenIDs = nil
+	if decodeFast(body, v, nil, buf) {
 		return nil
 	}
 	*v = Prompt{}
@@ -54,8 +62,8 @@ const (
 // decodeFast fills pr (and sel's own fields when sel is not nil) from
 // body and reports whether it could decide alone. On false the caller
 // starts over with Decode; what was filled is discarded.
-func decodeFast(body []byte, pr *Prompt, sel *SelectRequest) bool {
-	p := fastParser{b: body}
+func decodeFast(body []byte, pr *Prompt, sel *SelectRequest, tokBuf TokenIDs) bool {
+	p := fastParser{b: body, tokBuf: tokBuf}
 	p.ws()
 	if !p.consume('{') {
 		return false
@@ -188,6 +196,8 @@ func (p *fastParser) value(bit int, pr *Prompt, sel *SelectRequest) bool {
 type fastParser struct {
 	b []byte
 	i int
+	// tokBuf is decoded into when it has room for token_ids.
+	tokBuf TokenIDs
 }
 
 func (p *fastParser) ws() {
@@ -302,7 +312,10 @@ func (p *fastParser) tokenArray() (TokenIDs, bool) {
 	if end := bytes.IndexByte(b[p.i:], ']'); end >= 0 {
 		n = min(bytes.Count(b[p.i:p.i+end], []byte{','})+1, MaxHashes)
 	}
-	out := make(TokenIDs, 0, n)
+	out := p.tokBuf[:0]
+	if cap(out) < n || out == nil {
+		out = make(TokenIDs, 0, n)
+	}
 	p.ws()
 	if p.consume(']') {
 		return out, true

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func Test_DecodeSelectFastAgrees(t *testing.T) {
 		t.Run(tc.body, func(t *testing.T) {
 			checkFastAgrees(t, []byte(tc.body))
 			var v SelectRequest
-			if got := decodeFast([]byte(tc.body), &v.Prompt, &v); got != tc.fast {
+			if got := decodeFast([]byte(tc.body), &v.Prompt, &v, nil); got != tc.fast {
 				t.Fatalf("decodeFast decided alone = %v, want %v", got, tc.fast)
 			}
 		})
@@ -87,6 +88,14 @@ func checkFastAgrees(t *testing.T, body []byte) {
 	}
 	if !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("DecodeSelect gave %+v, Decode %+v", fast, slow)
+	}
+	// Into a reused buffer, as the server decodes: the same contents.
+	reused := SelectRequest{Prompt: Prompt{TokenIDs: make(TokenIDs, 3, 4096)}}
+	if err := DecodeSelect(body, &reused); (err == nil) != (fastErr == nil) {
+		t.Fatalf("DecodeSelect into a reused buffer: %v; fresh: %v", err, fastErr)
+	}
+	if fastErr == nil && ((reused.TokenIDs == nil) != (fast.TokenIDs == nil) || !slices.Equal(reused.TokenIDs, fast.TokenIDs)) {
+		t.Fatalf("DecodeSelect into a reused buffer gave tokens %v, fresh %v", reused.TokenIDs, fast.TokenIDs)
 	}
 	var fp, sp Prompt
 	fastErr, slowErr = DecodePrompt(body, &fp), Decode(body, &sp)

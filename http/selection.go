@@ -3,6 +3,7 @@ package http
 import (
 	"math"
 	"net/http"
+	"sync"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
@@ -124,8 +125,23 @@ func (s *Service) selectAndReserve(w http.ResponseWriter, r *http.Request) error
 	return s.doSelect(w, r, true)
 }
 
+// tokenPool holds token id buffers for doSelect: the scheduler hashes a
+// prompt's tokens into block hashes and keeps nothing of the tokens
+// themselves, so a request's buffer serves the next one.
+var tokenPool = sync.Pool{New: func() any { return new(api.TokenIDs) }}
+
+// pooledTokensMax bounds the buffers tokenPool keeps (256 KiB).
+const pooledTokensMax = 64 << 10
+
 func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool) error {
-	var in api.SelectRequest
+	tb := tokenPool.Get().(*api.TokenIDs)
+	in := api.SelectRequest{Prompt: api.Prompt{TokenIDs: (*tb)[:0]}}
+	defer func() {
+		if c := cap(in.TokenIDs); c > cap(*tb) && c <= pooledTokensMax {
+			*tb = in.TokenIDs[:0]
+		}
+		tokenPool.Put(tb)
+	}()
 	if err := decodePooled(w, r, func(b []byte) error { return api.DecodeSelect(b, &in) }); err != nil {
 		return err
 	}
