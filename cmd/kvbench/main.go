@@ -297,7 +297,11 @@ func report(args []string, stdout io.Writer) error {
 		case f.Target != "":
 			status = "MISSES target " + f.Target
 		}
-		line := fmt.Sprintf("%-62s %14s %-9s %s", f.Name, format(f.Value), f.Unit, status)
+		value := format(f.Value)
+		if f.Unit == "x" { // a ratio: two decimals tell 0.56 from 0.64
+			value = strconv.FormatFloat(f.Value, 'f', 2, 64)
+		}
+		line := fmt.Sprintf("%-62s %14s %-9s %s", f.Name, value, f.Unit, status)
 		if f.Baseline != "" {
 			line += "; baseline " + f.Baseline
 		}
