@@ -110,6 +110,39 @@ func NemesisByName(name string) (Nemesis, bool) {
 	return nil, false
 }
 
+// SelectNemeses returns fresh values of the nemeses named in list
+// (comma-separated, in Nemeses' order), or every one when list is empty.
+// An unknown name is an error that lists the known ones, so that a typo
+// in JEPSEN_NEMESIS runs nothing by mistake rather than passing.
+func SelectNemeses(list string) ([]Nemesis, error) {
+	all := Nemeses()
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		want[strings.TrimSpace(name)] = true
+	}
+	var out []Nemesis
+	var names []string
+	for _, n := range all {
+		names = append(names, n.Name())
+		if want[n.Name()] {
+			out = append(out, n)
+			delete(want, n.Name())
+		}
+	}
+	if len(want) > 0 {
+		unknown := make([]string, 0, len(want))
+		for name := range want {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("no nemesis named %s; the nemeses are %s", strings.Join(unknown, ", "), strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
 // others are the node indexes besides i.
 func others(c *Cluster, i int) []int {
 	var out []int
