@@ -308,10 +308,11 @@ func (p *fastParser) tokenArray() (TokenIDs, bool) {
 	b := p.b
 	// One allocation: the elements are at most the commas before the
 	// first ']' plus one (a well-formed array has no ']' inside).
-	n := MaxHashes
-	if end := bytes.IndexByte(b[p.i:], ']'); end >= 0 {
-		n = min(bytes.Count(b[p.i:p.i+end], []byte{','})+1, MaxHashes)
+	end := bytes.IndexByte(b[p.i:], ']')
+	if end < 0 {
+		return nil, false // not an array; and sizing by MaxHashes would cost 4 MiB
 	}
+	n := min(bytes.Count(b[p.i:p.i+end], []byte{','})+1, MaxHashes)
 	out := p.tokBuf[:0]
 	if cap(out) < n || out == nil {
 		out = make(TokenIDs, 0, n)

@@ -38,6 +38,8 @@ var fastCases = []struct {
 	{`{"token_ids":[4294967296]}`, false},
 	{`{"token_ids":[1,]}`, false},
 	{`{"token_ids":[1 2]}`, false},
+	{`{"token_ids":[`, false},
+	{`{"token_ids":[1,2}`, false},
 	{`{"token_ids":["1"]}`, false},
 	{`{"isl_tokens":1.0}`, false},
 	{`{"isl_tokens":99999999999999999999}`, false},
@@ -165,5 +167,22 @@ func BenchmarkDecodeSelect(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Test_TokenArrayAllocation: a body that never closes its array must not
+// cost an allocation sized for MaxHashes (4 MiB) before failing.
+func Test_TokenArrayAllocation(t *testing.T) {
+	body := []byte(`{"token_ids":[1,2}`)
+	allocs := testing.AllocsPerRun(20, func() {
+		var v SelectRequest
+		p := fastParser{b: body[13:]}
+		if _, ok := p.tokenArray(); ok {
+			t.Fatal("an unclosed array decoded")
+		}
+		_ = v
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations failing on an unclosed array", allocs)
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/kvselect/kvselect/api"
 )
 
-// readBody reads the whole body, at most api.MaxBodyBytes. A body whose
-// length is announced is read into one buffer of that size.
+// readBody reads the whole body, at most api.MaxBodyBytes. A small body
+// whose length is announced is read into one buffer of that size; a large
+// one grows with what arrives, so that announcing 8 MiB and sending
+// nothing holds no memory.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if n := r.ContentLength; n > 0 && n <= api.MaxBodyBytes {
+	if n := r.ContentLength; n > 0 && n <= pooledBodyMax {
 		body := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			return nil, badRequest("", "reading body: %v", err)

@@ -57,8 +57,7 @@ func (s *Service) leaderRoute(h handler) handler {
 				w.Header().Set(api.HeaderServedBy, node.ID())
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				err := h(w, r)
-				if forwarded && err == nil && r.Method != http.MethodGet {
-					// The follower answers once it has applied the write.
+				if forwarded && err == nil && followerWaits(r.Method, w.Header().Get(api.HeaderIndex)) {
 					node.AnnounceCommit()
 				}
 				if forwarded || !errors.Is(err, cluster.ErrNotLeader) {
@@ -171,7 +170,7 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 			w.Header().Set(h, v)
 		}
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && resp.StatusCode/100 == 2 {
+	if resp.StatusCode/100 == 2 && followerWaits(r.Method, resp.Header.Get(api.HeaderIndex)) {
 		if !s.appliedHere(r, resp.Header.Get(api.HeaderIndex)) {
 			s.metrics.forwards.WithLabelValues("unapplied").Inc()
 			w.Header().Set(api.HeaderApplied, "false")
@@ -180,6 +179,14 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 	return true, nil
+}
+
+// followerWaits reports whether a follower relaying a successful answer
+// waits until it has applied the answer's catalog index before passing it
+// on: for writes that carry one. The leader announces the commit of those
+// at once (AnnounceCommit), so that the wait is short.
+func followerWaits(method, index string) bool {
+	return method != http.MethodGet && method != http.MethodHead && index != ""
 }
 
 // appliedHere waits, up to CatalogWait, for this node to apply the catalog
