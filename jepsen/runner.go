@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/backoff"
 )
 
 // RunConfig is one scenario: a fresh cluster, the workload, and one
@@ -68,13 +70,13 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	var problems []string
 	deadline := time.Now().Add(cfg.Duration)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !pause(ctx, cfg.Quiet) {
+		if !backoff.Sleep(ctx, cfg.Quiet) {
 			break
 		}
 		if err := cfg.Nemesis.Inject(ctx, c); err != nil {
 			problems = append(problems, fmt.Sprintf("inject: %v", err))
 		}
-		pause(ctx, cfg.Fault)
+		backoff.Sleep(ctx, cfg.Fault)
 		if err := cfg.Nemesis.Heal(ctx, c); err != nil {
 			problems = append(problems, fmt.Sprintf("heal: %v", err))
 		}
@@ -174,7 +176,7 @@ func servePrompts(ctx context.Context, simURL string, workers []uint64) error {
 		}
 		// kvsim may be busy for a moment; the next call tries again.
 		_ = simPost(ctx, simClient, simURL, "/prompt", body)
-		if !pause(ctx, 100*time.Millisecond) {
+		if !backoff.Sleep(ctx, 100*time.Millisecond) {
 			return nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/backoff"
 )
 
 // Workload settings.
@@ -120,7 +121,7 @@ func (c *catalogClient) run(ctx context.Context) {
 			c.pid += c.n
 			c.slots.retire(slot, id)
 		}
-		if !pause(ctx, catalogPause) {
+		if !backoff.Sleep(ctx, catalogPause) {
 			return
 		}
 	}
@@ -260,7 +261,7 @@ func (c *selectionClient) run(ctx context.Context) {
 			// where a 404 proves there is none.
 			c.settle(fin, KindFree, rid, c.node)
 		}
-		if !pause(ctx, selectionPause) {
+		if !backoff.Sleep(ctx, selectionPause) {
 			return
 		}
 	}
@@ -331,22 +332,10 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 		default:
 			lost, op.Error, op.Result = true, err.Error(), ResultUnknown
 		}
-		if op.Result == ResultOK || time.Now().After(deadline) || !pause(ctx, bookingPause) {
+		if op.Result == ResultOK || time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
 			break
 		}
 	}
 	op.Return = time.Since(c.base)
 	c.h.Add(op)
-}
-
-// pause waits d and reports whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

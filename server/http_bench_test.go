@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/benchutil"
 	"github.com/kvselect/kvselect/server/servertest"
@@ -69,7 +70,7 @@ func BenchmarkSelectHTTP(b *testing.B) {
 		}
 		body, _ := json.Marshal(map[string]any{"worker_id": w + 1, "model_name": "bench", "endpoint": "http://w",
 			"block_size": httpBlockSize, "data_parallel_size": httpRanks, "kv_events_endpoints": eps})
-		resp, err := hc.Post(s.URL()+"/workers", "application/json", bytes.NewReader(body))
+		resp, err := hc.Post(s.URL()+api.PathWorkers, "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -100,11 +101,11 @@ func BenchmarkSelectHTTP(b *testing.B) {
 	}
 	var seq atomic.Uint64
 	health := func(ctx context.Context) (*http.Request, error) {
-		return http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/health", nil)
+		return http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+api.PathHealth, nil)
 	}
 	sel := func(ctx context.Context) (*http.Request, error) {
 		body := bodies[seq.Add(1)%httpQueried]
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/select", bytes.NewReader(body))
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+api.PathSelect, bytes.NewReader(body))
 		if err == nil {
 			r.Header.Set("Content-Type", "application/json")
 		}
