@@ -84,6 +84,8 @@ const (
 	PathOpenAPI          = "/openapi.json"
 	PathWorkers          = "/workers"
 	PathWorker           = "/workers/{id}"
+	PathWorkerKeepAlive  = "/workers/{id}/keepalive"
+	PathKeepAlive        = "/workers/keepalive"
 	PathSelect           = "/select"
 	PathSelectAndReserve = "/select_and_reserve"
 	PathReservations     = "/reservations"
@@ -108,6 +110,9 @@ const (
 
 // WorkerPath is PathWorker for one worker id.
 func WorkerPath(id uint64) string { return PathWorkers + "/" + strconv.FormatUint(id, 10) }
+
+// KeepAlivePath is PathWorkerKeepAlive for one worker id.
+func KeepAlivePath(id uint64) string { return WorkerPath(id) + "/keepalive" }
 
 // ReservationPath is PathReservation for one reservation id.
 func ReservationPath(id string) string { return PathReservations + "/" + url.PathEscape(id) }

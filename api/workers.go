@@ -34,7 +34,15 @@ type WorkerPatch struct {
 	ReplayEndpoint      *string `json:"replay_endpoint,omitempty"`
 	TotalKVBlocks       *uint64 `json:"total_kv_blocks,omitempty"`
 	MaxNumBatchedTokens *uint64 `json:"max_num_batched_tokens,omitempty"`
+	// LeaseTTLSeconds (1-3600) gives the worker a lease (SPEC §3.7): it
+	// must be renewed (keepalive) within that many seconds or the leader
+	// removes the worker. 0 or absent: no lease (a PATCH with 0 removes
+	// it). Registering or patching the worker renews the lease.
+	LeaseTTLSeconds *uint32 `json:"lease_ttl_s,omitempty"`
 }
+
+// MaxLeaseTTLSeconds is the longest lease a worker may hold.
+const MaxLeaseTTLSeconds = 3600
 
 // WorkerSpec is a worker registration as a Go caller writes it: zero
 // values mean "the default". Body turns it into the POST /workers body.
@@ -50,6 +58,7 @@ type WorkerSpec struct {
 	ReplayEndpoint        string
 	TotalKVBlocks         uint64
 	MaxNumBatchedTokens   uint64
+	LeaseTTLSeconds       uint32 // 0: no lease
 }
 
 // Body is the registration as the wire body: worker_id always, every
@@ -65,6 +74,7 @@ func (s WorkerSpec) Body() WorkerPatch {
 	setNonZero(&p.ReplayEndpoint, s.ReplayEndpoint)
 	setNonZero(&p.TotalKVBlocks, s.TotalKVBlocks)
 	setNonZero(&p.MaxNumBatchedTokens, s.MaxNumBatchedTokens)
+	setNonZero(&p.LeaseTTLSeconds, s.LeaseTTLSeconds)
 	if len(s.KVEventsEndpoints) > 0 {
 		eps := make(map[uint32]string, len(s.KVEventsEndpoints))
 		for r, ep := range s.KVEventsEndpoints {
@@ -95,6 +105,8 @@ type Worker struct {
 	ReplayEndpoint        string            `json:"replay_endpoint,omitempty"`
 	TotalKVBlocks         uint64            `json:"total_kv_blocks,omitempty"`
 	MaxNumBatchedTokens   uint64            `json:"max_num_batched_tokens,omitempty"`
+	// LeaseTTLSeconds is the worker's lease; absent when it has none.
+	LeaseTTLSeconds uint32 `json:"lease_ttl_s,omitempty"`
 	// CreateIndex is the Raft index that first inserted this worker id;
 	// ModifyIndex the one that last changed it; BlockSizeIndex the one at
 	// which its current block size was set.
@@ -123,6 +135,40 @@ func (w *Worker) Schedulable() bool { return w.Lifecycle == LifecycleSchedulable
 type WorkerWritten struct {
 	Worker
 	CatalogIndex uint64 `json:"catalog_index"`
+}
+
+// KeepAliveRequest is the body of POST /workers/keepalive: renew the
+// leases of many workers in one request.
+type KeepAliveRequest struct {
+	WorkerIDs []uint64 `json:"worker_ids"`
+}
+
+// MaxKeepAliveBatch bounds the ids of one keepalive request.
+const MaxKeepAliveBatch = 65536
+
+// Lease is a renewed lease: POST /workers/{id}/keepalive answers one.
+type Lease struct {
+	WorkerID        uint64 `json:"worker_id"`
+	LeaseTTLSeconds uint32 `json:"lease_ttl_s"`
+	// ExpiresInMs is how long the lease lasts without another renewal.
+	ExpiresInMs int64 `json:"expires_in_ms"`
+}
+
+// KeepAliveAnswer answers POST /workers/keepalive: the leases renewed, and
+// the ids that could not be, each with the code and message the
+// one-worker route would have answered (not_found: unknown worker or lease
+// already lapsed, register it again; conflict: registered without a
+// lease).
+type KeepAliveAnswer struct {
+	Leases []Lease          `json:"leases"`
+	Failed []KeepAliveError `json:"failed,omitempty"`
+}
+
+// KeepAliveError is one id a batch keepalive could not renew.
+type KeepAliveError struct {
+	WorkerID uint64 `json:"worker_id"`
+	Code     string `json:"code"`
+	Error    string `json:"error"`
 }
 
 // States of a KV event listener.

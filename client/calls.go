@@ -95,6 +95,24 @@ func (c *Client) DeleteWorker(ctx context.Context, id uint64) (*api.WorkerWritte
 	return &out, c.send(ctx, call{method: http.MethodDelete, path: api.WorkerPath(id), kind: write}, nil, &out)
 }
 
+// KeepAlive renews one worker's lease (POST /workers/{id}/keepalive;
+// SPEC §3.7). An *Error with CodeNotFound means the worker is gone (its
+// lease may have lapsed): register it again. Renewals are idempotent, so
+// the client resends one whose answer was lost.
+func (c *Client) KeepAlive(ctx context.Context, id uint64) (*api.Lease, error) {
+	var out api.Lease
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.KeepAlivePath(id), kind: write}, nil, &out)
+}
+
+// KeepAliveMany renews many workers' leases in one request (POST
+// /workers/keepalive): the answer lists the leases renewed and, with
+// their codes, the ids that were not.
+func (c *Client) KeepAliveMany(ctx context.Context, ids []uint64) (*api.KeepAliveAnswer, error) {
+	var out api.KeepAliveAnswer
+	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathKeepAlive, kind: write},
+		api.KeepAliveRequest{WorkerIDs: ids}, &out)
+}
+
 // WorkersOptions filters and qualifies a catalog read.
 type WorkersOptions struct {
 	ModelName, TenantID string

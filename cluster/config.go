@@ -70,6 +70,10 @@ type Config struct {
 	TrailingLogs      uint64
 	SnapshotsRetained int
 
+	// Clock, when set, is the time lease deadlines are measured in
+	// (tests move it by hand); nil means time.Now.
+	Clock func() time.Time
+
 	// ApplyTimeout bounds how long a write waits to be enqueued.
 	ApplyTimeout time.Duration
 	// LeaderWait is how long a write or linearizable read waits for a

@@ -17,6 +17,8 @@ var (
 	ErrCatalogBehind = errors.New("catalog behind requested index")
 	// ErrMembership: a join, remove or step-down request is not possible.
 	ErrMembership = errors.New("membership change rejected")
+	// ErrNoLease: a keepalive named a worker registered without a lease.
+	ErrNoLease = errors.New("worker has no lease")
 	// ErrClosed: the node is shut down.
 	ErrClosed = errors.New("node closed")
 )

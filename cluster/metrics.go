@@ -7,6 +7,7 @@ import (
 
 type metrics struct {
 	leaderChanges prometheus.Counter
+	leasesExpired prometheus.Counter
 	applyLatency  *prometheus.HistogramVec
 	collectors    []prometheus.Collector
 }
@@ -15,6 +16,10 @@ func newMetrics(n *Node) *metrics {
 	m := &metrics{
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvselect_raft_leader_changes_total", Help: "Leader changes observed by this node.",
+		}),
+		leasesExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvselect_worker_leases_expired_total",
+			Help: "Workers this node removed as leader because their lease lapsed (reason lease_expired).",
 		}),
 		applyLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "kvselect_catalog_apply_duration_seconds",
@@ -26,7 +31,7 @@ func newMetrics(n *Node) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	m.collectors = []prometheus.Collector{
-		m.leaderChanges, m.applyLatency,
+		m.leaderChanges, m.leasesExpired, m.applyLatency,
 		gauge("kvselect_raft_state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
 			func() float64 { return float64(n.raft.State()) }),
 		gauge("kvselect_raft_term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,6 +50,10 @@ type Node struct {
 	// announce asks announceCommits for a barrier (AnnounceCommit); one
 	// pending request stands for any number.
 	announce chan struct{}
+	// leases is the leader's lease deadlines (lease.go).
+	leases leaseBook
+	// leaseTicks counts expireLeases rounds (tests wait on it).
+	leaseTicks atomic.Uint64
 }
 
 // Open starts a node in cfg.DataDir. A data dir with Raft state resumes it
@@ -189,8 +194,9 @@ func (n *Node) start() error {
 		n.wg.Add(1)
 		go n.publishMetadata()
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.announceCommits()
+	go n.expireLeases()
 	return nil
 }
 
@@ -490,16 +496,8 @@ func (n *Node) LinearizableCatalog(ctx context.Context) (*fsm.Catalog, error) {
 		return nil, err
 	}
 	term := n.raft.CurrentTerm()
-	n.mu.Lock()
-	needBarrier := n.barrierTerm != term
-	n.mu.Unlock()
-	if needBarrier {
-		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-			return nil, n.readError(err)
-		}
-		n.mu.Lock()
-		n.barrierTerm = term
-		n.mu.Unlock()
+	if err := n.termBarrier(term); err != nil {
+		return nil, err
 	}
 	commit := n.raft.CommitIndex()
 	if err := n.raft.VerifyLeader().Error(); err != nil {

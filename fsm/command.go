@@ -30,7 +30,9 @@ const (
 	// CmdInitThresholds sets a model's initial busy thresholds unless it
 	// has a record already.
 	CmdInitThresholds CommandType = 8
-	// 9 and up are reserved for worker leases.
+	// CmdExpireLease removes a worker whose lease lapsed, unless the
+	// record changed since the leader judged it (SPEC §3.7).
+	CmdExpireLease CommandType = 9
 
 	// IgnoreUnknown is the flag bit of a type an older binary may skip.
 	IgnoreUnknown CommandType = 0x80
@@ -57,6 +59,8 @@ func (t CommandType) String() string {
 		return "clear_thresholds"
 	case CmdInitThresholds:
 		return "init_thresholds"
+	case CmdExpireLease:
+		return "expire_lease"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }
@@ -84,6 +88,16 @@ type DeleteWorker struct {
 	WorkerID uint64
 }
 
+// ExpireLease removes worker WorkerID because its lease lapsed. The
+// leader decides expiry from renewals only it sees; ModifyIndex is the
+// record it judged, so a registration or patch committed in between (which
+// renews the lease) makes the command a no-op (ErrLeaseRenewed) instead of
+// deleting a worker that just came back.
+type ExpireLease struct {
+	WorkerID    uint64
+	ModifyIndex uint64
+}
+
 // SetNode inserts or replaces a node's metadata.
 type SetNode struct {
 	Node NodeMeta
@@ -97,6 +111,7 @@ type DeleteNode struct {
 func (UpsertWorker) Type() CommandType { return CmdUpsertWorker }
 func (PatchWorker) Type() CommandType  { return CmdPatchWorker }
 func (DeleteWorker) Type() CommandType { return CmdDeleteWorker }
+func (ExpireLease) Type() CommandType  { return CmdExpireLease }
 func (SetNode) Type() CommandType      { return CmdSetNode }
 func (DeleteNode) Type() CommandType   { return CmdDeleteNode }
 
@@ -116,6 +131,8 @@ type WorkerPatch struct {
 	ReplayEndpoint      *string
 	TotalKVBlocks       *uint64
 	MaxNumBatchedTokens *uint64
+	// LeaseTTLSeconds sets the worker's lease; 0 removes it.
+	LeaseTTLSeconds *uint32
 }
 
 // Empty reports whether the patch changes nothing.
@@ -135,6 +152,7 @@ func (p *WorkerPatch) Apply(w *Worker) *Worker {
 	setIf(&c.ReplayEndpoint, p.ReplayEndpoint)
 	setIf(&c.TotalKVBlocks, p.TotalKVBlocks)
 	setIf(&c.MaxNumBatchedTokens, p.MaxNumBatchedTokens)
+	setIf(&c.LeaseTTLSeconds, p.LeaseTTLSeconds)
 	if p.KVEventsEndpoints != nil {
 		c.KVEventsEndpoints = make(map[uint32]string, len(*p.KVEventsEndpoints))
 		for k, v := range *p.KVEventsEndpoints {

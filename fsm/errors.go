@@ -7,6 +7,10 @@ import "errors"
 var (
 	// ErrWorkerNotFound is returned by patch and delete of an unknown id.
 	ErrWorkerNotFound = errors.New("worker not found")
+	// ErrLeaseRenewed is returned by an ExpireLease of a worker whose
+	// record changed (re-registered, patched, lease removed) after the
+	// leader judged its lease lapsed: it stays.
+	ErrLeaseRenewed = errors.New("lease renewed")
 	// ErrNodeNotFound is returned by a delete of unknown node metadata.
 	ErrNodeNotFound = errors.New("node not found")
 	// ErrInvalidCommand is returned when a command's content is invalid

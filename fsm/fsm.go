@@ -48,6 +48,7 @@ var handlers = map[CommandType]handler{
 	CmdUpsertWorker: applyUpsert,
 	CmdPatchWorker:  applyPatch,
 	CmdDeleteWorker: applyDelete,
+	CmdExpireLease:  applyExpireLease,
 	CmdSetNode:      applySetNode,
 	CmdDeleteNode:   applyDeleteNode,
 
@@ -186,6 +187,20 @@ func applyDelete(e *editor, payload []byte) (outcome, error) {
 	old, ok := e.next.workers[cmd.WorkerID]
 	if !ok {
 		return outcome{}, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
+	}
+	e.remove(cmd.WorkerID)
+	return outcome{removed: old}, nil
+}
+
+func applyExpireLease(e *editor, payload []byte) (outcome, error) {
+	cmd := decodePayload[expireLeaseV1](CmdExpireLease, payload)
+	old, ok := e.next.workers[cmd.WorkerID]
+	switch {
+	case !ok:
+		return outcome{}, fmt.Errorf("%w: %d", ErrWorkerNotFound, cmd.WorkerID)
+	case old.ModifyIndex != cmd.ModifyIndex || old.LeaseTTLSeconds == 0:
+		return outcome{}, fmt.Errorf("%w: worker %d changed at index %d after the leader judged index %d",
+			ErrLeaseRenewed, cmd.WorkerID, old.ModifyIndex, cmd.ModifyIndex)
 	}
 	e.remove(cmd.WorkerID)
 	return outcome{removed: old}, nil

@@ -24,7 +24,9 @@ import (
 // its content, so a catalog without thresholds stays readable by the
 // binaries before them.
 //
-// Threshold commands (types 6-8) share one payload, thresholdsV1.
+// Threshold commands (types 6-8) share one payload, thresholdsV1. Type 9
+// (expire_lease) is expireLeaseV1; it has no IgnoreUnknown flag, because a
+// binary that skipped it would keep a worker every other node dropped.
 
 // workerV1 is a worker record in entries and snapshots. Derived fields are
 // written (as zero in commands, for human readers in snapshots) and
@@ -41,6 +43,7 @@ type workerV1 struct {
 	ReplayEndpoint        string            `json:"replay_endpoint,omitempty"`
 	TotalKVBlocks         uint64            `json:"total_kv_blocks,omitempty"`
 	MaxNumBatchedTokens   uint64            `json:"max_num_batched_tokens,omitempty"`
+	LeaseTTLSeconds       uint32            `json:"lease_ttl_s,omitempty"`
 	CreateIndex           uint64            `json:"create_index"`
 	ModifyIndex           uint64            `json:"modify_index"`
 	BlockSizeIndex        uint64            `json:"block_size_index"`
@@ -60,6 +63,7 @@ func encodeWorker(w *Worker, derived bool) workerV1 {
 		BlockSize: w.BlockSize, DataParallelStartRank: w.DataParallelStartRank, DataParallelSize: w.DataParallelSize,
 		KVEventsEndpoints: w.KVEventsEndpoints, ReplayEndpoint: w.ReplayEndpoint,
 		TotalKVBlocks: w.TotalKVBlocks, MaxNumBatchedTokens: w.MaxNumBatchedTokens,
+		LeaseTTLSeconds: w.LeaseTTLSeconds,
 	}
 	if derived {
 		v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex = w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex
@@ -79,6 +83,7 @@ func (v *workerV1) decode(withIndexes bool) *Worker {
 		BlockSize: v.BlockSize, DataParallelStartRank: v.DataParallelStartRank, DataParallelSize: v.DataParallelSize,
 		KVEventsEndpoints: v.KVEventsEndpoints, ReplayEndpoint: v.ReplayEndpoint,
 		TotalKVBlocks: v.TotalKVBlocks, MaxNumBatchedTokens: v.MaxNumBatchedTokens,
+		LeaseTTLSeconds: v.LeaseTTLSeconds,
 	}
 	if withIndexes {
 		w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex = v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex
@@ -108,6 +113,12 @@ type workerPatchV1 struct {
 	ReplayEndpoint        *string            `json:"replay_endpoint,omitempty"`
 	TotalKVBlocks         *uint64            `json:"total_kv_blocks,omitempty"`
 	MaxNumBatchedTokens   *uint64            `json:"max_num_batched_tokens,omitempty"`
+	LeaseTTLSeconds       *uint32            `json:"lease_ttl_s,omitempty"`
+}
+
+type expireLeaseV1 struct {
+	WorkerID    uint64 `json:"worker_id"`
+	ModifyIndex uint64 `json:"modify_index"`
 }
 
 // thresholdsV1 is the payload of the threshold commands and a record of
@@ -165,9 +176,12 @@ func EncodeCommand(c Command) ([]byte, error) {
 			DataParallelStartRank: p.DataParallelStartRank, DataParallelSize: p.DataParallelSize,
 			KVEventsEndpoints: p.KVEventsEndpoints, KVEventsEndpoint: p.KVEventsEndpoint,
 			ReplayEndpoint: p.ReplayEndpoint, TotalKVBlocks: p.TotalKVBlocks, MaxNumBatchedTokens: p.MaxNumBatchedTokens,
+			LeaseTTLSeconds: p.LeaseTTLSeconds,
 		}}
 	case DeleteWorker:
 		payload = deleteWorkerV1{WorkerID: c.WorkerID}
+	case ExpireLease:
+		payload = expireLeaseV1{WorkerID: c.WorkerID, ModifyIndex: c.ModifyIndex}
 	case SetNode:
 		payload = setNodeV1{Node: encodeNode(c.Node)}
 	case DeleteNode:
@@ -208,6 +222,7 @@ func (v workerPatchV1) decode() WorkerPatch {
 		DataParallelStartRank: v.DataParallelStartRank, DataParallelSize: v.DataParallelSize,
 		KVEventsEndpoints: v.KVEventsEndpoints, KVEventsEndpoint: v.KVEventsEndpoint,
 		ReplayEndpoint: v.ReplayEndpoint, TotalKVBlocks: v.TotalKVBlocks, MaxNumBatchedTokens: v.MaxNumBatchedTokens,
+		LeaseTTLSeconds: v.LeaseTTLSeconds,
 	}
 }
 

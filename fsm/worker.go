@@ -19,6 +19,7 @@ const (
 	MaxDataParallelSize = 4096
 	MaxRank             = 1 << 20
 	MaxStringLen        = 1024
+	MaxLeaseTTLSeconds  = 3600
 	// MaxRanksPerPartition bounds the ranks of the schedulable workers of
 	// one (model, tenant): the index keeps at most this many holders per
 	// block. Workers past it are incomplete.
@@ -54,6 +55,10 @@ type Worker struct {
 	ReplayEndpoint      string
 	TotalKVBlocks       uint64
 	MaxNumBatchedTokens uint64
+	// LeaseTTLSeconds, when not 0, is the worker's lease: the leader
+	// removes the worker (ExpireLease) once that long passes without a
+	// renewal. Registering or patching the worker renews it too.
+	LeaseTTLSeconds uint32
 
 	// CreateIndex is the Raft index that first inserted this worker id;
 	// ModifyIndex the one that last changed it.
@@ -136,6 +141,9 @@ func ValidateSpec(w *Worker) error {
 		if len(f.value) > MaxStringLen {
 			return bad(f.field, "longer than %d bytes", MaxStringLen)
 		}
+	}
+	if w.LeaseTTLSeconds > MaxLeaseTTLSeconds {
+		return bad("lease_ttl_s", "must be between 1 and %d seconds (0: no lease)", MaxLeaseTTLSeconds)
 	}
 	if w.BlockSize > MaxBlockSize {
 		return bad("block_size", "must be at most %d", MaxBlockSize)

@@ -67,6 +67,7 @@ var errorCodes = []struct {
 	{cluster.ErrUnknownOutcome, api.CodeUnknownOutcome},
 	{cluster.ErrCatalogBehind, api.CodeCatalogBehind},
 	{cluster.ErrMembership, api.CodeConflict},
+	{cluster.ErrNoLease, api.CodeConflict},
 	{cluster.ErrClosed, api.CodeShuttingDown},
 	{errReplicaSyncOff, api.CodeConflict},
 	{zmqsync.ErrEndpoint, api.CodeBadRequest},

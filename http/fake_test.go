@@ -35,6 +35,7 @@ type fakeNode struct {
 	remove      func(ctx context.Context, id string) error
 	stepDown    func(ctx context.Context) error
 	setMetadata func(ctx context.Context, meta fsm.NodeMeta) error
+	keepAlive   func(ctx context.Context, ids []uint64) ([]cluster.LeaseState, []error, error)
 
 	sel             func(req scheduler.SelectRequest) (scheduler.Selection, error)
 	reserve         func(req scheduler.ReserveRequest) (scheduler.Booking, error)
@@ -50,7 +51,7 @@ func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
 
 // service returns the HTTP API over the fake.
 func (f *fakeNode) service(mutate ...func(*Config)) *Service {
-	cfg := Config{Catalog: f, Writer: f, Leader: f, Cluster: f, Selector: f, Loads: f, Index: f,
+	cfg := Config{Catalog: f, Writer: f, Leader: f, Cluster: f, Leases: f, Selector: f, Loads: f, Index: f,
 		CatalogWait: 200 * time.Millisecond, ForwardTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&cfg)
@@ -89,6 +90,29 @@ func (f *fakeNode) Apply(ctx context.Context, cmd fsm.Command) (*fsm.Result, err
 }
 
 func (f *fakeNode) ID() string { return f.id }
+
+// KeepAlive answers as a leader that has just renewed every lease the
+// catalog holds.
+func (f *fakeNode) KeepAlive(ctx context.Context, ids []uint64) ([]cluster.LeaseState, []error, error) {
+	if f.keepAlive != nil {
+		return f.keepAlive(ctx, ids)
+	}
+	states, errs := make([]cluster.LeaseState, len(ids)), make([]error, len(ids))
+	for i, id := range ids {
+		states[i].WorkerID = id
+		w, ok := f.Catalog().Worker(id)
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
+		case w.LeaseTTLSeconds == 0:
+			errs[i] = fmt.Errorf("%w: %d", cluster.ErrNoLease, id)
+		default:
+			states[i].TTL = time.Duration(w.LeaseTTLSeconds) * time.Second
+			states[i].ExpiresIn = states[i].TTL
+		}
+	}
+	return states, errs, nil
+}
 
 func (f *fakeNode) IsLeader() bool { return f.isLeader == nil || f.isLeader() }
 

@@ -51,6 +51,13 @@ type Leadership interface {
 	AnnounceCommit()
 }
 
+// LeaseKeeper renews worker leases on the leader (cluster.Node.KeepAlive):
+// per id a state or an error, or one error for the whole call (not the
+// leader, no leader).
+type LeaseKeeper interface {
+	KeepAlive(ctx context.Context, ids []uint64) ([]cluster.LeaseState, []error, error)
+}
+
 // ClusterAdmin reports and changes the membership.
 type ClusterAdmin interface {
 	Status() api.ClusterStatus

@@ -149,6 +149,13 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("patch", f2, "PATCH", "/workers/3", map[string]any{"endpoint": "http://worker3:8000"}, 200)
 	tr.call("register-misspelt-field", f1, "POST", "/workers", map[string]any{"worker_id": 4, "blocksize": 16}, 400)
 	tr.call("patch-unknown-worker", f1, "PATCH", "/workers/99", map[string]any{"endpoint": "http://x:1"}, 404)
+	// Leases: renewed through a follower, one or many at a time.
+	tr.call("register-leased", f2, "POST", "/workers", merge(workerBody(5, 1), map[string]any{"lease_ttl_s": 60}), 201)
+	tr.call("keepalive-through-follower", f1, "POST", "/workers/5/keepalive", nil, 200)
+	tr.call("keepalive-batch", f2, "POST", "/workers/keepalive", map[string]any{"worker_ids": []uint64{5, 1, 99}}, 200)
+	tr.call("keepalive-without-lease", leader, "POST", "/workers/1/keepalive", nil, 409)
+	tr.call("keepalive-unknown-worker", f1, "POST", "/workers/99/keepalive", nil, 404)
+	tr.call("delete-leased", leader, "DELETE", "/workers/5", nil, 200)
 	idx := fmt.Sprint(w1["catalog_index"])
 	tr.call("list-workers", f2, "GET", "/workers?model_name=model", nil, 200)
 	tr.call("list-workers-linearizable", f2, "GET", "/workers?consistency=linearizable", nil, 200)

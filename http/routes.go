@@ -34,6 +34,8 @@ func (s *Service) routes() []route {
 
 		{"GET", api.PathWorkers, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.listWorkers},
 		{"POST", api.PathWorkers, api.AccessAdmin, api.RunsOnLeader, s.upsertWorker},
+		{"POST", api.PathKeepAlive, api.AccessAdmin, api.RunsOnLeader, s.keepAliveMany},
+		{"POST", api.PathWorkerKeepAlive, api.AccessAdmin, api.RunsOnLeader, s.keepAliveOne},
 		{"GET", api.PathWorker, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.getWorker},
 		{"PATCH", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.patchWorker},
 		{"DELETE", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.deleteWorker},

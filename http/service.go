@@ -24,6 +24,7 @@ type Config struct {
 	Writer    CatalogWriter
 	Leader    Leadership
 	Cluster   ClusterAdmin
+	Leases    LeaseKeeper
 	Selector  Selector
 	Loads     LoadReader
 	Index     IndexReader

@@ -31,8 +31,13 @@ func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
 			tenant = &t
 		}
 	}
+	if in.LeaseTTLSeconds != nil && *in.LeaseTTLSeconds > api.MaxLeaseTTLSeconds {
+		return fsm.WorkerPatch{}, badRequest("lease_ttl_s", "%d is out of range: give 1 to %d seconds, or 0 for no lease",
+			*in.LeaseTTLSeconds, api.MaxLeaseTTLSeconds)
+	}
 	return fsm.WorkerPatch{
-		ModelName: in.ModelName, TenantID: tenant, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
+		LeaseTTLSeconds: in.LeaseTTLSeconds,
+		ModelName:       in.ModelName, TenantID: tenant, Endpoint: in.Endpoint, BlockSize: in.BlockSize,
 		DataParallelStartRank: in.DataParallelStartRank, DataParallelSize: in.DataParallelSize,
 		KVEventsEndpoints: in.KVEventsEndpoints, KVEventsEndpoint: in.KVEventsEndpoint,
 		ReplayEndpoint: in.ReplayEndpoint, TotalKVBlocks: in.TotalKVBlocks, MaxNumBatchedTokens: in.MaxNumBatchedTokens,
@@ -201,7 +206,7 @@ func workerView(w *fsm.Worker, listeners map[uint32]api.ListenerStatus) api.Work
 		WorkerID: w.WorkerID, ModelName: w.ModelName, TenantID: w.TenantID, Endpoint: w.Endpoint, BlockSize: w.BlockSize,
 		DataParallelStartRank: w.DataParallelStartRank, DataParallelSize: w.DataParallelSize,
 		KVEventsEndpoints: w.KVEventsEndpoints, ReplayEndpoint: w.ReplayEndpoint,
-		TotalKVBlocks: w.TotalKVBlocks, MaxNumBatchedTokens: w.MaxNumBatchedTokens,
+		TotalKVBlocks: w.TotalKVBlocks, MaxNumBatchedTokens: w.MaxNumBatchedTokens, LeaseTTLSeconds: w.LeaseTTLSeconds,
 		CreateIndex: w.CreateIndex, ModifyIndex: w.ModifyIndex, BlockSizeIndex: w.BlockSizeIndex,
 		Lifecycle: lifecycle, NotSchedulableReasons: w.NotSchedulableReasons, Listeners: listeners,
 	}

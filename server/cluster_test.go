@@ -376,8 +376,9 @@ func Test_NoQuorum(t *testing.T) {
 	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
 		cfg.Cluster.LeaderWait = 300 * time.Millisecond
 	})
-	leader := c.Leader()
-	if r := call(t, "POST", leader.URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
+	// With a 300 ms LeaderWait, an election on a loaded machine can fail
+	// this first write with no_leader: resend it, as a client does.
+	if r := callIdempotent(t, "POST", c.Leader().URL()+"/workers", workerJSON(1)); r.status != http.StatusCreated {
 		t.Fatalf("write: %d %s", r.status, r.body)
 	}
 	last := c.Followers()[0]

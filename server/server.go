@@ -165,7 +165,7 @@ func Start(cfg Config) (*Server, error) {
 		rs = s.Sync
 	}
 	api := httpd.New(httpd.Config{
-		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node,
+		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node, Leases: s.Node,
 		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
 		Auth: s.auth, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/server/servertest"
+)
+
+// Test_LeaseLapseDropsWorkerAndReservations: a worker registered with a
+// lease and renewed through a follower lives; once renewals stop, the
+// leader removes it through the log, and every node drops it together
+// with the reservations booked on it and their load.
+func Test_LeaseLapseDropsWorkerAndReservations(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	fs := c.Followers()
+	a, b := fs[0], fs[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clientOf := func(base string) *client.Client {
+		cl, err := client.New(client.Config{Addrs: []string{base}, RetryTimeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	ca, cb := clientOf(a.URL()), clientOf(b.URL())
+	spec := func(id uint64, ttl uint32) api.WorkerSpec {
+		return api.WorkerSpec{WorkerID: id, ModelName: "m", Endpoint: fmt.Sprintf("http://w%d", id), BlockSize: 16,
+			KVEventsEndpoints: map[uint32]string{0: "tcp://127.0.0.1:1"}, LeaseTTLSeconds: ttl}
+	}
+	if _, err := ca.RegisterWorker(ctx, spec(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.RegisterWorker(ctx, spec(2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := ca.KeepAlive(ctx, 1) // through follower a, to the leader
+	if err != nil || lease.LeaseTTLSeconds != 1 || lease.ExpiresInMs != 1000 {
+		t.Fatalf("keepalive through a follower: %+v %v", lease, err)
+	}
+	// Book on worker 1 through follower b (it has applied the
+	// registration: session consistency carries the index).
+	cb.ObserveCatalogIndex(ca.CatalogIndex())
+	toks := make([]uint32, 64)
+	for i := range toks {
+		toks[i] = uint32(i + 1)
+	}
+	var booked bool
+	for i := 0; i < 16 && !booked; i++ {
+		sel, err := cb.SelectAndReserve(ctx, api.SelectRequest{Prompt: api.Prompt{ModelName: "m", TokenIDs: toks}, ReservationID: api.ID(fmt.Sprintf("r%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		booked = sel.WorkerID == 1
+	}
+	if !booked {
+		t.Fatal("nothing booked on worker 1 in 16 tries")
+	}
+
+	servertest.Eventually(t, "worker 1's lease lapses on every node", func() error {
+		for _, s := range c.Live() {
+			if _, ok := s.Node.Catalog().Worker(1); ok {
+				return fmt.Errorf("%s still has worker 1", s.Node.ID())
+			}
+		}
+		return nil
+	})
+	for _, s := range c.Live() {
+		if _, ok := s.Node.Catalog().Worker(2); !ok {
+			t.Fatalf("%s lost worker 2, which has no lease", s.Node.ID())
+		}
+	}
+	loads, err := cb.Loads(ctx, "m", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range loads {
+		for _, wl := range pl.Loads {
+			if wl.WorkerID == 1 {
+				t.Fatalf("load of the expired worker remains on %s: %+v", b.Node.ID(), wl)
+			}
+		}
+	}
+	page, err := cb.Reservations(ctx, api.ReservationsQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range page.Reservations {
+		if r.WorkerID == 1 {
+			t.Fatalf("reservation %s on the expired worker remains: %+v", r.ReservationID, r)
+		}
+	}
+	_, err = ca.KeepAlive(ctx, 1)
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != api.CodeNotFound {
+		t.Fatalf("keepalive after the lapse: %v", err)
+	}
+	var expired float64
+	for _, s := range c.Live() {
+		v, _ := scrapeNode(t, s).value("kvselect_worker_leases_expired_total", nil)
+		expired += v
+	}
+	if expired != 1 {
+		t.Fatalf("the leaders counted %v expiries, want 1", expired)
+	}
+}
