@@ -7,8 +7,10 @@ type Health struct {
 
 // Ready answers GET /ready, with 200 when Ready and 503 otherwise.
 type Ready struct {
-	Ready              bool `json:"ready"`
-	SchedulableWorkers int  `json:"schedulable_workers"`
+	Ready bool `json:"ready"`
+	// SchedulableWorkers counts the schedulable workers this node would
+	// select: not those whose every rank's listener is stale here.
+	SchedulableWorkers int `json:"schedulable_workers"`
 	// Recovering is true while the node loads its KV index from a peer's
 	// dump at startup (SPEC §7); its listeners start once it is false.
 	Recovering bool         `json:"recovering"`

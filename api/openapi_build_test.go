@@ -352,7 +352,7 @@ var fieldDocs = map[string]schema{
 	"Worker.create_index":                       {"description": "The Raft index that first inserted this worker id."},
 	"Worker.modify_index":                       {"description": "The Raft index that last changed it."},
 	"Worker.block_size_index":                   {"description": "The Raft index at which its current block size was set."},
-	"ListenerStatus.state":                      {"enum": []string{api.ListenerConnecting, api.ListenerActive, api.ListenerFailed}},
+	"ListenerStatus.state":                      {"enum": []string{api.ListenerConnecting, api.ListenerActive, api.ListenerFailed, api.ListenerStale}},
 	"Prompt.routing_group":                      {"maxLength": api.MaxNameLen, "description": "Dynamo's newer name for tenant_id; give one or the other (or both, equal)."},
 	"Prompt.model_name":                         {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},
 	"Prompt.tenant_id":                          {"maxLength": api.MaxNameLen, "description": "Default \"default\"."},

@@ -176,6 +176,9 @@ const (
 	ListenerConnecting = "connecting"
 	ListenerActive     = "active"
 	ListenerFailed     = "failed"
+	// ListenerStale: down (failed or retrying) longer than
+	// --stale-listener-after; this node does not select the rank.
+	ListenerStale = "stale"
 )
 
 // ListenerStatus is one rank's KV event listener on the node that answers.

@@ -14,13 +14,15 @@ import (
 // without quorum.
 func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 	c := s.cfg.Catalog.Catalog()
-	workers := c.Workers("", "")
+	views := s.views(c, c.Workers("", ""))
 	n := 0
-	for _, p := range c.Partitions() {
-		n += len(p.Schedulable)
+	for i := range views {
+		if views[i].Schedulable() && !allStale(views[i].Listeners) {
+			n++
+		}
 	}
 	st := s.cfg.Cluster.Status()
-	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Recovering: s.recovering(), Workers: s.views(c, workers),
+	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Recovering: s.recovering(), Workers: views,
 		Cluster: api.ReadyCluster{NodeID: st.NodeID, State: st.State, Leader: st.Leader.ID,
 			AppliedIndex: st.AppliedIndex, CatalogIndex: st.CatalogIndex}}
 	status := http.StatusOK
@@ -28,6 +30,20 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	return writeJSON(w, status, body)
+}
+
+// allStale reports whether every rank's listener is stale here: a worker
+// this node would not select (SPEC §3.7).
+func allStale(ls map[uint32]api.ListenerStatus) bool {
+	if len(ls) == 0 {
+		return false
+	}
+	for _, l := range ls {
+		if l.State != api.ListenerStale {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Service) loads(w http.ResponseWriter, r *http.Request) error {

@@ -179,7 +179,11 @@ func (s *Service) views(c *fsm.Catalog, ws []*fsm.Worker) []api.Worker {
 			if st := s.cfg.Listeners(w.WorkerID); len(st) > 0 {
 				ls = make(map[uint32]api.ListenerStatus, len(st))
 				for rank, l := range st {
-					ls[rank] = api.ListenerStatus{State: string(l.State), LastError: l.LastError, Endpoint: l.Endpoint,
+					state := string(l.State)
+					if l.Stale {
+						state = api.ListenerStale
+					}
+					ls[rank] = api.ListenerStatus{State: state, LastError: l.LastError, Endpoint: l.Endpoint,
 						ReplayEndpoint: l.ReplayEndpoint, LastSeq: l.LastSeq, Messages: l.Messages, Gaps: l.Gaps,
 						LostMessages: l.LostMessages, Restarts: l.Restarts, ReplayFailures: l.ReplayFailures,
 						DroppedFrames: l.DroppedFrames, DroppedMalformed: l.DroppedMalformed,

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -105,6 +106,7 @@ func (l *listener) snapshot() RankStatus {
 	l.mu.Lock()
 	st := l.status
 	l.mu.Unlock()
+	st.Stale = !st.DownSince.IsZero() && l.m.cfg.Now().Sub(st.DownSince) > l.m.cfg.StaleAfter
 	st.QueuedMessages, st.QueuedBytes, st.QueuedBytesPeak = l.q.usage()
 	return st
 }
@@ -116,6 +118,15 @@ func (l *listener) setState(s State, err error) {
 		l.m.metrics.stateChange(l.status.State, s)
 	}
 	l.status.State = s
+	// Down is every state but active, from the moment the listener was
+	// created or left active: one that hangs connecting is as useless as
+	// one that fails.
+	switch {
+	case s == StateActive:
+		l.status.DownSince = time.Time{}
+	case l.status.DownSince.IsZero():
+		l.status.DownSince = l.m.cfg.Now()
+	}
 	if err != nil {
 		l.status.LastError = err.Error()
 	} else if s == StateActive {

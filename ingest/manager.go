@@ -42,7 +42,14 @@ type Config struct {
 	Hold bool
 	// Dial maps a registered endpoint's host:port to the one dialed
 	// instead (--kv-dial, fault injection; see ParseDial).
-	Dial   map[string]string
+	Dial map[string]string
+	// StaleAfter is how long a rank's listener may stay down (not
+	// connected: failed, or retrying, or never through) before the
+	// rank counts as stale: shown so and not selected by this node
+	// (SPEC §3.7, --stale-listener-after). Default 30s.
+	StaleAfter time.Duration
+	// Now is the clock staleness is judged by (tests); nil: time.Now.
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -64,6 +71,12 @@ func (c *Config) defaults() {
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = 64 << 20
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -265,6 +278,11 @@ type RankStatus struct {
 	QueuedMessages  int
 	QueuedBytes     int64
 	QueuedBytesPeak int64
+	// DownSince is when the listener was created or last stopped being
+	// active (zero while it is active); Stale says it has been down
+	// longer than Config.StaleAfter.
+	DownSince time.Time
+	Stale     bool
 }
 
 // Status returns the listener status of each of a worker's ranks; nil
@@ -284,6 +302,28 @@ func (m *Manager) Status(worker uint64) map[uint32]RankStatus {
 	out := make(map[uint32]RankStatus, len(ls))
 	for _, l := range ls {
 		out[l.spec.rk.Rank] = l.snapshot()
+	}
+	return out
+}
+
+// StaleRanks returns the ranks whose listener has been down longer than
+// Config.StaleAfter: this node's local judgement, which never changes the
+// catalog (SPEC §3.7). nil when there are none.
+func (m *Manager) StaleRanks() map[indexer.RankKey]struct{} {
+	m.mu.Lock()
+	ls := make([]*listener, 0, len(m.listeners))
+	for _, l := range m.listeners {
+		ls = append(ls, l)
+	}
+	m.mu.Unlock()
+	var out map[indexer.RankKey]struct{}
+	for _, l := range ls {
+		if l.snapshot().Stale {
+			if out == nil {
+				out = map[indexer.RankKey]struct{}{}
+			}
+			out[l.spec.rk] = struct{}{}
+		}
 	}
 	return out
 }

@@ -32,7 +32,10 @@ type rankLoad struct {
 	// keeps its reservations until they end.
 	worker      *fsm.Worker
 	schedulable bool
-	slot        int // dense index for per-request scratch arrays
+	// stale: this node's listener for the rank has been down too long
+	// (SetStale); the rank keeps its load but is not selected.
+	stale bool
+	slot  int // dense index for per-request scratch arrays
 
 	prefill      int64 // active prefill tokens
 	decode       int64 // active decode blocks, in micro-blocks

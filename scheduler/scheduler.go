@@ -45,6 +45,10 @@ type Scheduler struct {
 	tombstones *tombstones
 
 	handles atomic.Uint64
+
+	// stale is the ranks this node does not select (SetStale), read when
+	// a rank is created; guarded by mu.
+	stale map[indexer.RankKey]struct{}
 }
 
 type partition struct {
@@ -128,6 +132,7 @@ func (s *Scheduler) ApplyCatalog(ch *fsm.Change) {
 func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	cp, inCatalog := cur.Partition(key)
 	s.mu.Lock()
+	stale := s.stale // replaced, never modified, by SetStale
 	p := s.parts[key]
 	if p == nil {
 		if !inCatalog {
@@ -170,6 +175,7 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 			rl := p.byKey[rk]
 			if rl == nil {
 				rl = &rankLoad{key: rk, slot: p.allocSlot()}
+				_, rl.stale = stale[rk]
 				p.byKey[rk] = rl
 			}
 			rl.worker, rl.schedulable = w, true

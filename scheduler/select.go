@@ -92,7 +92,12 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	if len(p.ranks) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
-	cands := s.shed(p, s.score(p, &req.Prompt, overlaps, weight))
+	scored := s.score(p, &req.Prompt, overlaps, weight)
+	if len(scored) == 0 {
+		return Selection{}, fmt.Errorf("%w in %s: the KV event listener of every schedulable rank is stale on this node",
+			ErrNotReady, req.Partition)
+	}
+	cands := s.shed(p, scored)
 	if len(cands) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrOverloaded, req.Partition)
 	}
@@ -161,6 +166,9 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 	p.cands = p.cands[:0]
 	oi := 0
 	for _, rl := range p.ranks {
+		if rl.stale {
+			continue
+		}
 		c := candidate{rank: rl}
 		for oi < len(overlaps) && compareRankKeys(indexer.RankKey{Worker: overlaps[oi].Worker, Rank: overlaps[oi].Rank}, rl.key) < 0 {
 			oi++

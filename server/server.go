@@ -175,7 +175,8 @@ func Start(cfg Config) (*Server, error) {
 	// connection forever. Writes get more room for large /dump answers.
 	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go s.judgeStaleRanks()
 	go func() {
 		defer s.wg.Done()
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -307,3 +308,32 @@ func (s *Server) shutdown(ctx context.Context, crash bool) error {
 	})
 	return err
 }
+
+// judgeStaleRanks hands the scheduler, every staleCheckEvery, the ranks
+// whose KV event listener has been down longer than --stale-listener-after
+// (SPEC §3.7): this node stops selecting them until their listener is
+// back. Every round sets the whole set, so a rank created between rounds
+// is judged at the next one.
+func (s *Server) judgeStaleRanks() {
+	defer s.wg.Done()
+	tick := time.NewTicker(staleCheckEvery)
+	defer tick.Stop()
+	var was int
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		stale := s.Ingest.StaleRanks()
+		s.Scheduler.SetStale(stale)
+		if len(stale) != was {
+			s.log.Info("ranks with a stale KV event listener changed; stale ranks are not selected by this node",
+				"stale_ranks", len(stale), "was", was)
+			was = len(stale)
+		}
+	}
+}
+
+// staleCheckEvery is how often listener staleness reaches the scheduler.
+const staleCheckEvery = time.Second

@@ -108,6 +108,7 @@ func parseConfig(args []string) (server.Config, error) {
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
 		kvBackoffMax  = fs.Duration("kv-reconnect-max", 5*time.Second, "longest delay between reconnects to a worker's KV event endpoint")
 		kvReplayWait  = fs.Duration("kv-replay-timeout", 10*time.Second, "how long one replay request to a worker may take")
+		staleAfter    = fs.Duration("stale-listener-after", 30*time.Second, "a rank whose KV event listener stays down this long is shown stale and not selected by this node (the catalog keeps it)")
 		kvQueueBytes  = fs.Int64("kv-queue-bytes", 64<<20, "live KV event bytes one listener buffers while it applies or replays; past it messages are dropped, then replayed or counted lost")
 		initial       = fs.String("initial-cluster", "", "members of a new cluster, id=raft-host:port,... (the same on every node; ignored once the data dir holds Raft state)")
 		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
@@ -212,7 +213,8 @@ func parseConfig(args []string) (server.Config, error) {
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
-		Ingest:   ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait, QueueBytes: *kvQueueBytes, Dial: kvDialMap},
+		Ingest: ingest.Config{Threads: *threads, BackoffMax: *kvBackoffMax, ReplayTimeout: *kvReplayWait, QueueBytes: *kvQueueBytes, Dial: kvDialMap,
+			StaleAfter: *staleAfter},
 		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
 	if *syncPort != 0 {
@@ -239,6 +241,9 @@ func parseConfig(args []string) (server.Config, error) {
 	}
 	if *kvQueueBytes < 1<<20 {
 		return cfg, fmt.Errorf("--kv-queue-bytes (env %s) must be at least 1 MiB, got %d", envflag.Name(env.Prefix, "kv-queue-bytes"), *kvQueueBytes)
+	}
+	if *staleAfter <= 0 {
+		return cfg, fmt.Errorf("--stale-listener-after (env %s) must be positive, got %s", envflag.Name(env.Prefix, "stale-listener-after"), *staleAfter)
 	}
 	if *threads < 1 {
 		return cfg, fmt.Errorf("--threads (env %s) must be at least 1, got %d", envflag.Name(env.Prefix, "threads"), *threads)
