@@ -10,13 +10,14 @@
 //
 //	kvsim --workers 4 --dp-size 2 --register http://127.0.0.1:8092
 //	kvsim --workers 8 --first-worker-id 21 --control 127.0.0.1:0 --register http://127.0.0.1:8092 \
-//	      --trace ../shared/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092
+//	      --trace ../shared/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092 --exit-after-trace
 //
 // --register posts every worker to a kvselect node (retrying while the node
 // is not up). --trace replays a Mooncake trace through the workers, routed
 // by --trace-select's /select or round-robin, and prints the replay
 // statistics as one line. kvsim then keeps serving its workers and the
-// control API until SIGINT or SIGTERM.
+// control API until SIGINT or SIGTERM; with --exit-after-trace it exits
+// with status 0 instead, as soon as that line is printed.
 //
 // The HTTP control API (--control, default 127.0.0.1:8093; port 0 binds a
 // free port, which the startup line reports):

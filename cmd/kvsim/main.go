@@ -127,6 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 			return err
 		}
 		fmt.Fprintf(stdout, "trace replay: %s\n", stats)
+		if cfg.exitAfterTrace {
+			logger.Info("trace replay finished; exiting (--exit-after-trace)")
+			return nil
+		}
 	}
 
 	<-ctx.Done()

@@ -49,7 +49,7 @@ func Test_ParseConfig(t *testing.T) {
 			check: func(t *testing.T, c config) {
 				if c.sim.Workers != 1 || c.sim.FirstWorkerID != 1 || c.sim.BlockSize != 16 || c.sim.CacheBlocks != 4096 ||
 					c.sim.Encoding != kvsim.EncodingArray || c.control != "127.0.0.1:8093" || c.traceBlockTokens != 512 ||
-					c.logLevel != slog.LevelInfo || c.sim.AuthToken != "" {
+					c.logLevel != slog.LevelInfo || c.sim.AuthToken != "" || c.exitAfterTrace {
 					t.Fatalf("defaults: %+v", c)
 				}
 			},
@@ -82,6 +82,16 @@ func Test_ParseConfig(t *testing.T) {
 		{name: "zero first id", args: []string{"--first-worker-id", "0"}, wantErr: "--first-worker-id"},
 		{name: "negative limit", args: []string{"--trace-limit", "-1"}, wantErr: "--trace-limit"},
 		{name: "negative speed", args: []string{"--trace-speed", "-1"}, wantErr: "--trace-speed"},
+		{name: "exit after no trace", args: []string{"--exit-after-trace"}, wantErr: "--exit-after-trace needs --trace"},
+		{
+			name: "exit after trace",
+			args: []string{"--trace", "t.jsonl", "--exit-after-trace"},
+			check: func(t *testing.T, c config) {
+				if c.trace != "t.jsonl" || !c.exitAfterTrace {
+					t.Fatalf("exit after trace: %+v", c)
+				}
+			},
+		},
 		{name: "bad level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "bad format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "empty token", args: []string{"--auth-token-file", emptyToken}, wantErr: "is empty"},
@@ -420,6 +430,39 @@ func Test_Run(t *testing.T) {
 		}
 	case <-time.After(testTimeout):
 		t.Fatal("run did not stop")
+	}
+	out.wg.Wait()
+}
+
+// Test_RunExitsAfterTrace: with --exit-after-trace, run returns nil (exit
+// status 0) once the replay's report is printed, without a signal.
+func Test_RunExitsAfterTrace(t *testing.T) {
+	pr, pw := io.Pipe()
+	out := newLineReader(pr)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(context.Background(), []string{
+			"--workers", "2", "--control", "127.0.0.1:0", "--trace", filepath.Join("testdata", "short_trace.jsonl"),
+			"--trace-block-tokens", "32", "--exit-after-trace", "--log-level", "error",
+		}, pw, io.Discard, nil)
+		_ = pw.Close()
+	}()
+	// Round-robin over 2 workers, 16-token blocks: 4 blocks on worker 1,
+	// the same 4 on worker 2, then the first 2 again on worker 1 (hits).
+	stats := out.waitFor(t, "trace replay: ")
+	if !strings.Contains(stats, "requests=3 prompt_blocks=10 hit_blocks=2 ") || !strings.Contains(stats, "errors=0") {
+		t.Fatalf("stats line %q", stats)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("run kept serving after the trace with --exit-after-trace")
+	}
+	for line := range out.lines {
+		t.Errorf("output after the report: %q", line)
 	}
 	out.wg.Wait()
 }
