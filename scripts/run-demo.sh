@@ -175,9 +175,9 @@ cat <<EOT
 
 == try a failover: the demo keeps running while any node does (paste in another shell)
    export KVSELECT_ADDR=$ADDRS   # kvselectctl tries these in order
-   $BIN/kvselectctl cluster stepdown     # hand leadership to another voter, or stop the leader:
-   kill <its pid>                       # SIGTERM hands leadership over first; kill -9 makes the others elect one
-   $BIN/kvselectctl cluster status       # the new leader; the leader's own status (--addr <its URL>) shows a stopped node REACHABLE no
+   $BIN/kvselectctl cluster stepdown     # the leader hands leadership to another voter; or stop a node:
+   kill <pid of the leader>             # SIGTERM hands leadership over first; kill -9 makes the others elect one
+   $BIN/kvselectctl cluster status       # who leads now; the leader's own (--addr its URL) also shows the stopped node REACHABLE no
    curl -s -X POST $SIM/workers/1/prompt -d "{\"token_ids\":[\$(seq -s, 201 264)]}"
    $BIN/kvselectctl select --model llama --tokens \$(seq -s, 201 264)
                                         # worker 1, 64 cached tokens: a surviving node selects, no quorum needed
