@@ -70,8 +70,9 @@ vet:
 # Fuzz targets run their seed corpus (testdata/fuzz) as ordinary tests here.
 test: fmt-check vet test-go test-python
 
-test-go: interop-deps
-	KVSELECT_REQUIRE_INTEROP=1 $(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
+# scripts/ runs the make run demo, which needs curl and python3 (tools).
+test-go: interop-deps tools
+	KVSELECT_REQUIRE_INTEROP=1 KVSELECT_REQUIRE_DEMO=1 $(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
 	cd jepsen && $(GO) test -race -count=1 -timeout 10m $(TESTFLAGS) ./...
 
 # The fault-injection suite (its own module, jepsen/): every nemesis for

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 )
 
@@ -93,6 +94,13 @@ type Config struct {
 	// AuthToken, when set, is sent as a bearer token on Register and on
 	// trace-replay selection calls.
 	AuthToken string
+	// EndpointBase is the base URL of the HTTP API that serves these
+	// workers, such as cmd/kvsim's control API (http://127.0.0.1:8093).
+	// Worker id registers EndpointBase/workers/{id} as its endpoint, where
+	// that API answers GET (the registration) and POST .../prompt (serve
+	// a prompt on the worker). Empty: nothing serves the workers over
+	// HTTP, and the endpoint is the label kvsim://AdvertiseHost/workers/{id}.
+	EndpointBase string
 	// Log receives the simulator's logs. Default: discarded.
 	Log *slog.Logger
 }
@@ -126,6 +134,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = advertiseFor(cfg.Host)
 	}
+	cfg.EndpointBase = strings.TrimRight(cfg.EndpointBase, "/")
 	if cfg.Model == "" {
 		cfg.Model = DefaultName
 	}
@@ -169,6 +178,19 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: replay buffer must be in [1, %d], got %d", ErrInvalidConfig, MaxReplayBuffer, cfg.ReplayBuffer)
 	case cfg.Encoding != EncodingArray && cfg.Encoding != EncodingMap:
 		return fmt.Errorf("%w: unknown encoding %d", ErrInvalidConfig, int(cfg.Encoding))
+	}
+	return validateEndpointBase(cfg.EndpointBase)
+}
+
+// validateEndpointBase accepts "" or an absolute http(s) URL with a host
+// and no query or fragment, so that appending /workers/{id} gives a URL.
+func validateEndpointBase(base string) error {
+	if base == "" {
+		return nil
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%w: endpoint base %q is not an http(s) URL without query or fragment", ErrInvalidConfig, base)
 	}
 	return nil
 }

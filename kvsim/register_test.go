@@ -52,7 +52,7 @@ func Test_Register(t *testing.T) {
 			}))
 			defer srv.Close()
 
-			s := mustStart(t, Config{Workers: 2, FirstWorkerID: 5, DPSize: 2, AuthToken: "secret"})
+			s := mustStart(t, Config{Workers: 2, FirstWorkerID: 5, DPSize: 2, AuthToken: "secret", EndpointBase: "http://127.0.0.1:8093"})
 			err := s.Register(context.Background(), srv.URL+"/")
 			mu.Lock()
 			defer mu.Unlock()
@@ -62,6 +62,11 @@ func Test_Register(t *testing.T) {
 				}
 				if len(regs) != 2 || *regs[0].WorkerID != 5 || *regs[1].WorkerID != 6 || len(*regs[1].KVEventsEndpoints) != 2 {
 					t.Fatalf("registered %+v", regs)
+				}
+				// The endpoint a caller sends the request to is where kvsim
+				// serves the worker, not a port-0 placeholder.
+				if regs[1].Endpoint == nil || *regs[1].Endpoint != "http://127.0.0.1:8093/workers/6" {
+					t.Fatalf("worker 6 registered endpoint %v", regs[1].Endpoint)
 				}
 				if auth[0] != "Bearer secret" {
 					t.Fatalf("Authorization %q", auth[0])

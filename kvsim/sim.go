@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,12 +111,30 @@ func (s *Sim) registration(id uint64, pubPorts []int, replayBase int) api.Worker
 		WorkerID:          id,
 		ModelName:         cfg.Model,
 		TenantID:          cfg.Tenant,
-		Endpoint:          fmt.Sprintf("http://%s/kvsim/%d", net.JoinHostPort(cfg.AdvertiseHost, "0"), id),
+		Endpoint:          workerEndpoint(cfg, id),
 		BlockSize:         uint32(cfg.BlockSize),
 		DataParallelSize:  uint32(cfg.DPSize),
 		KVEventsEndpoints: events,
 		ReplayEndpoint:    tcpEndpoint(cfg.AdvertiseHost, replayBase),
 	}
+}
+
+// workerEndpoint is the endpoint worker id registers: its URL under
+// EndpointBase, or a kvsim:// label when nothing serves it over HTTP
+// (never a made-up port).
+func workerEndpoint(cfg Config, id uint64) string {
+	if cfg.EndpointBase != "" {
+		return fmt.Sprintf("%s/workers/%d", cfg.EndpointBase, id)
+	}
+	return fmt.Sprintf("kvsim://%s/workers/%d", hostForURL(cfg.AdvertiseHost), id)
+}
+
+// hostForURL brackets an IPv6 literal.
+func hostForURL(host string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
 }
 
 // Close stops every socket and goroutine. It is idempotent; later calls

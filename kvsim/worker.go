@@ -43,9 +43,10 @@ type Worker struct {
 func (w *Worker) ID() uint64 { return w.id }
 
 // Registration returns the worker's registration with kvselect: its
-// endpoint is a label (http://host:0/kvsim/<id>) kvselect never calls,
-// each dp rank has its PUB endpoint, and the replay endpoint is rank 0's
-// ROUTER (rank r listens on its port + r).
+// endpoint is Config.EndpointBase/workers/{id} (kvsim://host/workers/{id}
+// without one; kvselect never calls it, its callers do), each dp rank has
+// its PUB endpoint, and the replay endpoint is rank 0's ROUTER (rank r
+// listens on its port + r).
 func (w *Worker) Registration() api.WorkerSpec {
 	reg := w.reg
 	reg.KVEventsEndpoints = maps.Clone(w.reg.KVEventsEndpoints)

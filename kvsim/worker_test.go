@@ -55,6 +55,9 @@ func Test_StartValidatesConfig(t *testing.T) {
 		{"replay", Config{ReplayBuffer: -1}, "replay buffer"},
 		{"encoding", Config{Encoding: Encoding(7)}, "encoding"},
 		{"id overflow", Config{Workers: 2, FirstWorkerID: ^uint64(0)}, "overflow"},
+		{"endpoint base scheme", Config{EndpointBase: "tcp://127.0.0.1:8093"}, "endpoint base"},
+		{"endpoint base host", Config{EndpointBase: "http:///x"}, "endpoint base"},
+		{"endpoint base query", Config{EndpointBase: "http://127.0.0.1:8093/?a=b"}, "endpoint base"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +103,7 @@ func Test_Registration(t *testing.T) {
 	}
 	reg := s.Worker(11).Registration()
 	if reg.WorkerID != 11 || reg.ModelName != "m" || reg.TenantID != "t" || reg.BlockSize != 32 ||
-		reg.DataParallelStartRank != 0 || reg.DataParallelSize != 3 || reg.Endpoint != "http://127.0.0.1:0/kvsim/11" {
+		reg.DataParallelStartRank != 0 || reg.DataParallelSize != 3 || reg.Endpoint != "kvsim://127.0.0.1/workers/11" {
 		t.Fatalf("registration = %+v", reg)
 	}
 	if len(reg.KVEventsEndpoints) != 3 {
@@ -134,6 +137,35 @@ func endpointPort(t *testing.T, ep string) int {
 		t.Fatalf("endpoint %q: %v", ep, err)
 	}
 	return port
+}
+
+// Test_RegistrationEndpoint pins the endpoint a worker registers: its URL
+// under the HTTP API that serves it, or a kvsim:// label when none does;
+// never a made-up port such as :0.
+func Test_RegistrationEndpoint(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"served by the control API", Config{EndpointBase: "http://127.0.0.1:8093"}, "http://127.0.0.1:8093/workers/4"},
+		{"trailing slash", Config{EndpointBase: "http://127.0.0.1:8093/"}, "http://127.0.0.1:8093/workers/4"},
+		{"with a path", Config{EndpointBase: "https://sim.example:443/kvsim"}, "https://sim.example:443/kvsim/workers/4"},
+		{"not served", Config{}, "kvsim://127.0.0.1/workers/4"},
+		{"not served, wildcard host", Config{Host: "0.0.0.0"}, "kvsim://127.0.0.1/workers/4"},
+		{"not served, IPv6", Config{Host: "::1"}, "kvsim://[::1]/workers/4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg.withDefaults()
+			if err := cfg.validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := workerEndpoint(cfg, 4); got != tt.want {
+				t.Fatalf("endpoint %q, want %q", got, tt.want)
+			}
+		})
+	}
 }
 
 func Test_ServePublishesOneBatch(t *testing.T) {

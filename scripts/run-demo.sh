@@ -6,7 +6,12 @@
 # a prompt to one worker and shows each node routing the same prompt to
 # the worker that now holds its KV cache, then a booking on one node
 # steering the next choice on another (replica sync of active load).
-# Ctrl-C stops everything.
+#
+# Then it keeps running for you to try things, failovers included: it
+# prints each node's pid and keeps going while any node is up, so stopping
+# one (kill <pid>, or kvselectctl cluster stepdown) shows the other two
+# electing a leader and still selecting. Ctrl-C (or SIGTERM) stops
+# everything; so does the last node's exit.
 set -euo pipefail
 
 PORT=${PORT:-8092}           # HTTP of n1; n2 and n3 use +100 and +200
@@ -22,7 +27,13 @@ for i in 0 1 2; do
   INITIAL+="${INITIAL:+,}n$((i + 1))=127.0.0.1:${RAFT[$i]}"
 done
 
-for p in "${HTTP[@]}" "${RAFT[@]}" "${SYNC[@]}" "$SIM_PORT"; do
+ALL_PORTS=("${HTTP[@]}" "${RAFT[@]}" "${SYNC[@]}" "$SIM_PORT")
+if [ "$(printf '%s\n' "${ALL_PORTS[@]}" | sort -u | wc -l)" != "${#ALL_PORTS[@]}" ]; then
+  echo "PORT=$PORT RAFT_PORT=$RAFT_PORT SIM_PORT=$SIM_PORT overlap: the nodes use PORT, PORT+100, PORT+200 (HTTP)," >&2
+  echo "RAFT_PORT, +100, +200 (Raft) and each of those +1 (replica sync), kvsim SIM_PORT" >&2
+  exit 1
+fi
+for p in "${ALL_PORTS[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
     echo "port $p is in use; pick others: make run PORT=... RAFT_PORT=... SIM_PORT=..." >&2
     exit 1
@@ -35,9 +46,11 @@ stop() {
   echo
   for p in $SIM_PID "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in $SIM_PID "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "stopped kvsim and the three kvselect nodes"
+  echo "stopped kvsim and the kvselect nodes"
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
 
 rm -rf run/n1 run/n2 run/n3
 for i in 0 1 2; do
@@ -49,8 +62,12 @@ for i in 0 1 2; do
 done
 
 ctl() { "$BIN/kvselectctl" --addr "$(IFS=,; echo "${URLS[*]}")" "$@"; }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-pretty() { python3 -m json.tool --compact 2>/dev/null || cat; }
+# The interpreter itself, resolved once: a version manager's python3 shim
+# (pyenv, asdf) can take most of a second to start, and the polls below
+# parse JSON hundreds of times.
+PY=$(python3 -c 'import sys; print(sys.executable)')
+json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+pretty() { "$PY" -m json.tool --compact 2>/dev/null || cat; }
 alive() { for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "a kvselect node exited during startup" >&2; exit 1; }; done; }
 
 # The cluster is up when every node knows the leader and every member's
@@ -76,8 +93,9 @@ FOLLOWER="http://$FOLLOWER"
 # Three simulated vLLM workers (ids 1-3, model llama, 16-token blocks), each
 # with a ZMQ PUB and a replay ROUTER, registered through a follower.
 echo; echo "== kvsim registers three workers through follower $FOLLOWER (leader is $LEADER)"
+# (Redirections, not a pipe, so that $! is kvsim itself, which stop() kills.)
 "$BIN/kvsim" --workers 3 --model llama --block-size 16 --cache-blocks 1024 --control "127.0.0.1:${SIM_PORT}" \
-  --register "$FOLLOWER" --log-level warn 2> >(sed 's/^/  [kvsim] /' >&2) | sed 's/^/  [kvsim] /' &
+  --register "$FOLLOWER" --log-level warn > >(sed 's/^/  [kvsim] /') 2> >(sed 's/^/  [kvsim] /' >&2) &
 SIM_PID=$!
 active() { curl -s "$1/ready" | json 'sum(1 for w in d["workers"] for l in (w.get("listeners") or {}).values() if l["state"]=="active")' 2>/dev/null || echo 0; }
 for u in "${URLS[@]}"; do
@@ -91,16 +109,19 @@ echo "   every node subscribed to every worker's KV events itself:"
 ctl workers list | sed 's/^/   /'
 
 echo; echo "== a catalog write on the follower is forwarded to the leader"
-echo "   PATCH $FOLLOWER/workers/3 {\"endpoint\":\"http://127.0.0.1:9003\"}"
+echo "   PATCH $FOLLOWER/workers/3 {\"total_kv_blocks\":1024}   (kvsim's --cache-blocks)"
 curl -s -D - -o /dev/null -X PATCH "$FOLLOWER/workers/3" -H 'Content-Type: application/json' \
-  -d '{"endpoint":"http://127.0.0.1:9003"}' | grep -iE '^(HTTP|X-Kvselect)' | sed 's/^/   → /'
+  -d '{"total_kv_blocks":1024}' | grep -iE '^(HTTP|X-Kvselect)' | sed 's/^/   → /'
 
 # A 64-token prompt: 4 blocks of 16 tokens.
 TOKENS=$(seq 101 164 | paste -sd, -)
 PROMPT="\"model_name\":\"llama\",\"token_ids\":[$TOKENS]"
-echo; echo "== worker 2 serves the prompt: kvsim stores 4 blocks and publishes BlockStored over ZMQ"
-echo "   POST $SIM/prompt {\"worker_id\":2,...}"
-curl -s -X POST "$SIM/prompt" -d "{\"worker_id\":2,\"dp_rank\":0,\"token_ids\":[$TOKENS]}" | pretty | sed 's/^/   → /'
+# A worker's registered endpoint is where kvsim serves it: a caller sends
+# the request /select chose to endpoint/prompt.
+W2=$(curl -s "${URLS[0]}/workers/2" | json 'd["endpoint"]')
+echo; echo "== worker 2 serves the prompt at its endpoint: kvsim stores 4 blocks and publishes BlockStored over ZMQ"
+echo "   POST $W2/prompt {\"dp_rank\":0,\"token_ids\":[101,...,164]}"
+curl -s -X POST "$W2/prompt" -d "{\"dp_rank\":0,\"token_ids\":[$TOKENS]}" | pretty | sed 's/^/   → /'
 held() { curl -s -X POST "$1/overlap_scores" -d "{$PROMPT}" | grep -q '"worker_id":2,"dp_rank":0,"device_blocks":4'; }
 for u in "${URLS[@]}"; do for _ in $(seq 1 100); do held "$u" && break; sleep 0.05; done; done
 
@@ -143,8 +164,47 @@ curl -s -X POST "$SIM/reset" -d '{"worker_id":2}' >/dev/null
 for u in "${URLS[@]}"; do for _ in $(seq 1 100); do held "$u" || break; sleep 0.05; done; done
 ctl select --model llama --tokens "$TOKENS" | sed 's/^/   /'
 
-echo
-echo "kvselect: ${URLS[*]}   kvsim control: $SIM"
-echo "Try: $BIN/kvselectctl --addr ${URLS[1]} cluster status | workers list | cluster stepdown"
-echo "Ctrl-C stops everything."
-wait "${PIDS[0]}"
+LEADER=$(curl -s "${URLS[0]}/cluster/status" | json 'd["leader"]["id"]')
+ADDRS=$(IFS=,; echo "${URLS[*]}")
+echo; echo "== running: the three nodes, kvsim (control API $SIM) and its workers 1-3 (model llama)"
+for i in 0 1 2; do
+  echo "   n$((i + 1))  pid ${PIDS[$i]}  ${URLS[$i]}$([ "n$((i + 1))" = "$LEADER" ] && echo "  (leader)")"
+done
+echo "   kvsim  pid $SIM_PID  $SIM"
+cat <<EOT
+
+== try a failover: the demo keeps running while any node does (paste in another shell)
+   export KVSELECT_ADDR=$ADDRS   # kvselectctl tries these in order
+   $BIN/kvselectctl cluster stepdown     # the leader hands leadership to another voter; or stop a node:
+   kill <pid of the leader>             # SIGTERM hands leadership over first; kill -9 makes the others elect one
+   $BIN/kvselectctl cluster status       # who leads now; the leader's own (--addr its URL) also shows the stopped node REACHABLE no
+   curl -s -X POST $SIM/workers/1/prompt -d "{\"token_ids\":[\$(seq -s, 201 264)]}"
+   $BIN/kvselectctl select --model llama --tokens \$(seq -s, 201 264)
+                                        # worker 1, 64 cached tokens: a surviving node selects, no quorum needed
+   $BIN/kvselectctl workers patch 3 --total-kv-blocks 2048
+                                        # a catalog write goes through the leader: it needs 2 of the 3 nodes
+
+Ctrl-C stops everything.
+EOT
+
+# Wait for Ctrl-C (the traps) or for every node to have exited, saying
+# which node stopped when one does. wait -n returns as soon as a node
+# exits or a trapped signal arrives.
+REPORTED=()
+while :; do
+  live=()
+  for i in 0 1 2; do
+    if kill -0 "${PIDS[$i]}" 2>/dev/null; then
+      live+=("${PIDS[$i]}")
+    elif [ -z "${REPORTED[$i]:-}" ]; then
+      REPORTED[$i]=1
+      echo "== n$((i + 1)) (pid ${PIDS[$i]}) has stopped"
+    fi
+  done
+  if [ "${#live[@]}" = 0 ]; then
+    echo "== every kvselect node has stopped; the demo ends"
+    exit 0
+  fi
+  [ "${#live[@]}" -lt 3 ] && echo "   still running: ${#live[@]} of 3 nodes (a write needs 2)"
+  wait -n "${live[@]}" 2>/dev/null || sleep 0.5 # (bash < 5.1 has no wait -n with pids: poll)
+done

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kvselect/kvselect/api"
@@ -19,10 +20,16 @@ const maxControlBody = 8 << 20
 
 // controlAPI is the HTTP control surface of a running Sim:
 //
-//	GET  /workers  → the registrations of every worker
-//	POST /prompt   {"worker_id", "dp_rank" (default 0), "token_ids"} → ServeResult
-//	POST /reset    {"worker_id", "dp_rank" (optional: every rank)}
-//	POST /restart  {"worker_id", "dp_rank" (optional: every rank)}
+//	GET  /workers               → the registrations of every worker
+//	GET  /workers/{id}          → that worker's registration
+//	POST /workers/{id}/prompt   {"dp_rank" (default 0), "token_ids"} → ServeResult
+//	POST /prompt                {"worker_id", "dp_rank" (default 0), "token_ids"} → ServeResult
+//	POST /reset                 {"worker_id", "dp_rank" (optional: every rank)}
+//	POST /restart               {"worker_id", "dp_rank" (optional: every rank)}
+//
+// /workers/{id} is the endpoint each worker registers with kvselect, so a
+// caller that got a worker from /select sends the request to
+// selection.endpoint + "/prompt", as it would to a real engine.
 //
 // Errors are {"error": "..."}: 400 for a bad body, 404 for an unknown
 // worker, rank or route, 405 for a wrong method.
@@ -41,6 +48,9 @@ func (c *controlAPI) handler() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		methods, ok := routes[r.URL.Path]
+		if !ok {
+			methods, ok = c.workerRoutes(r.URL.Path)
+		}
 		if !ok {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s", r.URL.Path))
 			return
@@ -68,6 +78,34 @@ func (c *controlAPI) listWorkers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, regs)
 }
 
+// workerRoutes routes /workers/{id} and /workers/{id}/prompt, the paths
+// under each worker's registered endpoint.
+func (c *controlAPI) workerRoutes(path string) (map[string]http.HandlerFunc, bool) {
+	rest, ok := strings.CutPrefix(path, "/workers/")
+	if !ok {
+		return nil, false
+	}
+	idText, sub, hasSub := strings.Cut(rest, "/")
+	id, err := strconv.ParseUint(idText, 10, 64)
+	switch {
+	case err != nil:
+		return nil, false
+	case !hasSub:
+		return map[string]http.HandlerFunc{http.MethodGet: c.getWorker(id)}, true
+	case sub == "prompt":
+		return map[string]http.HandlerFunc{http.MethodPost: c.workerPrompt(id)}, true
+	}
+	return nil, false
+}
+
+func (c *controlAPI) getWorker(id uint64) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if wk, ok := c.worker(w, &id); ok {
+			writeJSON(w, http.StatusOK, wk.Registration().Body())
+		}
+	}
+}
+
 type promptRequest struct {
 	WorkerID *uint64  `json:"worker_id"`
 	DPRank   int      `json:"dp_rank"`
@@ -79,11 +117,33 @@ func (c *controlAPI) prompt(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	wk, ok := c.worker(w, req.WorkerID)
-	if !ok {
-		return
+	if wk, ok := c.worker(w, req.WorkerID); ok {
+		serve(w, wk, req.DPRank, req.TokenIDs)
 	}
-	res, err := wk.Serve(req.DPRank, req.TokenIDs)
+}
+
+// workerPromptRequest is a prompt sent to a worker's own endpoint: the
+// worker is in the path.
+type workerPromptRequest struct {
+	DPRank   int      `json:"dp_rank"`
+	TokenIDs []uint32 `json:"token_ids"`
+}
+
+func (c *controlAPI) workerPrompt(id uint64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req workerPromptRequest
+		if !decodeBody(w, r, &req) {
+			return
+		}
+		if wk, ok := c.worker(w, &id); ok {
+			serve(w, wk, req.DPRank, req.TokenIDs)
+		}
+	}
+}
+
+// serve runs a prompt on a worker's rank and answers its ServeResult.
+func serve(w http.ResponseWriter, wk *kvsim.Worker, rank int, tokens []uint32) {
+	res, err := wk.Serve(rank, tokens)
 	if err != nil {
 		writeSimError(w, err)
 		return

@@ -23,6 +23,7 @@ type config struct {
 	traceLimit       int
 	traceBlockTokens int
 	traceSpeed       float64
+	exitAfterTrace   bool // exit once the trace replay's report is printed
 	logLevel         slog.Level
 	logFormat        string
 }
@@ -52,11 +53,12 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		register         = fs.String("register", "", "kvselect URL to register every worker with after start (POST /workers)")
 		authTokenFile    = fs.String("auth-token-file", "", "file holding the bearer token for kvselect calls")
 		control          = fs.String("control", "127.0.0.1:8093", "address of the HTTP control API (empty disables it)")
-		trace            = fs.String("trace", "", "Mooncake trace (JSON lines) to replay after start")
+		trace            = fs.String("trace", "", "Mooncake trace (JSON lines) to replay after start; kvsim prints a report, then keeps serving its workers until SIGINT or SIGTERM unless --exit-after-trace")
 		traceSelect      = fs.String("trace-select", "", "kvselect URL whose /select chooses each trace request's worker (default: round-robin)")
 		traceLimit       = fs.Int("trace-limit", 0, "replay at most this many trace requests (0 = all)")
 		traceBlockTokens = fs.Int("trace-block-tokens", kvsim.DefaultTraceBlockTokens, "tokens per trace hash id")
 		traceSpeed       = fs.Float64("trace-speed", 0, "pace the trace by its timestamps at this speed (1 = real time; 0 = as fast as possible)")
+		exitAfterTrace   = fs.Bool("exit-after-trace", false, "exit with status 0 once the --trace replay has finished and its report is printed (default: keep serving)")
 		logLevel         = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat        = fs.String("log-format", "text", "text or json")
 	)
@@ -92,6 +94,9 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	}
 	if *traceLimit < 0 {
 		return config{}, fmt.Errorf("--trace-limit must not be negative, got %d", *traceLimit)
+	}
+	if *exitAfterTrace && *trace == "" {
+		return config{}, errors.New("--exit-after-trace needs --trace")
 	}
 	if *traceSpeed < 0 {
 		return config{}, fmt.Errorf("--trace-speed must not be negative, got %g", *traceSpeed)
@@ -136,6 +141,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		traceLimit:       *traceLimit,
 		traceBlockTokens: *traceBlockTokens,
 		traceSpeed:       *traceSpeed,
+		exitAfterTrace:   *exitAfterTrace,
 		logLevel:         level,
 		logFormat:        *logFormat,
 	}, nil

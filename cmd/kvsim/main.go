@@ -68,8 +68,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 		}
 	}
 
+	// The control API is bound before the workers start because it serves
+	// them: each worker registers its URL under the API as its endpoint.
+	var ctlLn net.Listener
+	if cfg.control != "" {
+		if ctlLn, err = net.Listen("tcp", cfg.control); err != nil {
+			return fmt.Errorf("--control: %w", err)
+		}
+		cfg.sim.EndpointBase = controlURL(ctlLn.Addr(), cfg.sim.AdvertiseHost)
+	}
 	sim, err := kvsim.Start(cfg.sim)
 	if err != nil {
+		if ctlLn != nil {
+			_ = ctlLn.Close()
+		}
 		return err
 	}
 	defer func() {
@@ -79,13 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 	}()
 	printWorkers(stdout, sim)
 
-	if cfg.control != "" {
-		ctl, err := startControl(cfg.control, sim, logger)
-		if err != nil {
-			return err
-		}
+	if ctlLn != nil {
+		ctl := serveControl(ctlLn, sim, logger)
 		defer ctl.close(logger)
-		fmt.Fprintf(stdout, "control API on http://%s\n", ctl.addr)
+		fmt.Fprintf(stdout, "control API on %s\n", sim.Config().EndpointBase)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -118,6 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 			return err
 		}
 		fmt.Fprintf(stdout, "trace replay: %s\n", stats)
+		if cfg.exitAfterTrace {
+			logger.Info("trace replay finished; exiting (--exit-after-trace)")
+			return nil
+		}
 	}
 
 	<-ctx.Done()
@@ -146,8 +159,8 @@ func printWorkers(w io.Writer, sim *kvsim.Sim) {
 		for rank := reg.DataParallelStartRank; rank < reg.DataParallelStartRank+max(reg.DataParallelSize, 1); rank++ {
 			ranks = append(ranks, strconv.FormatUint(uint64(rank), 10)+"="+reg.KVEventsEndpoints[rank])
 		}
-		fmt.Fprintf(w, "worker %d model=%s tenant=%s block_size=%d kv_events=%s replay=%s\n",
-			reg.WorkerID, reg.ModelName, reg.TenantID, reg.BlockSize, strings.Join(ranks, ","), reg.ReplayEndpoint)
+		fmt.Fprintf(w, "worker %d model=%s tenant=%s block_size=%d kv_events=%s replay=%s endpoint=%s\n",
+			reg.WorkerID, reg.ModelName, reg.TenantID, reg.BlockSize, strings.Join(ranks, ","), reg.ReplayEndpoint, reg.Endpoint)
 	}
 }
 
@@ -202,15 +215,27 @@ func registerWithRetry(ctx context.Context, sim *kvsim.Sim, url string, log *slo
 // controlServer is the running control API.
 type controlServer struct {
 	srv  *http.Server
-	addr string
 	done chan struct{} // closed when Serve returns
 }
 
-func startControl(addr string, sim *kvsim.Sim, log *slog.Logger) (*controlServer, error) {
-	ln, err := net.Listen("tcp", addr)
+// controlURL is the base URL callers reach the control API at, bound on
+// addr: the advertised host when there is one, loopback for a wildcard
+// bind, and always the port actually bound (--control host:0 included).
+func controlURL(addr net.Addr, advertise string) string {
+	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return nil, fmt.Errorf("--control: %w", err)
+		return "http://" + addr.String()
 	}
+	if advertise != "" {
+		host = advertise
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = kvsim.DefaultHost
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// serveControl serves the control API on ln until close.
+func serveControl(ln net.Listener, sim *kvsim.Sim, log *slog.Logger) *controlServer {
 	api := &controlAPI{sim: sim, log: log}
 	c := &controlServer{
 		srv: &http.Server{
@@ -220,7 +245,6 @@ func startControl(addr string, sim *kvsim.Sim, log *slog.Logger) (*controlServer
 			WriteTimeout:      30 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 		},
-		addr: ln.Addr().String(),
 		done: make(chan struct{}),
 	}
 	go func() {
@@ -229,7 +253,7 @@ func startControl(addr string, sim *kvsim.Sim, log *slog.Logger) (*controlServer
 			log.Error("control API stopped", "err", err)
 		}
 	}()
-	return c, nil
+	return c
 }
 
 func (c *controlServer) close(log *slog.Logger) {

@@ -8,10 +8,12 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +49,7 @@ func Test_ParseConfig(t *testing.T) {
 			check: func(t *testing.T, c config) {
 				if c.sim.Workers != 1 || c.sim.FirstWorkerID != 1 || c.sim.BlockSize != 16 || c.sim.CacheBlocks != 4096 ||
 					c.sim.Encoding != kvsim.EncodingArray || c.control != "127.0.0.1:8093" || c.traceBlockTokens != 512 ||
-					c.logLevel != slog.LevelInfo || c.sim.AuthToken != "" {
+					c.logLevel != slog.LevelInfo || c.sim.AuthToken != "" || c.exitAfterTrace {
 					t.Fatalf("defaults: %+v", c)
 				}
 			},
@@ -80,6 +82,16 @@ func Test_ParseConfig(t *testing.T) {
 		{name: "zero first id", args: []string{"--first-worker-id", "0"}, wantErr: "--first-worker-id"},
 		{name: "negative limit", args: []string{"--trace-limit", "-1"}, wantErr: "--trace-limit"},
 		{name: "negative speed", args: []string{"--trace-speed", "-1"}, wantErr: "--trace-speed"},
+		{name: "exit after no trace", args: []string{"--exit-after-trace"}, wantErr: "--exit-after-trace needs --trace"},
+		{
+			name: "exit after trace",
+			args: []string{"--trace", "t.jsonl", "--exit-after-trace"},
+			check: func(t *testing.T, c config) {
+				if c.trace != "t.jsonl" || !c.exitAfterTrace {
+					t.Fatalf("exit after trace: %+v", c)
+				}
+			},
+		},
 		{name: "bad level", args: []string{"--log-level", "loud"}, wantErr: "--log-level"},
 		{name: "bad format", args: []string{"--log-format", "xml"}, wantErr: "--log-format"},
 		{name: "empty token", args: []string{"--auth-token-file", emptyToken}, wantErr: "is empty"},
@@ -153,6 +165,19 @@ func Test_ControlAPI(t *testing.T) {
 		{"negative token", "POST", "/prompt", `{"worker_id": 1, "token_ids": [-1]}`, 400, `invalid JSON`},
 		{"unknown field", "POST", "/reset", `{"worker_id": 1, "rank": 0}`, 400, `unknown field`},
 		{"trailing data", "POST", "/reset", `{"worker_id": 1} {}`, 400, `trailing data`},
+		{"worker endpoint", "GET", "/workers/2", "", 200, `"worker_id":2,`},
+		{"prompt at the worker endpoint", "POST", "/workers/2/prompt", `{"token_ids": [1,2,3,4,5,6,7,8]}`, 200,
+			`{"blocks":2,"cached_blocks":0,"stored_blocks":2,"evicted_blocks":0}`},
+		{"again at the worker endpoint", "POST", "/workers/2/prompt", `{"dp_rank": 0, "token_ids": [1,2,3,4]}`, 200,
+			`"cached_blocks":1`},
+		{"worker endpoint, unknown rank", "POST", "/workers/2/prompt", `{"dp_rank": 5, "token_ids": [1]}`, 404, `no dp rank 5`},
+		{"worker endpoint, worker in body", "POST", "/workers/2/prompt", `{"worker_id": 1, "token_ids": [1]}`, 400, `unknown field`},
+		{"unknown worker endpoint", "GET", "/workers/9", "", 404, `unknown worker_id 9`},
+		{"unknown worker endpoint prompt", "POST", "/workers/9/prompt", `{"token_ids": [1]}`, 404, `unknown worker_id 9`},
+		{"worker endpoint, wrong method", "GET", "/workers/2/prompt", "", 405, `not allowed`},
+		{"worker endpoint, bad id", "GET", "/workers/two", "", 404, `no route`},
+		{"worker endpoint, trailing slash", "GET", "/workers/2/", "", 404, `no route`},
+		{"worker endpoint, unknown action", "POST", "/workers/2/reset", "{}", 404, `no route`},
 		{"wrong method", "GET", "/prompt", "", 405, `not allowed`},
 		{"unknown route", "GET", "/nope", "", 404, `no route /nope`},
 	}
@@ -308,11 +333,21 @@ func (lr *lineReader) waitFor(t *testing.T, prefix string) string {
 // kvselect, replay a small trace routed by its /select, use the control
 // API, then shut down.
 func Test_Run(t *testing.T) {
-	var registered atomic.Int64
+	var (
+		mu         sync.Mutex
+		registered []api.WorkerPatch
+	)
 	kvselect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/workers":
-			registered.Add(1)
+			var reg api.WorkerPatch
+			if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			mu.Lock()
+			registered = append(registered, reg)
+			mu.Unlock()
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{}`))
 		case "/select":
@@ -353,15 +388,34 @@ func Test_Run(t *testing.T) {
 	if !strings.Contains(stats, "requests=3 prompt_blocks=18 hit_blocks=12") || !strings.Contains(stats, "errors=0") {
 		t.Fatalf("stats line %q", stats)
 	}
-	if registered.Load() != 2 {
-		t.Fatalf("%d registrations, want 2", registered.Load())
+	ctlURL := strings.TrimPrefix(ctlLine, "control API on ")
+	if !strings.HasPrefix(ctlURL, "http://127.0.0.1:") || strings.HasSuffix(ctlURL, ":0") {
+		t.Fatalf("control line %q does not give the bound port", ctlLine)
 	}
-
-	resp, err := http.Get(strings.TrimPrefix(ctlLine, "control API on ") + "/workers")
+	// Each worker registered the URL where the control API serves it:
+	// the port --control 127.0.0.1:0 actually bound, never :0.
+	mu.Lock()
+	regs := slices.Clone(registered)
+	mu.Unlock()
+	if len(regs) != 2 || regs[1].Endpoint == nil || *regs[1].Endpoint != ctlURL+"/workers/8" {
+		t.Fatalf("registrations %+v, want worker 8 at %s/workers/8", regs, ctlURL)
+	}
+	// A caller that got worker 8 from /select reaches it at that endpoint.
+	resp, err := http.Post(*regs[1].Endpoint+"/prompt", "application/json", strings.NewReader(`{"dp_rank": 1, "token_ids": [1,2,3]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var regs []api.WorkerPatch
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"blocks":0`) {
+		t.Fatalf("POST %s/prompt = %d %s", *regs[1].Endpoint, resp.StatusCode, body)
+	}
+
+	resp, err = http.Get(ctlURL + "/workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs = nil
 	err = json.NewDecoder(resp.Body).Decode(&regs)
 	resp.Body.Close()
 	if err != nil || len(regs) != 2 || regs[1].WorkerID == nil || *regs[1].WorkerID != 8 {
@@ -378,6 +432,60 @@ func Test_Run(t *testing.T) {
 		t.Fatal("run did not stop")
 	}
 	out.wg.Wait()
+}
+
+// Test_RunExitsAfterTrace: with --exit-after-trace, run returns nil (exit
+// status 0) once the replay's report is printed, without a signal.
+func Test_RunExitsAfterTrace(t *testing.T) {
+	pr, pw := io.Pipe()
+	out := newLineReader(pr)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(context.Background(), []string{
+			"--workers", "2", "--control", "127.0.0.1:0", "--trace", filepath.Join("testdata", "short_trace.jsonl"),
+			"--trace-block-tokens", "32", "--exit-after-trace", "--log-level", "error",
+		}, pw, io.Discard, nil)
+		_ = pw.Close()
+	}()
+	// Round-robin over 2 workers, 16-token blocks: 4 blocks on worker 1,
+	// the same 4 on worker 2, then the first 2 again on worker 1 (hits).
+	stats := out.waitFor(t, "trace replay: ")
+	if !strings.Contains(stats, "requests=3 prompt_blocks=10 hit_blocks=2 ") || !strings.Contains(stats, "errors=0") {
+		t.Fatalf("stats line %q", stats)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("run kept serving after the trace with --exit-after-trace")
+	}
+	for line := range out.lines {
+		t.Errorf("output after the report: %q", line)
+	}
+	out.wg.Wait()
+}
+
+func Test_ControlURL(t *testing.T) {
+	tests := []struct {
+		addr, advertise, want string
+	}{
+		{"127.0.0.1:8093", "", "http://127.0.0.1:8093"},
+		{"0.0.0.0:8093", "", "http://127.0.0.1:8093"},
+		{"[::]:8093", "", "http://127.0.0.1:8093"},
+		{"[::1]:8093", "", "http://[::1]:8093"},
+		{"0.0.0.0:8093", "sim.example", "http://sim.example:8093"},
+	}
+	for _, tt := range tests {
+		addr, err := net.ResolveTCPAddr("tcp", tt.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := controlURL(addr, tt.advertise); got != tt.want {
+			t.Errorf("controlURL(%s, %q) = %q, want %q", tt.addr, tt.advertise, got, tt.want)
+		}
+	}
 }
 
 func Test_RunFailsFast(t *testing.T) {
