@@ -8,6 +8,13 @@ const (
 	StateShutdown  = "shutdown"
 )
 
+// Suffrages of a member, as hashicorp/raft names them.
+const (
+	SuffrageVoter    = "Voter"
+	SuffrageNonvoter = "Nonvoter"
+	SuffrageStaging  = "Staging"
+)
+
 // ClusterStatus answers GET /cluster/status and every /cluster write.
 type ClusterStatus struct {
 	NodeID string    `json:"node_id"`

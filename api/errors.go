@@ -25,7 +25,8 @@ const (
 	// CodeConflict: a reservation id already booked, or a membership
 	// change that is not possible.
 	CodeConflict Code = "conflict"
-	// CodeNotReady: no schedulable worker in the partition.
+	// CodeNotReady: no schedulable worker in the partition; on GET
+	// /readyz, the node is not a caught-up member of the cluster.
 	CodeNotReady Code = "not_ready"
 	// CodeOverloaded: every schedulable worker is busy (load shedding).
 	CodeOverloaded Code = "overloaded"

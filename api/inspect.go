@@ -27,6 +27,54 @@ type ReadyCluster struct {
 	CatalogIndex uint64 `json:"catalog_index"`
 }
 
+// Readyz answers GET /readyz, an orchestrator's readiness probe: 200 when
+// Ready, that is when this node is a voter of the Raft configuration, a
+// leader is known (or it leads), and it has applied every entry up to the
+// commit index it had learned from the leader when the request came
+// (waiting up to half a second for that); else 503 with Error, Code
+// (CodeNotReady) and Reason. Unlike GET /ready (SPEC §3.2: can this node
+// select?) it says nothing about workers.
+type Readyz struct {
+	Ready bool `json:"ready"`
+	// Error and Code make a 503 an error answer like any other.
+	Error string `json:"error,omitempty"`
+	Code  Code   `json:"code,omitempty"`
+	// Reason is why the node is not ready, one of the Readyz* reasons.
+	Reason string `json:"reason,omitempty"`
+	NodeID string `json:"node_id"`
+	State  string `json:"state"`
+	// Leader is the leader's id ("" when none is known).
+	Leader string `json:"leader"`
+	// Member: this node is in the Raft configuration, with Suffrage.
+	Member   bool   `json:"member"`
+	Suffrage string `json:"suffrage,omitempty"`
+	// CommitIndex, AppliedIndex and CatalogIndex are /cluster/status's.
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	CatalogIndex uint64 `json:"catalog_index"`
+}
+
+// Why GET /readyz answers 503, checked in this order.
+const (
+	// ReadyzShutDown: the node's Raft has shut down.
+	ReadyzShutDown = "shut_down"
+	// ReadyzNotMember: the node is not in the Raft configuration (not yet
+	// admitted, or removed).
+	ReadyzNotMember = "not_member"
+	// ReadyzNotVoter: the node is a non-voter, still being caught up
+	// after a join.
+	ReadyzNotVoter = "not_voter"
+	// ReadyzNoLeader: no leader is known (an election, or no quorum).
+	ReadyzNoLeader = "no_leader"
+	// ReadyzNoCommitIndex: the node has not learned a commit index from
+	// the leader yet (it restarted, and the leader's first append has not
+	// come).
+	ReadyzNoCommitIndex = "no_commit_index"
+	// ReadyzApplying: the node has not applied up to the commit index
+	// it knew when the request came, even after waiting.
+	ReadyzApplying = "applying"
+)
+
 // PartitionLoads is one partition of GET /loads.
 type PartitionLoads struct {
 	ModelName string     `json:"model_name"`

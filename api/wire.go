@@ -80,6 +80,7 @@ const (
 const (
 	PathHealth           = "/health"
 	PathReady            = "/ready"
+	PathReadyz           = "/readyz"
 	PathMetrics          = "/metrics"
 	PathOpenAPI          = "/openapi.json"
 	PathWorkers          = "/workers"

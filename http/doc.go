@@ -21,6 +21,13 @@
 // or redirected. Unknown routes are a JSON 404; wrong methods a JSON 405
 // with Allow; HEAD works wherever GET does.
 //
+// Two readiness routes answer two questions. GET /ready (SPEC §3.2): can
+// this node select, that is, is a worker schedulable here? GET /readyz
+// (readyz.go, rqlite's name), for an orchestrator's readiness probe: is
+// this node a voter that knows a leader and has applied up to the commit
+// index it learned from it? /readyz is open like /health, since a probe
+// carries no token, and its 503 is an answer, not a logged failure.
+//
 // Leader-only routes (catalog and membership writes, linearizable reads)
 // are forwarded by followers to the leader (forward.go). A forwarded
 // write's answer is relayed once this node has applied the write itself,

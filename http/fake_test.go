@@ -31,6 +31,7 @@ type fakeNode struct {
 	isLeader     func() bool
 	leader       func(ctx context.Context) (cluster.LeaderInfo, error)
 
+	status      func() api.ClusterStatus
 	join        func(ctx context.Context, req api.JoinRequest) error
 	remove      func(ctx context.Context, id string) error
 	stepDown    func(ctx context.Context) error
@@ -128,6 +129,9 @@ func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
 func (f *fakeNode) AnnounceCommit() { f.announced.Add(1) }
 
 func (f *fakeNode) Status() api.ClusterStatus {
+	if f.status != nil {
+		return f.status()
+	}
 	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
 }
 

@@ -251,6 +251,21 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("replica-sync-deregister-member", f1, "POST", "/replica_sync/deregister_peer", map[string]any{"endpoint": member}, 409)
 	tr.call("cluster-stepdown", f1, "POST", "/cluster/stepdown", nil, 200)
 
+	// An orchestrator's readiness probe, once the step-down's election is
+	// over and f1 has caught up with the new leader.
+	servertest.Eventually(t, "f1 is a caught-up member again", func() error {
+		resp, err := http.Get(f1.URL() + api.PathReadyz)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz = %d", resp.StatusCode)
+		}
+		return nil
+	})
+	tr.call("readyz", f1, "GET", "/readyz", nil, 200)
+
 	// Every operation of the document succeeded at least once.
 	done := map[string]bool{}
 	for _, x := range tr.seen {

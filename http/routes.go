@@ -29,6 +29,7 @@ func (s *Service) routes() []route {
 	return []route{
 		{"GET", api.PathHealth, api.AccessOpen, api.RunsOnAny, s.health},
 		{"GET", api.PathReady, api.AccessSelection, api.RunsOnAny, s.ready},
+		{"GET", api.PathReadyz, api.AccessOpen, api.RunsOnAny, s.readyz},
 		{"GET", api.PathMetrics, api.AccessSelection, api.RunsOnAny, s.serveMetrics},
 		{"GET", api.PathOpenAPI, api.AccessOpen, api.RunsOnAny, s.openAPI},
 

@@ -102,7 +102,7 @@ func parseConfig(args []string) (server.Config, error) {
 		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
 		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
 		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump, and keying replica-sync MACs; SIGHUP reads it again")
-		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health)")
+		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health, /readyz and /openapi.json)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")

@@ -1,0 +1,744 @@
+package main
+
+// The deploy files (deploy/Dockerfile, .dockerignore and
+// deploy/kubernetes/*.yaml) run this command, so they are checked here,
+// where the command's own flag parsing can judge the manifest's
+// arguments. Nothing is downloaded: no Kubernetes schema, no image.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/authtoken"
+)
+
+var (
+	repoRoot     = filepath.Join("..", "..")
+	dockerfile   = filepath.Join(repoRoot, "deploy", "Dockerfile")
+	dockerignore = filepath.Join(repoRoot, ".dockerignore")
+	manifestDir  = filepath.Join(repoRoot, "deploy", "kubernetes")
+)
+
+// The few Kubernetes fields the tests read; the rest is ignored.
+type (
+	k8sObject struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Metadata   struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		file string
+		node *yaml.Node
+	}
+	service struct {
+		Spec struct {
+			ClusterIP                string            `yaml:"clusterIP"`
+			PublishNotReadyAddresses bool              `yaml:"publishNotReadyAddresses"`
+			Selector                 map[string]string `yaml:"selector"`
+			Ports                    []servicePort     `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	servicePort struct {
+		Name       string `yaml:"name"`
+		Port       int    `yaml:"port"`
+		TargetPort any    `yaml:"targetPort"`
+	}
+	secret struct {
+		Data       map[string]string `yaml:"data"`
+		StringData map[string]string `yaml:"stringData"`
+	}
+	statefulSet struct {
+		Spec struct {
+			ServiceName string `yaml:"serviceName"`
+			Replicas    int    `yaml:"replicas"`
+			Template    struct {
+				Metadata struct {
+					Labels map[string]string `yaml:"labels"`
+				} `yaml:"metadata"`
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"template"`
+			VolumeClaimTemplates []claimTemplate `yaml:"volumeClaimTemplates"`
+		} `yaml:"spec"`
+	}
+	podSpec struct {
+		SecurityContext struct {
+			RunAsNonRoot        *bool  `yaml:"runAsNonRoot"`
+			RunAsUser           *int64 `yaml:"runAsUser"`
+			RunAsGroup          *int64 `yaml:"runAsGroup"`
+			FSGroup             *int64 `yaml:"fsGroup"`
+			FSGroupChangePolicy string `yaml:"fsGroupChangePolicy"`
+			SeccompProfile      struct {
+				Type string `yaml:"type"`
+			} `yaml:"seccompProfile"`
+		} `yaml:"securityContext"`
+		Containers []container `yaml:"containers"`
+		Volumes    []struct {
+			Name   string `yaml:"name"`
+			Secret *struct {
+				SecretName  string `yaml:"secretName"`
+				DefaultMode *int   `yaml:"defaultMode"`
+				Items       []struct {
+					Key  string `yaml:"key"`
+					Path string `yaml:"path"`
+				} `yaml:"items"`
+			} `yaml:"secret"`
+		} `yaml:"volumes"`
+	}
+	container struct {
+		Name    string   `yaml:"name"`
+		Command []string `yaml:"command"`
+		Args    []string `yaml:"args"`
+		Env     []struct {
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom *struct {
+				FieldRef *struct {
+					FieldPath string `yaml:"fieldPath"`
+				} `yaml:"fieldRef"`
+				ResourceFieldRef *struct {
+					ContainerName string `yaml:"containerName"`
+					Resource      string `yaml:"resource"`
+				} `yaml:"resourceFieldRef"`
+			} `yaml:"valueFrom"`
+		} `yaml:"env"`
+		Ports []struct {
+			Name          string `yaml:"name"`
+			ContainerPort int    `yaml:"containerPort"`
+		} `yaml:"ports"`
+		ReadinessProbe *probe `yaml:"readinessProbe"`
+		LivenessProbe  *probe `yaml:"livenessProbe"`
+		Resources      struct {
+			Requests map[string]string `yaml:"requests"`
+			Limits   map[string]string `yaml:"limits"`
+		} `yaml:"resources"`
+		SecurityContext struct {
+			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+			Capabilities             struct {
+				Drop []string `yaml:"drop"`
+			} `yaml:"capabilities"`
+		} `yaml:"securityContext"`
+		VolumeMounts []volumeMount `yaml:"volumeMounts"`
+	}
+	volumeMount struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
+	}
+	claimTemplate struct {
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+	}
+	probe struct {
+		HTTPGet *struct {
+			Path string `yaml:"path"`
+			Port any    `yaml:"port"`
+		} `yaml:"httpGet"`
+		TimeoutSeconds int `yaml:"timeoutSeconds"`
+	}
+)
+
+// loadManifests reads every document of deploy/kubernetes/*.yaml.
+func loadManifests(t *testing.T) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", manifestDir, err)
+	}
+	var out []k8sObject
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		for {
+			var node yaml.Node
+			if err := dec.Decode(&node); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var o k8sObject
+			if err := node.Decode(&o); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" {
+				t.Fatalf("%s: a document without apiVersion, kind or name: %+v", f, o)
+			}
+			o.file, o.node = filepath.Base(f), &node
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// find decodes the one object of that kind and name into v.
+func find(t *testing.T, objs []k8sObject, kind, name string, v any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind == kind && o.Metadata.Name == name {
+			if err := o.node.Decode(v); err != nil {
+				t.Fatalf("%s %s: %v", kind, name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %q in %s", kind, name, manifestDir)
+}
+
+// Test_DeployManifest checks the StatefulSet against what kvselect and its
+// image need: a non-root user that owns its data volume, probes on the
+// routes meant for them, bounded resources, the token from a Secret, and
+// arguments that kvselect's own flag parsing accepts and that agree with
+// the ports, volumes and peer names around them.
+func Test_DeployManifest(t *testing.T) {
+	objs := loadManifests(t)
+	var set statefulSet
+	find(t, objs, "StatefulSet", "kvselect", &set)
+	pod := set.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want kvselect alone", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+
+	t.Run("runs as the image's non-root user, which owns the data volume", func(t *testing.T) {
+		uid, gid := imageUser(t)
+		sc := pod.SecurityContext
+		switch {
+		case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+			t.Error("pod securityContext.runAsNonRoot is not true")
+		case sc.RunAsUser == nil || *sc.RunAsUser != uid:
+			t.Errorf("runAsUser = %v, the image runs as %d", deref(sc.RunAsUser), uid)
+		case sc.RunAsGroup == nil || *sc.RunAsGroup != gid:
+			t.Errorf("runAsGroup = %v, the image runs as group %d", deref(sc.RunAsGroup), gid)
+		case sc.FSGroup == nil || *sc.FSGroup != *sc.RunAsGroup:
+			t.Errorf("fsGroup = %v, want runAsGroup %d so that the node can write its volume", deref(sc.FSGroup), *sc.RunAsGroup)
+		}
+		if sc.FSGroupChangePolicy != "OnRootMismatch" || sc.SeccompProfile.Type != "RuntimeDefault" {
+			t.Errorf("fsGroupChangePolicy %q, seccompProfile %q", sc.FSGroupChangePolicy, sc.SeccompProfile.Type)
+		}
+		cs := c.SecurityContext
+		if cs.AllowPrivilegeEscalation == nil || *cs.AllowPrivilegeEscalation || cs.ReadOnlyRootFilesystem == nil ||
+			!*cs.ReadOnlyRootFilesystem || !slices.Contains(cs.Capabilities.Drop, "ALL") {
+			t.Errorf("container securityContext %+v: want no privilege escalation, a read-only root and every capability dropped", cs)
+		}
+		if len(c.Command) > 0 {
+			t.Errorf("command %q replaces the image's kvselect entrypoint", c.Command)
+		}
+	})
+
+	t.Run("probes", func(t *testing.T) {
+		for _, p := range []struct {
+			name  string
+			probe *probe
+			path  string
+		}{{"readinessProbe", c.ReadinessProbe, api.PathReadyz}, {"livenessProbe", c.LivenessProbe, api.PathHealth}} {
+			if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path {
+				t.Errorf("%s is not an HTTP GET of %s", p.name, p.path)
+				continue
+			}
+			if port := containerPort(t, c, p.probe.HTTPGet.Port); port != flagPort(t, c, "port") {
+				t.Errorf("%s asks port %d, kvselect serves HTTP on %d", p.name, port, flagPort(t, c, "port"))
+			}
+		}
+		// /readyz waits up to half a second for the node to apply what it
+		// knew to be committed.
+		if c.ReadinessProbe != nil && c.ReadinessProbe.TimeoutSeconds < 2 {
+			t.Errorf("readinessProbe.timeoutSeconds = %d: /readyz may take 0.5 s", c.ReadinessProbe.TimeoutSeconds)
+		}
+	})
+
+	t.Run("resources", func(t *testing.T) {
+		for _, res := range []string{"cpu", "memory"} {
+			req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
+			if req == "" || lim == "" {
+				t.Errorf("%s: request %q, limit %q: want both", res, req, lim)
+				continue
+			}
+			if quantity(t, req) > quantity(t, lim) {
+				t.Errorf("%s: request %s above limit %s", res, req, lim)
+			}
+		}
+		for _, e := range c.Env {
+			if rf := e.ValueFrom; rf != nil && rf.ResourceFieldRef != nil && rf.ResourceFieldRef.ContainerName != c.Name {
+				t.Errorf("env %s reads the resources of container %q", e.Name, rf.ResourceFieldRef.ContainerName)
+			}
+		}
+	})
+
+	// The arguments as the kubelet expands them for pod kvselect-0.
+	args, vars := expandArgs(t, c, "kvselect-0", "default")
+	tokenFile := flagValue(t, args, "auth-token-file")
+
+	t.Run("token from a Secret", func(t *testing.T) {
+		mount, ok := mountFor(c, tokenFile)
+		if !ok {
+			t.Fatalf("--auth-token-file=%s is on no volume mount", tokenFile)
+		}
+		if !mount.ReadOnly {
+			t.Errorf("the token volume %s is mounted writable", mount.Name)
+		}
+		var key string
+		for _, v := range pod.Volumes {
+			if v.Name != mount.Name {
+				continue
+			}
+			if v.Secret == nil {
+				t.Fatalf("volume %s holding --auth-token-file is not a Secret", v.Name)
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(tokenFile, mount.MountPath), "/")
+			for _, it := range v.Secret.Items {
+				if it.Path == rel {
+					key = it.Key
+				}
+			}
+			if key == "" {
+				t.Fatalf("secret volume %s has no item at %s (--auth-token-file=%s)", v.Name, rel, tokenFile)
+			}
+			// authtoken refuses a world-writable file; the node reads it as
+			// the fsGroup, not as its owner.
+			if m := v.Secret.DefaultMode; m != nil && (*m&0o002 != 0 || *m&0o040 == 0) {
+				t.Errorf("defaultMode %#o: want group-readable and not world-writable", *m)
+			}
+			var s secret
+			find(t, objs, "Secret", v.Secret.SecretName, &s)
+			placeholder, ok := s.StringData[key]
+			if !ok {
+				t.Fatalf("Secret %s has no stringData %q", v.Secret.SecretName, key)
+			}
+			// The shipped placeholder must never work as a token: a node
+			// given it refuses to start.
+			if err := authtoken.Validate(strings.TrimSpace(placeholder)); err == nil {
+				t.Errorf("the placeholder token of Secret %s would be accepted: %q", v.Secret.SecretName, placeholder)
+			}
+		}
+		if key == "" {
+			t.Fatalf("no volume named %s", mount.Name)
+		}
+	})
+
+	t.Run("arguments are kvselect's flags and agree with the pod", func(t *testing.T) {
+		for _, a := range args {
+			if !strings.HasPrefix(a, "--") || !strings.Contains(a, "=") {
+				t.Errorf("argument %q: write flags as --name=value", a)
+			}
+		}
+		// The token file is the Secret's at run time; a valid one here.
+		tmp := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tmp, []byte("t0ken\n"), 0o440); err != nil {
+			t.Fatal(err)
+		}
+		local := slices.Clone(args)
+		for i, a := range local {
+			if strings.HasPrefix(a, "--auth-token-file=") {
+				local[i] = "--auth-token-file=" + tmp
+			}
+		}
+		for k, v := range vars {
+			if strings.HasPrefix(k, env.Prefix+"_") {
+				t.Setenv(k, v)
+			}
+		}
+		cfg, err := parseConfig(local)
+		if err != nil {
+			t.Fatalf("kvselect refuses the manifest's arguments: %v", err)
+		}
+		if cfg.AuthToken == "" {
+			t.Error("the node runs without a token")
+		}
+		if cfg.Cluster.NodeID != "kvselect-0" {
+			t.Errorf("node id %q, want the pod's name", cfg.Cluster.NodeID)
+		}
+		if _, port, _ := net.SplitHostPort(cfg.Cluster.RaftBind); port != strconv.Itoa(namedPort(t, c, "raft")) {
+			t.Errorf("Raft binds %s, the container's raft port is %d", cfg.Cluster.RaftBind, namedPort(t, c, "raft"))
+		}
+		if cfg.ReplicaSync == nil || !strings.HasSuffix(cfg.ReplicaSync.Listen, ":"+strconv.Itoa(namedPort(t, c, "replica-sync"))) {
+			t.Errorf("replica sync %+v, the container's replica-sync port is %d", cfg.ReplicaSync, namedPort(t, c, "replica-sync"))
+		}
+		// Every node is listed at the name the headless service gives its
+		// pod, and this one advertises the name it is listed at.
+		domain := set.Spec.ServiceName + ".default.svc.cluster.local"
+		if len(cfg.Cluster.InitialCluster) != set.Spec.Replicas {
+			t.Errorf("--initial-cluster lists %d nodes for %d replicas", len(cfg.Cluster.InitialCluster), set.Spec.Replicas)
+		}
+		for i, p := range cfg.Cluster.InitialCluster {
+			want := fmt.Sprintf("kvselect-%d.%s:%d", i, domain, namedPort(t, c, "raft"))
+			if p.ID != fmt.Sprintf("kvselect-%d", i) || p.RaftAddr != want {
+				t.Errorf("--initial-cluster member %d is %s=%s, want kvselect-%d=%s", i, p.ID, p.RaftAddr, i, want)
+			}
+		}
+		if want := fmt.Sprintf("kvselect-0.%s:%d", domain, namedPort(t, c, "raft")); cfg.Cluster.RaftAdvertise != want {
+			t.Errorf("--raft-advertise %s, listed at %s", cfg.Cluster.RaftAdvertise, want)
+		}
+		if want := fmt.Sprintf("kvselect-0.%s:%d", domain, flagPort(t, c, "port")); cfg.Cluster.HTTPAdvertise != want {
+			t.Errorf("--http-advertise %s, want %s", cfg.Cluster.HTTPAdvertise, want)
+		}
+		// The data dir is the volume the StatefulSet claims per pod.
+		mount, ok := mountFor(c, filepath.Join(cfg.Cluster.DataDir, "raft.db"))
+		claimed := slices.ContainsFunc(set.Spec.VolumeClaimTemplates, func(v claimTemplate) bool { return v.Metadata.Name == mount.Name })
+		if !ok || mount.MountPath != cfg.Cluster.DataDir || !claimed || mount.ReadOnly {
+			t.Errorf("--data-dir=%s is not the writable mount of a volume claim (mount %+v)", cfg.Cluster.DataDir, mount)
+		}
+	})
+
+	t.Run("services", func(t *testing.T) {
+		var peers, clients service
+		find(t, objs, "Service", set.Spec.ServiceName, &peers)
+		find(t, objs, "Service", "kvselect", &clients)
+		if peers.Spec.ClusterIP != "None" || !peers.Spec.PublishNotReadyAddresses {
+			t.Errorf("service %s: want headless, publishing pods before they are ready (Raft needs them)", set.Spec.ServiceName)
+		}
+		labels := set.Spec.Template.Metadata.Labels
+		for _, s := range []service{peers, clients} {
+			for k, v := range s.Spec.Selector {
+				if labels[k] != v {
+					t.Errorf("a service selects %s=%s, the pods are labelled %v", k, v, labels)
+				}
+			}
+		}
+		for _, p := range c.Ports {
+			if !slices.Contains(peers.Spec.Ports, servicePort{Name: p.Name, Port: p.ContainerPort}) {
+				t.Errorf("container port %s %d is not on the headless service", p.Name, p.ContainerPort)
+			}
+		}
+		for _, p := range clients.Spec.Ports {
+			if containerPort(t, c, p.TargetPort) != flagPort(t, c, "port") {
+				t.Errorf("service kvselect sends port %d to %v, not kvselect's HTTP port", p.Port, p.TargetPort)
+			}
+		}
+	})
+}
+
+// expandArgs expands $(VAR) in the container's arguments as the kubelet
+// does, for a pod of that name in that namespace.
+func expandArgs(t *testing.T, c container, podName, namespace string) ([]string, map[string]string) {
+	t.Helper()
+	vars := map[string]string{}
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	expand := func(s string) string {
+		return ref.ReplaceAllStringFunc(s, func(m string) string {
+			if v, ok := vars[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = expand(e.Value)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			vars[e.Name] = podName
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			vars[e.Name] = namespace
+		}
+	}
+	var args []string
+	for _, a := range c.Args {
+		a = expand(a)
+		if m := ref.FindString(a); m != "" {
+			t.Errorf("argument %q refers to %s, which the container does not define", a, m)
+		}
+		args = append(args, a)
+	}
+	return args, vars
+}
+
+// flagValue is the value of --name=value in args.
+func flagValue(t *testing.T, args []string, name string) string {
+	t.Helper()
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("no --%s in %q", name, args)
+	return ""
+}
+
+// flagPort is the port a flag of the container's arguments gives.
+func flagPort(t *testing.T, c container, name string) int {
+	t.Helper()
+	var v string
+	for _, a := range c.Args {
+		if s, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			v = s
+		}
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("--%s=%q is no port", name, v)
+	}
+	return p
+}
+
+// containerPort resolves a probe's or service's port: a number, or the
+// name of one of the container's ports.
+func containerPort(t *testing.T, c container, port any) int {
+	t.Helper()
+	switch p := port.(type) {
+	case int:
+		return p
+	case string:
+		return namedPort(t, c, p)
+	}
+	t.Fatalf("port %v (%T)", port, port)
+	return 0
+}
+
+func namedPort(t *testing.T, c container, name string) int {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	t.Fatalf("the container has no port named %q", name)
+	return 0
+}
+
+// mountFor returns the volume mount that holds file.
+func mountFor(c container, file string) (m volumeMount, ok bool) {
+	for _, vm := range c.VolumeMounts {
+		if strings.HasPrefix(file, strings.TrimSuffix(vm.MountPath, "/")+"/") && len(vm.MountPath) > len(m.MountPath) {
+			m, ok = vm, true
+		}
+	}
+	return m, ok
+}
+
+// quantity parses the Kubernetes quantities the manifest uses (500m, 2,
+// 512Mi, 2Gi, 1G) into a number to compare.
+func quantity(t *testing.T, q string) float64 {
+	t.Helper()
+	suffixes := []struct {
+		s string
+		f float64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}, {"m", 1e-3}}
+	f := 1.0
+	for _, s := range suffixes {
+		if n, ok := strings.CutSuffix(q, s.s); ok {
+			q, f = n, s.f
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(q, 64)
+	if err != nil {
+		t.Fatalf("quantity %q: %v", q, err)
+	}
+	return v * f
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "unset"
+	}
+	return *p
+}
+
+// dockerInstructions returns the Dockerfile's instructions, continuation
+// lines joined and comments dropped.
+func dockerInstructions(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(dockerfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || trimmed == "" && cur.Len() == 0 {
+			continue
+		}
+		if s, ok := strings.CutSuffix(trimmed, `\`); ok {
+			cur.WriteString(s + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		out = append(out, strings.Join(strings.Fields(cur.String()), " "))
+		cur.Reset()
+	}
+	return out
+}
+
+// imageUser is the numeric user and group the image's last stage runs as.
+func imageUser(t *testing.T) (uid, gid int64) {
+	t.Helper()
+	var user string
+	for _, ins := range dockerInstructions(t) {
+		if u, ok := strings.CutPrefix(ins, "USER "); ok {
+			user = u
+		}
+	}
+	u, g, _ := strings.Cut(user, ":")
+	uid, err1 := strconv.ParseInt(u, 10, 64)
+	gid, err2 := strconv.ParseInt(g, 10, 64)
+	if err1 != nil || err2 != nil || uid == 0 {
+		t.Fatalf("the image's USER is %q: want a numeric, non-root uid:gid, which Kubernetes can check", user)
+	}
+	return uid, gid
+}
+
+// Test_DeployImage checks deploy/Dockerfile and .dockerignore: the build
+// fetches only the modules the commands import, runs kvselect, and its
+// context leaves out outputs, data dirs and .git but nothing the build
+// needs.
+func Test_DeployImage(t *testing.T) {
+	var pkgs []string
+	var entrypoint string
+	copiesContext := false
+	for _, ins := range dockerInstructions(t) {
+		op, rest, _ := strings.Cut(ins, " ")
+		switch strings.ToUpper(op) {
+		case "RUN":
+			// Without arguments it fetches every module go.mod lists,
+			// those no build imports too (go-zeromq/goczmq).
+			if m := regexp.MustCompile(`go mod download((?: -\S+)*)(?: *(?:$|&&|;|\|))`).FindString(rest); m != "" {
+				t.Errorf("RUN %s: %q fetches modules the build never needs; let go build fetch what it imports", rest, m)
+			}
+			if _, build, ok := strings.Cut(rest, "go build "); ok {
+				for _, f := range strings.Fields(build) {
+					if strings.HasPrefix(f, "./") {
+						pkgs = append(pkgs, f)
+					}
+				}
+			}
+		case "COPY":
+			copiesContext = copiesContext || strings.HasPrefix(rest, ". ")
+		case "ENTRYPOINT":
+			entrypoint = rest
+		}
+	}
+	if !slices.Contains(pkgs, "./cmd/kvselect") {
+		t.Fatalf("no go build of ./cmd/kvselect in %s (packages %q)", dockerfile, pkgs)
+	}
+	if entrypoint != `["/usr/local/bin/kvselect"]` {
+		t.Errorf("ENTRYPOINT %s: the manifest passes kvselect's flags as args", entrypoint)
+	}
+	if !copiesContext {
+		t.Fatalf("the Dockerfile does not COPY the context; .dockerignore would not matter")
+	}
+	imageUser(t)
+
+	rules := readDockerignore(t)
+	for _, p := range []string{".git/HEAD", "bin/kvselect", "kvselect", "kvbench", "kvselect-data/raft.db",
+		"run/n1/raft.db", "server/kvselect-data/raft.db", "kvselect.test", "http/http.test", "cover.out",
+		"bench/results/go-bench.txt", "bench/jepsen/summary.json", "jepsen/go.mod"} {
+		if !ignored(rules, p) {
+			t.Errorf(".dockerignore sends %s into the build context", p)
+		}
+	}
+	need := append([]string{"go.mod", "go.sum"}, buildFiles(t, pkgs)...)
+	for _, p := range need {
+		if ignored(rules, p) {
+			t.Errorf(".dockerignore leaves out %s, which go build %s needs", p, strings.Join(pkgs, " "))
+		}
+	}
+	if len(need) < 20 {
+		t.Fatalf("only %d files found for the build: %q", len(need), need)
+	}
+}
+
+// readDockerignore returns .dockerignore's patterns, cleaned as Docker
+// cleans them (relative to the context, no leading or trailing slash).
+func readDockerignore(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(dockerignore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "!") {
+			t.Fatalf(".dockerignore: exceptions (%s) are beyond this test's matcher; teach it first", line)
+		}
+		rules = append(rules, strings.TrimPrefix(path.Clean("/"+line), "/"))
+	}
+	return rules
+}
+
+// ignored reports whether Docker leaves p (slash-separated, relative to
+// the context) out: a pattern matches it or one of its parent dirs; "**"
+// matches any number of dirs.
+func ignored(rules []string, p string) bool {
+	parts := strings.Split(p, "/")
+	for _, r := range rules {
+		for n := 1; n <= len(parts); n++ {
+			if matchSegments(strings.Split(r, "/"), parts[:n]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func matchSegments(pat, name []string) bool {
+	if len(pat) == 0 {
+		return len(name) == 0
+	}
+	if pat[0] == "**" {
+		for i := 0; i <= len(name); i++ {
+			if matchSegments(pat[1:], name[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(name) == 0 {
+		return false
+	}
+	ok, err := path.Match(pat[0], name[0])
+	return err == nil && ok && matchSegments(pat[1:], name[1:])
+}
+
+// buildFiles lists, relative to the repository, the Go and embedded files
+// of this module that go build of pkgs compiles.
+func buildFiles(t *testing.T, pkgs []string) []string {
+	t.Helper()
+	tmpl := `{{if and .Module .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
+{{end}}{{end}}`
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list", "-deps", "-f", tmpl}, pkgs...)...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(pkgs, " "), err)
+	}
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, f := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(root, f)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			t.Fatalf("%s is outside the repository", f)
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	return files
+}

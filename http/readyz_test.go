@@ -1,0 +1,149 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/authtoken"
+)
+
+// Test_Readyz judges every kind of cluster status GET /readyz meets, through
+// the fake's /cluster/status: each reason for a 503 with its code and body,
+// and the two ways of being ready. HEAD answers the same status.
+func Test_Readyz(t *testing.T) {
+	voters := func(ids ...string) []api.Member {
+		var ms []api.Member
+		for _, id := range ids {
+			ms = append(ms, api.Member{ID: id, Suffrage: api.SuffrageVoter})
+		}
+		return ms
+	}
+	// caughtUp is a follower of n2 that has applied everything it knows.
+	caughtUp := api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Leader: api.LeaderRef{ID: "n2"},
+		CommitIndex: 12, AppliedIndex: 12, CatalogIndex: 9, Members: voters("n1", "n2", "n3")}
+	with := func(change func(st *api.ClusterStatus)) api.ClusterStatus {
+		st := caughtUp
+		st.Members = append([]api.Member(nil), caughtUp.Members...)
+		change(&st)
+		return st
+	}
+	tests := []struct {
+		name     string
+		st       api.ClusterStatus
+		then     *api.ClusterStatus // the status from the second call on
+		reason   string             // "" for ready
+		suffrage string
+		member   bool
+		inError  string
+	}{
+		{name: "caught-up follower", st: caughtUp, member: true, suffrage: api.SuffrageVoter},
+		{name: "leader", st: with(func(st *api.ClusterStatus) { st.State, st.Leader.ID = api.StateLeader, "n1" }),
+			member: true, suffrage: api.SuffrageVoter},
+		{name: "applied past the commit index it knows", st: with(func(st *api.ClusterStatus) { st.AppliedIndex = 13 }),
+			member: true, suffrage: api.SuffrageVoter},
+		{name: "shut down", st: with(func(st *api.ClusterStatus) { st.State, st.Leader.ID, st.Members = api.StateShutdown, "", nil }),
+			reason: api.ReadyzShutDown, inError: "shut down"},
+		{name: "removed from the configuration", st: with(func(st *api.ClusterStatus) { st.Members = voters("n2", "n3") }),
+			reason: api.ReadyzNotMember, inError: "not in the Raft configuration"},
+		{name: "a joiner not yet promoted", st: with(func(st *api.ClusterStatus) { st.Members[0].Suffrage = api.SuffrageNonvoter }),
+			reason: api.ReadyzNotVoter, member: true, suffrage: api.SuffrageNonvoter, inError: "Nonvoter"},
+		{name: "an election", st: with(func(st *api.ClusterStatus) { st.State, st.Leader.ID = api.StateCandidate, "" }),
+			reason: api.ReadyzNoLeader, member: true, suffrage: api.SuffrageVoter, inError: "no leader"},
+		{name: "restarted, nothing applied, no append yet",
+			st:     with(func(st *api.ClusterStatus) { st.CommitIndex, st.AppliedIndex, st.CatalogIndex = 0, 0, 0 }),
+			reason: api.ReadyzNoCommitIndex, member: true, suffrage: api.SuffrageVoter, inError: "no commit index"},
+		{name: "restarted from a snapshot, no append yet",
+			st:     with(func(st *api.ClusterStatus) { st.CommitIndex, st.AppliedIndex = 0, 40 }),
+			reason: api.ReadyzNoCommitIndex, member: true, suffrage: api.SuffrageVoter, inError: "no commit index"},
+		{name: "applying", st: with(func(st *api.ClusterStatus) { st.AppliedIndex = 7 }),
+			reason: api.ReadyzApplying, member: true, suffrage: api.SuffrageVoter, inError: "applied index 7 is behind commit index 12"},
+		{name: "applying what it knew while more commits", st: with(func(st *api.ClusterStatus) { st.AppliedIndex = 11 }),
+			then:   ptr(with(func(st *api.ClusterStatus) { st.AppliedIndex, st.CommitIndex = 11, 14 })),
+			reason: api.ReadyzApplying, member: true, suffrage: api.SuffrageVoter, inError: "applied index 11 is behind commit index 12"},
+		{name: "a write committed a moment before it is applied", st: with(func(st *api.ClusterStatus) { st.AppliedIndex = 11 }),
+			then:   ptr(with(func(st *api.ClusterStatus) { st.AppliedIndex, st.CommitIndex = 12, 13 })),
+			member: true, suffrage: api.SuffrageVoter},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNode()
+			var calls atomic.Int64
+			f.status = func() api.ClusterStatus {
+				if calls.Add(1) > 1 && tc.then != nil {
+					return *tc.then
+				}
+				return tc.st
+			}
+			final := tc.st
+			if tc.then != nil {
+				final = *tc.then
+			}
+			url := serve(t, f.service()) + api.PathReadyz
+			want := http.StatusOK
+			if tc.reason != "" {
+				want = http.StatusServiceUnavailable
+			}
+			status, hdr, raw := call(t, "GET", url, "")
+			if status != want || hdr.Get("Content-Type") != "application/json" {
+				t.Fatalf("GET = %d %s %s, want %d", status, hdr.Get("Content-Type"), raw, want)
+			}
+			var got api.Readyz
+			dec := json.NewDecoder(strings.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("%v: %s", err, raw)
+			}
+			if got.Ready != (tc.reason == "") || got.Reason != tc.reason || got.Member != tc.member || got.Suffrage != tc.suffrage {
+				t.Fatalf("body %s: want ready %v, reason %q, member %v, suffrage %q", raw, tc.reason == "", tc.reason, tc.member, tc.suffrage)
+			}
+			if got.NodeID != "n1" || got.State != final.State || got.Leader != final.Leader.ID || got.CommitIndex != final.CommitIndex ||
+				got.AppliedIndex != final.AppliedIndex || got.CatalogIndex != final.CatalogIndex {
+				t.Fatalf("body %s does not report the status %+v", raw, final)
+			}
+			if tc.reason == "" {
+				if got.Error != "" || got.Code != "" {
+					t.Fatalf("a ready answer with an error: %s", raw)
+				}
+			} else if got.Code != api.CodeNotReady || !strings.Contains(got.Error, tc.inError) {
+				t.Fatalf("body %s: want code not_ready and an error that says %q", raw, tc.inError)
+			}
+			calls.Store(0)
+			if status, _, raw := call(t, "HEAD", url, ""); status != want || raw != "" {
+				t.Fatalf("HEAD = %d %q, want %d and no body", status, raw, want)
+			}
+		})
+	}
+}
+
+// Test_ReadyzIsOpenAndQuiet: a probe carries no token, so /readyz is open
+// like /health even with --auth-scope all; and the 503 a starting node
+// answers every few seconds is no warning in the log.
+func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
+	var logs bytes.Buffer
+	f := newFakeNode()
+	f.status = func() api.ClusterStatus { return api.ClusterStatus{NodeID: "n1", State: api.StateCandidate} }
+	url := serve(t, f.service(func(cfg *Config) {
+		cfg.Auth, cfg.AuthAll = authtoken.NewHolder("s3cret"), true
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}))
+	if status, _, raw := call(t, "GET", url+api.PathReady, ""); status != http.StatusUnauthorized {
+		t.Fatalf("/ready without a token under --auth-scope all = %d %s, want 401", status, raw)
+	}
+	for range 3 {
+		if status, _, raw := call(t, "GET", url+api.PathReadyz, ""); status != http.StatusServiceUnavailable ||
+			!strings.Contains(raw, `"reason":"not_member"`) {
+			t.Fatalf("/readyz without a token = %d %s, want 503 not_member", status, raw)
+		}
+	}
+	if logs.Len() > 0 {
+		t.Fatalf("/readyz's 503 logged:\n%s", logs.String())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
