@@ -56,6 +56,15 @@ func (c *Client) Ready(ctx context.Context) (*api.Ready, error) {
 	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReady, kind: read, accept: accept}, nil, &out)
 }
 
+// Readyz is GET /readyz: is this node a member caught up with the
+// leader's commit (what an orchestrator's readiness probe asks)? A 503 is
+// not an error: the result's Ready is false and Reason says why.
+func (c *Client) Readyz(ctx context.Context) (*api.Readyz, error) {
+	var out api.Readyz
+	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReadyz, kind: read, accept: accept}, nil, &out)
+}
+
 // Metrics is GET /metrics, in Prometheus' text format.
 func (c *Client) Metrics(ctx context.Context) (string, error) {
 	var info ResponseInfo

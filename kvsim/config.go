@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Encoding selects how each event inside a batch is encoded. The batch
@@ -101,6 +102,11 @@ type Config struct {
 	// a prompt on the worker). Empty: nothing serves the workers over
 	// HTTP, and the endpoint is the label kvsim://AdvertiseHost/workers/{id}.
 	EndpointBase string
+	// LeaseTTL, when not 0, registers every worker with that lease
+	// (whole seconds, 1s-1h; SPEC §3.7): KeepLeases must then renew them,
+	// and once the simulator stops they lapse and kvselect drops the
+	// workers. 0: no lease; the workers stay until deleted.
+	LeaseTTL time.Duration
 	// Log receives the simulator's logs. Default: discarded.
 	Log *slog.Logger
 }
@@ -178,6 +184,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: replay buffer must be in [1, %d], got %d", ErrInvalidConfig, MaxReplayBuffer, cfg.ReplayBuffer)
 	case cfg.Encoding != EncodingArray && cfg.Encoding != EncodingMap:
 		return fmt.Errorf("%w: unknown encoding %d", ErrInvalidConfig, int(cfg.Encoding))
+	case cfg.LeaseTTL != 0 && (cfg.LeaseTTL < time.Second || cfg.LeaseTTL > time.Hour || cfg.LeaseTTL%time.Second != 0):
+		return fmt.Errorf("%w: lease TTL must be 0 or whole seconds from 1s to 1h, got %s", ErrInvalidConfig, cfg.LeaseTTL)
 	}
 	return validateEndpointBase(cfg.EndpointBase)
 }

@@ -2,10 +2,12 @@ package kvsim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 )
 
@@ -34,4 +36,61 @@ func (s *Sim) Register(ctx context.Context, kvselectURL string) error {
 		}
 	}
 	return nil
+}
+
+// KeepLeases renews every worker's lease with the kvselect cluster at
+// kvselectURL, in one request per round (POST /workers/keepalive), a
+// third of the TTL apart, until ctx ends. A worker the cluster no longer
+// knows (its lease lapsed while kvselect was unreachable, or someone
+// deleted it) is registered again, as a real worker process would. A round
+// that fails is logged and the next one tries again. Without a lease
+// (Config.LeaseTTL 0) it returns at once.
+func (s *Sim) KeepLeases(ctx context.Context, kvselectURL string) error {
+	if s.cfg.LeaseTTL == 0 {
+		return nil
+	}
+	c, err := s.newClient(kvselectURL)
+	if err != nil {
+		return fmt.Errorf("kvsim: %w", err)
+	}
+	ids := make([]uint64, len(s.workers))
+	byID := make(map[uint64]*Worker, len(s.workers))
+	for i, w := range s.workers {
+		ids[i], byID[w.id] = w.id, w
+	}
+	tick := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/3)
+		s.renew(rctx, c, ids, byID)
+		cancel()
+	}
+}
+
+// renew runs one keepalive round.
+func (s *Sim) renew(ctx context.Context, c *client.Client, ids []uint64, byID map[uint64]*Worker) {
+	ans, err := c.KeepAliveMany(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil || !errors.Is(err, context.DeadlineExceeded) {
+			s.cfg.Log.Warn("lease keepalive failed; retrying next round", "workers", len(ids), "err", err)
+		}
+		return
+	}
+	for _, f := range ans.Failed {
+		w := byID[f.WorkerID]
+		if f.Code != string(api.CodeNotFound) || w == nil {
+			s.cfg.Log.Warn("lease keepalive refused", "worker_id", f.WorkerID, "code", f.Code, "err", f.Error)
+			continue
+		}
+		if _, err := c.RegisterWorker(ctx, w.Registration()); err != nil {
+			s.cfg.Log.Warn("re-registering a worker whose lease lapsed failed", "worker_id", f.WorkerID, "err", err)
+			continue
+		}
+		s.cfg.Log.Info("worker's lease had lapsed; registered it again", "worker_id", f.WorkerID)
+	}
 }

@@ -116,6 +116,7 @@ func (s *Sim) registration(id uint64, pubPorts []int, replayBase int) api.Worker
 		DataParallelSize:  uint32(cfg.DPSize),
 		KVEventsEndpoints: events,
 		ReplayEndpoint:    tcpEndpoint(cfg.AdvertiseHost, replayBase),
+		LeaseTTLSeconds:   uint32(cfg.LeaseTTL / time.Second),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -109,4 +110,60 @@ func Test_LeaseLapseDropsWorkerAndReservations(t *testing.T) {
 	if expired != 1 {
 		t.Fatalf("the leaders counted %v expiries, want 1", expired)
 	}
+}
+
+// Test_KVSimKeepsLeasesAndLetsThemLapse: kvsim registers its workers with
+// a lease and renews them through a follower; a worker deleted behind its
+// back is registered again at the next round; once kvsim stops renewing,
+// every node drops its workers.
+func Test_KVSimKeepsLeasesAndLetsThemLapse(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	follower := c.Followers()[0]
+	sim, err := kvsim.Start(kvsim.Config{Workers: 2, BlockSize: 16, CacheBlocks: 64, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := sim.Register(ctx, follower.URL()); err != nil {
+		t.Fatal(err)
+	}
+	keep, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = sim.KeepLeases(keep, follower.URL())
+	}()
+	defer func() { stop(); <-done }()
+
+	everyNode := func(what string, want bool, ids ...uint64) {
+		t.Helper()
+		servertest.Eventually(t, what, func() error {
+			for _, s := range c.Live() {
+				for _, id := range ids {
+					if _, ok := s.Node.Catalog().Worker(id); ok != want {
+						return fmt.Errorf("%s: worker %d present=%v", s.Node.ID(), id, ok)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	everyNode("both workers registered with their lease", true, 1, 2)
+	if w, _ := c.Leader().Node.Catalog().Worker(1); w.LeaseTTLSeconds != 1 {
+		t.Fatalf("registered without the lease: %+v", w)
+	}
+	cl, err := client.New(client.Config{Addrs: []string{c.Leader().URL()}, RetryTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.DeleteWorker(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	everyNode("kvsim registers the deleted worker again", true, 2)
+
+	stop()
+	<-done
+	everyNode("kvsim stopped: its workers' leases lapse", false, 1, 2)
 }

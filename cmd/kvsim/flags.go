@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kvselect/kvselect/internal/envflag"
 	"github.com/kvselect/kvselect/kvsim"
@@ -51,6 +52,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		topic            = fs.String("topic", kvsim.DefaultTopic, "topic frame of every KV event message")
 		replayWithTopic  = fs.Bool("replay-with-topic", false, "answer replay with [\"\", topic, seq, payload] instead of vLLM's [\"\", seq, payload]")
 		register         = fs.String("register", "", "kvselect URL to register every worker with after start (POST /workers)")
+		leaseTTL         = fs.Duration("lease-ttl", 10*time.Second, "with --register: register each worker with this lease and keep it alive, so kvselect drops the workers once kvsim stops (whole seconds, 1s-1h; 0: no lease, the workers stay until deleted)")
 		authTokenFile    = fs.String("auth-token-file", "", "file holding the bearer token for kvselect calls")
 		control          = fs.String("control", "127.0.0.1:8093", "address of the HTTP control API (empty disables it)")
 		trace            = fs.String("trace", "", "Mooncake trace (JSON lines) to replay after start; kvsim prints a report, then keeps serving its workers until SIGINT or SIGTERM unless --exit-after-trace")
@@ -112,6 +114,13 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	if *logFormat != "text" && *logFormat != "json" {
 		return config{}, fmt.Errorf("--log-format must be text or json, got %q", *logFormat)
 	}
+	lease := *leaseTTL
+	if *register == "" {
+		lease = 0 // nobody to keep it alive with
+	}
+	if lease != 0 && (lease < time.Second || lease > time.Hour || lease%time.Second != 0) {
+		return config{}, fmt.Errorf("--lease-ttl must be 0 or whole seconds from 1s to 1h, got %s", lease)
+	}
 	token, err := readToken(*authTokenFile)
 	if err != nil {
 		return config{}, err
@@ -133,6 +142,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 			Topic:           *topic,
 			ReplayWithTopic: *replayWithTopic,
 			AuthToken:       token,
+			LeaseTTL:        lease,
 		},
 		register:         *register,
 		control:          *control,

@@ -114,6 +114,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 			return err
 		}
 		fmt.Fprintf(stdout, "registered %d workers with %s\n", len(sim.Workers()), cfg.register)
+		if ttl := sim.Config().LeaseTTL; ttl > 0 {
+			fmt.Fprintf(stdout, "keeping their %s leases alive; kvselect drops the workers once kvsim stops\n", ttl)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = sim.KeepLeases(ctx, cfg.register)
+			}()
+		}
 	}
 	if trace != nil {
 		stats, err := kvsim.ReplayTrace(ctx, sim, trace, kvsim.ReplayOptions{

@@ -109,6 +109,7 @@ class Worker(_Worker, total=False):
     replay_endpoint: str
     total_kv_blocks: int
     max_num_batched_tokens: int
+    lease_ttl_s: int  # the worker's lease, when it has one
     not_schedulable_reasons: List[str]
     thresholds_not_checked: List[str]  # busy thresholds load shedding cannot check for it, with why
     listeners: Dict[str, Dict[str, object]]  # this node's KV event listener per dp rank
@@ -119,6 +120,27 @@ class WorkerWritten(Worker):
     register_worker(), patch_worker() and delete_worker()."""
 
     catalog_index: int
+
+
+class Lease(TypedDict):
+    """A renewed lease: keep_alive()."""
+
+    worker_id: int
+    lease_ttl_s: int
+    expires_in_ms: int  # how long it lasts without another renewal
+
+
+class KeepAliveFailure(TypedDict):
+    worker_id: int
+    code: str  # not_found: register it again; conflict: registered without a lease
+    error: str
+
+
+class KeepAliveAnswer(TypedDict, total=False):
+    """keep_alive_many(): the leases renewed and the ids that were not."""
+
+    leases: List[Lease]
+    failed: List[KeepAliveFailure]
 
 
 class RankLoad(TypedDict):

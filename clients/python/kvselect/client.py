@@ -39,8 +39,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from . import wire
-from .answers import (BusyThreshold, BusyThresholds, NodeMeta, PartitionLoads, Reservation, ReservationInfo,
-                      ReservationPage, Selection, Worker, WorkerWritten)
+from .answers import (BusyThreshold, BusyThresholds, KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Reservation,
+                      ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
 from .errors import KvselectError, TransportError, decode_error
 
 __all__ = ["Client", "ResponseInfo"]
@@ -202,6 +202,12 @@ class Client:
         body: that is not an error; the result's "ready" is False."""
         return self._do(_Call("GET", wire.PATH_READY, None, _READ, accept=lambda s: s in (200, 503)), timeout)
 
+    def readyz(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GET /readyz: is this node a cluster member caught up with the
+        leader's commit? A 503 is not an error: "ready" is False and
+        "reason" says why."""
+        return self._do(_Call("GET", wire.PATH_READYZ, None, _READ, accept=lambda s: s in (200, 503)), timeout)
+
     def metrics(self, *, timeout: Optional[float] = None) -> str:
         """The Prometheus text of GET /metrics."""
         self._do(_Call("GET", wire.PATH_METRICS, None, _READ), timeout, decode=False)
@@ -233,15 +239,31 @@ class Client:
                         kv_events_endpoints: Optional[Mapping[Union[int, str], str]] = None,
                         kv_events_endpoint: Optional[str] = None, replay_endpoint: Optional[str] = None,
                         total_kv_blocks: Optional[int] = None, max_num_batched_tokens: Optional[int] = None,
-                        timeout: Optional[float] = None) -> WorkerWritten:
+                        lease_ttl_s: Optional[int] = None, timeout: Optional[float] = None) -> WorkerWritten:
         """Registers a worker, or replaces the record of its id (POST
-        /workers). Returns the stored record with its catalog_index."""
+        /workers). Returns the stored record with its catalog_index. With
+        lease_ttl_s (1-3600) the worker must be kept alive (keep_alive)
+        within each TTL, or the cluster removes it."""
         body = _fields(worker_id=worker_id, model_name=model_name, tenant_id=tenant_id, endpoint=endpoint,
                        block_size=block_size, data_parallel_start_rank=data_parallel_start_rank,
                        data_parallel_size=data_parallel_size, kv_events_endpoints=_ranks(kv_events_endpoints),
                        kv_events_endpoint=kv_events_endpoint, replay_endpoint=replay_endpoint,
-                       total_kv_blocks=total_kv_blocks, max_num_batched_tokens=max_num_batched_tokens)
+                       total_kv_blocks=total_kv_blocks, max_num_batched_tokens=max_num_batched_tokens,
+                       lease_ttl_s=lease_ttl_s)
         return self._do(_Call("POST", wire.PATH_WORKERS, _json(body), _WRITE), timeout)
+
+    def keep_alive(self, worker_id: int, *, timeout: Optional[float] = None) -> Lease:
+        """Renews a worker's lease (POST /workers/{id}/keepalive). A
+        KvselectError with code not_found means the worker is gone (its
+        lease lapsed): register it again."""
+        return self._do(_Call("POST", wire.path(wire.PATH_WORKER_KEEPALIVE, worker_id), None, _WRITE), timeout)
+
+    def keep_alive_many(self, worker_ids: Iterable[int], *, timeout: Optional[float] = None) -> KeepAliveAnswer:
+        """Renews many workers' leases in one request (POST
+        /workers/keepalive); "failed" lists the ids that were not, with the
+        code the one-worker call would have raised."""
+        body = {"worker_ids": list(_ints(worker_ids))}
+        return self._do(_Call("POST", wire.PATH_KEEPALIVE, _json(body), _WRITE), timeout)
 
     def patch_worker(self, worker_id: int, *, timeout: Optional[float] = None, **fields: Any) -> WorkerWritten:
         """Changes the given fields of a worker (PATCH /workers/{id}); "" or

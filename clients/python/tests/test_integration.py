@@ -89,12 +89,34 @@ def test_errors_from_a_real_node(node):
     assert "kvselect_build_info" in kv.metrics()
 
 
+def test_leases_and_readyz(node):
+    kv = Client(node)
+    assert kv.readyz()["ready"] is True
+    kv.register_worker(31, model_name="leased", endpoint="http://w31:8000", block_size=16,
+                       kv_events_endpoint="tcp://127.0.0.1:1", lease_ttl_s=60)
+    kv.register_worker(32, model_name="leased", endpoint="http://w32:8000", block_size=16,
+                       kv_events_endpoint="tcp://127.0.0.1:1")
+    assert kv.worker(31)["lease_ttl_s"] == 60 and "lease_ttl_s" not in kv.worker(32)
+    assert kv.keep_alive(31) == {"worker_id": 31, "lease_ttl_s": 60, "expires_in_ms": 60000}
+    ans = kv.keep_alive_many([31, 32, 99])
+    assert [lease["worker_id"] for lease in ans["leases"]] == [31]
+    assert [(f["worker_id"], f["code"]) for f in ans["failed"]] == [(32, wire.CODE_CONFLICT), (99, wire.CODE_NOT_FOUND)]
+    with pytest.raises(KvselectError) as e:
+        kv.keep_alive(99)
+    assert e.value.code == wire.CODE_NOT_FOUND and e.value.status == 404
+    for wid in (31, 32):
+        kv.delete_worker(wid)
+
+
 # Every public call of the client, with the (method, path) of the route it
 # must use. Ids are 7. The test drives each one against a fake node and
 # compares what was sent with the document a real node serves.
 ROUTES = [
     ("health", lambda kv: kv.health(), "GET", "/health"),
     ("ready", lambda kv: kv.ready(), "GET", "/ready"),
+    ("readyz", lambda kv: kv.readyz(), "GET", "/readyz"),
+    ("keep_alive", lambda kv: kv.keep_alive(7), "POST", "/workers/{id}/keepalive"),
+    ("keep_alive_many", lambda kv: kv.keep_alive_many([7, 8]), "POST", "/workers/keepalive"),
     ("metrics", lambda kv: kv.metrics(), "GET", "/metrics"),
     ("openapi", lambda kv: kv.openapi(), "GET", "/openapi.json"),
     ("cluster_status", lambda kv: kv.cluster_status(), "GET", "/cluster/status"),
