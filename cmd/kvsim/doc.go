@@ -13,7 +13,9 @@
 //	      --trace ../shared/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092 --exit-after-trace
 //
 // --register posts every worker to a kvselect node (retrying while the node
-// is not up). --trace replays a Mooncake trace through the workers, routed
+// is not up), with a lease of --lease-ttl (10 s; 0: none) that kvsim
+// renews in one batch keepalive a third of a TTL apart: once kvsim stops,
+// the leases lapse and the cluster drops its workers. --trace replays a Mooncake trace through the workers, routed
 // by --trace-select's /select or round-robin, and prints the replay
 // statistics as one line. kvsim then keeps serving its workers and the
 // control API until SIGINT or SIGTERM; with --exit-after-trace it exits
