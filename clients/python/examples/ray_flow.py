@@ -48,8 +48,11 @@ def send_to_worker(kvsim: Optional[str], selection: Dict[str, Any], tokens: List
     if kvsim is None:
         print(f"   (send the request to {selection['endpoint']}, dp_rank {selection['dp_rank']})")
         return
-    body = json.dumps({"worker_id": selection["worker_id"], "dp_rank": selection["dp_rank"], "token_ids": tokens})
-    req = urllib.request.Request(kvsim.rstrip("/") + "/prompt", data=body.encode(), method="POST",
+    # kvsim's workers register <control API>/workers/{id} as their endpoint
+    # and serve prompts at endpoint + "/prompt", as Ray would call a real
+    # engine at the selected endpoint.
+    body = json.dumps({"dp_rank": selection["dp_rank"], "token_ids": tokens})
+    req = urllib.request.Request(selection["endpoint"].rstrip("/") + "/prompt", data=body.encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         served = json.load(resp)
