@@ -87,6 +87,11 @@ func Test_EndToEnd(t *testing.T) {
 	if out := mustCtl("dump"); !json.Valid([]byte(out)) {
 		t.Fatalf("dump: %q", out)
 	}
+	// A single node has no one to hand leadership to.
+	_, errOut, code = ctl("cluster", "stepdown")
+	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: conflict: ") || !strings.Contains(errOut, "no other voter") {
+		t.Fatalf("stepdown of a single node: exit %d, stderr %q", code, errOut)
+	}
 
 	if out := mustCtl("workers", "rm", "1"); !strings.HasPrefix(out, "worker 1 removed\napplied at index ") {
 		t.Fatalf("workers rm: %q", out)

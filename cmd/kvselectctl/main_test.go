@@ -39,6 +39,7 @@ func Test_ExitCodes(t *testing.T) {
 		args       []string
 		wantCode   int
 		wantStderr string // the first line of stderr
+		wantAlso   string // further down stderr
 	}{
 		{name: "not found", args: []string{"workers", "rm", "9"}, wantCode: exitError,
 			wantStderr: "kvselectctl: not_found: worker not found: 9 (HTTP 404)"},
@@ -50,14 +51,36 @@ func Test_ExitCodes(t *testing.T) {
 			wantStderr: "kvselectctl: overloaded: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
 		{name: "not JSON", args: []string{"loads"}, wantCode: exitError,
 			wantStderr: "kvselectctl: bad_gateway: bad gateway (HTTP 502)"},
-		{name: "help", args: []string{"-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl [global flags] <command> [args]"},
-		{name: "command help", args: []string{"workers", "add", "-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl workers add"},
-		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command"},
-		{name: "unknown command", args: []string{"bogus"}, wantCode: exitUsage, wantStderr: `kvselectctl: unknown command "bogus"`},
+		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command",
+			wantAlso: "Run 'kvselectctl --help' for usage."},
+		{name: "unknown command", args: []string{"bogus"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "bogus" for "kvselectctl"`, wantAlso: "Run 'kvselectctl --help' for usage."},
+		{name: "typo'd command", args: []string{"wokers", "list"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "wokers" for "kvselectctl"`, wantAlso: "Did you mean this?\n\tworkers\n"},
+		{name: "typo'd subcommand", args: []string{"workers", "lst"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "lst" for "kvselectctl workers"`, wantAlso: "Did you mean this?\n\tlist\n"},
+		{name: "typo'd command after a global flag", args: []string{"--json", "cluster", "stepdwn"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "stepdwn" for "kvselectctl cluster"`, wantAlso: "\tstepdown\n"},
 		{name: "group only", args: []string{"workers"}, wantCode: exitUsage,
-			wantStderr: "kvselectctl: workers: unknown or missing subcommand (want one of: list, add, patch, rm)"},
-		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "flag provided but not defined: -nope"},
-		{name: "missing id", args: []string{"workers", "rm"}, wantCode: exitUsage, wantStderr: "kvselectctl: workers rm: wrong number of arguments"},
+			wantStderr: "kvselectctl: workers: missing subcommand (want one of: add, list, patch, rm)",
+			wantAlso:   "Run 'kvselectctl workers --help' for usage."},
+		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "kvselectctl: unknown flag: --nope"},
+		{name: "typo'd flag", args: []string{"workers", "list", "--modle", "llama"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: unknown flag: --modle", wantAlso: "Did you mean this?\n\t--model\n"},
+		{name: "flag of another command", args: []string{"loads", "--linearizable"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: unknown flag: --linearizable", wantAlso: "Run 'kvselectctl loads --help' for usage."},
+		{name: "bad flag value", args: []string{"workers", "add", "--id", "x"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: invalid argument "x" for "--id" flag`},
+		{name: "help on an unknown command", args: []string{"help", "wokers"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "wokers" for "kvselectctl"`, wantAlso: "\tworkers\n"},
+		{name: "unknown shell", args: []string{"completion", "tcsh"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "tcsh" for "kvselectctl completion"`},
+		{name: "no shell", args: []string{"completion"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: completion: missing subcommand (want one of: bash, fish, powershell, zsh)"},
+		{name: "missing id", args: []string{"workers", "rm"}, wantCode: exitUsage, wantStderr: "kvselectctl: workers rm: wrong number of arguments",
+			wantAlso: "usage: kvselectctl workers rm <id> [flags]\nRun 'kvselectctl workers rm --help' for usage."},
+		{name: "extra argument", args: []string{"cluster", "status", "n1"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: cluster status: wrong number of arguments"},
 		{name: "bad id", args: []string{"workers", "rm", "x"}, wantCode: exitUsage,
 			wantStderr: `kvselectctl: worker id "x" is not an unsigned 64-bit integer`},
 		{name: "no prompt", args: []string{"select"}, wantCode: exitUsage,
@@ -83,8 +106,8 @@ func Test_ExitCodes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
 			first, _, _ := strings.Cut(errOut, "\n")
-			if code != tt.wantCode || !strings.HasPrefix(first, tt.wantStderr) {
-				t.Fatalf("exit %d, stderr %q; want %d, %q", code, errOut, tt.wantCode, tt.wantStderr)
+			if code != tt.wantCode || !strings.HasPrefix(first, tt.wantStderr) || !strings.Contains(errOut, tt.wantAlso) {
+				t.Fatalf("exit %d, stderr %q; want %d, %q ... %q", code, errOut, tt.wantCode, tt.wantStderr, tt.wantAlso)
 			}
 			if code != exitOK && out != "" {
 				t.Fatalf("stdout %q on failure", out)
@@ -217,6 +240,13 @@ func Test_JSONOutput(t *testing.T) {
 ]
 `},
 		{name: "flag after the command", args: []string{"workers", "list", "--json"}, want: `[
+  {
+    "lifecycle": "schedulable",
+    "worker_id": 1
+  }
+]
+`},
+		{name: "one dash, as Go's flag package took it", args: []string{"-json", "workers", "list", "-model=m"}, want: `[
   {
     "lifecycle": "schedulable",
     "worker_id": 1
