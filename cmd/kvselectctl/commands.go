@@ -50,7 +50,8 @@ func newRootCmd(e *env) *cobra.Command {
 
 const rootLong = `kvselectctl administers and inspects a kvselect cluster over HTTP. Writes
 and linearizable reads follow the leader; other reads go to the first
-address that answers.
+address that answers. While a write waits for a leader, a line on stderr
+says so each second.
 
 Tables are for people; --json prints the server's JSON, indented.
 

@@ -46,8 +46,8 @@
 // # Output
 //
 // Tables are for people; --json prints the server's JSON, indented by two
-// spaces, on stdout. Errors go to stderr only, so stdout stays
-// machine-readable.
+// spaces, on stdout. Errors and progress go to stderr only, so stdout
+// stays machine-readable.
 //
 // # Leader following
 //
@@ -58,7 +58,8 @@
 // them to the leader; when it answers that nothing was written
 // (not_leader, no_leader), the client finds the leader through
 // /cluster/status and writes there, retrying with backoff for up to
-// --timeout. A catalog write
+// --timeout. While it retries, a line a second on stderr says so
+// ("kvselectctl: waiting for a leader… (3s, no_leader)"). A catalog write
 // whose outcome is unknown is sent again (catalog writes are idempotent);
 // a step-down never is. Linearizable reads (workers list --linearizable)
 // are served by the leader. 307 redirects are followed by hand with the

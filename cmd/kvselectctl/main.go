@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"os"
+
+	"github.com/kvselect/kvselect/client"
 )
 
 func main() {
@@ -14,7 +16,10 @@ func main() {
 // share, run the command args name, and turn its error into a message on
 // stderr and an exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	e := &env{g: defaultGlobals(), ctx: context.Background(), stdout: stdout, stderr: stderr}
+	e := &env{g: defaultGlobals(), stdout: stdout, stderr: stderr}
+	// A leader-only call that retries while the cluster elects a leader
+	// says so on stderr.
+	e.ctx = client.WithRetryNotify(context.Background(), newProgress(stderr, "waiting for a leader").retry)
 	root := newRootCmd(e)
 	root.SetArgs(oneDashLongFlags(root, args))
 	cmd, err := root.ExecuteC()
