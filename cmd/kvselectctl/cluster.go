@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -31,7 +32,7 @@ func clusterJoinCmd(e *env) *cobra.Command {
 				req.HTTPAddr = pos[2]
 			}
 			return clusterWrite(e, func(ctx context.Context, c *client.Client) (*api.ClusterStatus, error) { return c.Join(ctx, req) },
-				func(*api.ClusterStatus) string { return fmt.Sprintf("%s joined at %s", pos[0], pos[1]) })
+				fmt.Sprintf("%s joined at %s", pos[0], pos[1]))
 		})
 }
 
@@ -39,29 +40,15 @@ func clusterRemoveCmd(e *env) *cobra.Command {
 	return leaf("remove <id>", "remove a member (POST /cluster/remove)", 1, 1,
 		func(_ *cobra.Command, pos []string) error {
 			return clusterWrite(e, func(ctx context.Context, c *client.Client) (*api.ClusterStatus, error) { return c.Remove(ctx, pos[0]) },
-				func(*api.ClusterStatus) string { return pos[0] + " removed" })
-		})
-}
-
-func clusterStepDownCmd(e *env) *cobra.Command {
-	return leaf("stepdown", "hand leadership to another voter (POST /cluster/stepdown)", 0, 0,
-		func(*cobra.Command, []string) error {
-			return clusterWrite(e, func(ctx context.Context, c *client.Client) (*api.ClusterStatus, error) { return c.StepDown(ctx) },
-				func(st *api.ClusterStatus) string {
-					if st.Leader.ID == "" || st.Leader.ID == st.NodeID {
-						return st.NodeID + " stepped down; a new leader is being elected"
-					}
-					return fmt.Sprintf("%s stepped down; leader is now %s", st.NodeID, st.Leader.ID)
-				})
+				pos[0]+" removed")
 		})
 }
 
 // clusterWrite makes a membership change on the leader and prints what
 // happened, then the cluster as the answering node sees it.
-func clusterWrite(e *env, write func(ctx context.Context, c *client.Client) (*api.ClusterStatus, error),
-	done func(*api.ClusterStatus) string) error {
+func clusterWrite(e *env, write func(ctx context.Context, c *client.Client) (*api.ClusterStatus, error), done string) error {
 	return show(e, write, func(p *printer, st *api.ClusterStatus, info *client.ResponseInfo) error {
-		p.linef("%s", done(st))
+		p.linef("%s", done)
 		p.applied(&client.ResponseInfo{ServedBy: info.ServedBy, NotApplied: info.NotApplied, Node: info.Node}, 0)
 		p.linef("")
 		return printStatus(p, st)
@@ -103,4 +90,10 @@ func lastContact(st *api.ClusterStatus) string {
 	default:
 		return fmt.Sprintf("  last contact %dms ago", st.LastContactMs)
 	}
+}
+
+// previousLeader is the node that answered a step-down: the leader that
+// stepped down (a follower that forwards it returns the leader's answer).
+func previousLeader(st *api.ClusterStatus, info *client.ResponseInfo) string {
+	return cmp.Or(info.ServedBy, st.NodeID)
 }

@@ -36,7 +36,8 @@
 //   - 0: success, --help and --version included.
 //   - 1: the request failed or the server said no. A server error prints
 //     "kvselectctl: <code>: <message> (HTTP <status>)" on stderr; no
-//     node reachable, an unreadable token file print the cause.
+//     node reachable, a failed step-down wait, an unreadable token file
+//     print the cause.
 //   - 2: the command line is wrong: an unknown command or flag (with
 //     cobra's "Did you mean this?" suggestions, for flags too), a
 //     missing subcommand, the wrong number of arguments, a bad flag value
@@ -64,4 +65,8 @@
 // a step-down never is. Linearizable reads (workers list --linearizable)
 // are served by the leader. 307 redirects are followed by hand with the
 // same method, body and token.
+//
+// cluster stepdown then asks the node for its status until it names a
+// new leader (for up to --timeout), and prints the leader before and
+// after; no new leader in time is an error (exit 1).
 package main

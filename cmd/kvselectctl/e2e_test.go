@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,10 +126,15 @@ func Test_EndToEndCluster(t *testing.T) {
 	if !strings.HasSuffix(out, " by "+leader.Node.ID()+"\n") {
 		t.Fatalf("workers add via followers: %q (leader %s)", out, leader.Node.ID())
 	}
-	mustCtl("cluster", "stepdown")
+	out = mustCtl("cluster", "stepdown")
 	next := c.WaitConverged()
 	if next == leader {
 		t.Fatal("leadership did not move")
+	}
+	// The CLI waited for a node to name the new leader before printing.
+	want := fmt.Sprintf("leader before: %s\nleader after:  %s (", leader.Node.ID(), next.Node.ID())
+	if !strings.HasPrefix(out, want) {
+		t.Fatalf("cluster stepdown:\n%s\nwant it to start %q", out, want)
 	}
 	if out := mustCtl("workers", "rm", "1"); !strings.HasSuffix(out, " by "+next.Node.ID()+"\n") {
 		t.Fatalf("workers rm after step-down: %q (leader %s)", out, next.Node.ID())

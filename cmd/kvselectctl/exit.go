@@ -30,6 +30,15 @@ func usageErrorf(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
+// hinted is an error with the advice report prints after it, in place of
+// the default advice for its code.
+type hinted struct {
+	error
+	hint string
+}
+
+func (h *hinted) Unwrap() error { return h.error }
+
 // report prints err and returns the exit code for it. cmd is the command
 // that failed, whose help a usage error points to.
 func report(stderr io.Writer, cmd *cobra.Command, err error) int {
@@ -47,7 +56,10 @@ func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 		return exitUsage
 	case errors.As(err, &apiErr):
 		fmt.Fprintf(stderr, "kvselectctl: %s: %s (HTTP %d)\n", apiErr.Code, apiErr.Message, apiErr.Status)
+		var h *hinted
 		switch {
+		case errors.As(err, &h):
+			fmt.Fprintf(stderr, "kvselectctl: %s\n", h.hint)
 		case apiErr.Code == api.CodeUnknownOutcome:
 			fmt.Fprintln(stderr, "kvselectctl: the write may or may not have been applied; catalog writes are idempotent, so it is safe to run the command again")
 		case apiErr.AfterUnknownOutcome:

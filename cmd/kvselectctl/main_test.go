@@ -381,10 +381,6 @@ func Test_WriteOutput(t *testing.T) {
 		"not_schedulable_reasons": []string{"endpoint is required"}, "catalog_index": 30})
 	n.Answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
 		api.HeaderIndex, "31", api.HeaderServedBy, "n1")
-	n.Answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
-		"leader": map[string]string{"id": "n2"}, "members": []map[string]any{
-			{"id": "n1", "raft_addr": "r1", "suffrage": "Voter", "reachable": true},
-			{"id": "n2", "raft_addr": "r2", "suffrage": "Voter", "reachable": true}}})
 	tests := []struct {
 		name string
 		args []string
@@ -394,13 +390,6 @@ func Test_WriteOutput(t *testing.T) {
 			want: "worker 5 stored: incomplete (endpoint is required)\napplied at index 30\n"},
 		{name: "index and node from the headers", args: []string{"workers", "rm", "5"},
 			want: "worker 5 removed\napplied at index 31 by n1\n"},
-		{name: "stepdown", args: []string{"cluster", "stepdown"}, want: `n1 stepped down; leader is now n2
-
-node n1  state follower  term 0  leader n2  commit/applied 0/0  last contact 0ms ago
-ID  RAFT  HTTP  SUFFRAGE  REACHABLE  LEADER
-n1  r1    -     Voter     yes
-n2  r2    -     Voter     yes        *
-`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,6 +40,8 @@ func fastProgress(t *testing.T) {
 func Test_Progress(t *testing.T) {
 	fastProgress(t)
 	written := map[string]any{"worker_id": 7, "catalog_index": 12}
+	follower := api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Term: 3}
+	elected := api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Term: 4, Leader: api.LeaderRef{ID: "n2"}}
 	tests := []struct {
 		name       string
 		args       []string
@@ -56,6 +58,27 @@ func Test_Progress(t *testing.T) {
 			},
 			wantStdout: "{\n  \"catalog_index\": 12,\n  \"worker_id\": 7\n}\n",
 			wantLines:  regexp.MustCompile(`^kvselectctl: waiting for a leader… \(\d+s, no_leader\)$`), wantCount: 2},
+		{name: "a step-down waiting for the next leader", args: []string{"--json", "cluster", "stepdown"},
+			setup: func(n *fakenode.Node) {
+				n.Answer("POST /cluster/stepdown", http.StatusOK, follower)
+				n.Answers("GET /cluster/status", fakenode.OK(http.StatusOK, follower), fakenode.OK(http.StatusOK, elected))
+			},
+			wantStdout: `{
+  "node_id": "n1",
+  "state": "follower",
+  "term": 4,
+  "leader": {
+    "id": "n2",
+    "http_addr": ""
+  },
+  "commit_index": 0,
+  "applied_index": 0,
+  "catalog_index": 0,
+  "last_contact_ms": 0,
+  "members": null
+}
+`,
+			wantLines: regexp.MustCompile(`^kvselectctl: waiting for the new leader… \(\d+s\)$`), wantCount: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
