@@ -47,8 +47,10 @@
 // # Output
 //
 // Tables are for people; --json prints the server's JSON, indented by two
-// spaces, on stdout. Errors and progress go to stderr only, so stdout
-// stays machine-readable.
+// spaces, on stdout (dump --json too, to --out's file as well; without
+// --json a dump is written as the server sends it, compact, as a node
+// loads it). Errors and progress go to stderr only, so stdout stays
+// machine-readable.
 //
 // # Leader following
 //

@@ -88,6 +88,9 @@ func Test_EndToEnd(t *testing.T) {
 	if out := mustCtl("dump"); !json.Valid([]byte(out)) {
 		t.Fatalf("dump: %q", out)
 	}
+	if out := mustCtl("dump", "--json"); !json.Valid([]byte(out)) || !strings.HasPrefix(out, "{\n  \"") {
+		t.Fatalf("dump --json, not indented: %q", out)
+	}
 	// A single node has no one to hand leadership to.
 	_, errOut, code = ctl("cluster", "stepdown")
 	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: conflict: ") || !strings.Contains(errOut, "no other voter") {

@@ -50,14 +50,15 @@ func printLoads(p *printer, parts []api.PartitionLoads) error {
 
 func dumpCmd(e *env) *cobra.Command {
 	var file string
-	cmd := leaf("dump", "the index snapshot, as the server sends it (GET /dump)", 0, 0,
+	cmd := leaf("dump", "the index snapshot (GET /dump): as the server sends it, or indented with --json", 0, 0,
 		func(*cobra.Command, []string) error { return dump(e, file) })
 	cmd.Flags().StringVar(&file, "out", "", "write the dump to this `file` instead of stdout")
 	_ = cmd.MarkFlagFilename("out", "json")
 	return cmd
 }
 
-// dump writes the index dump as the server sent it.
+// dump writes the index dump: as the server sent it (compact, what a node
+// loads), or indented with --json, like every --json output.
 func dump(e *env, file string) error {
 	c, err := e.client()
 	if err != nil {
@@ -67,18 +68,19 @@ func dump(e *env, file string) error {
 	if _, err := c.Dump(client.WithResponseInfo(e.ctx, &info)); err != nil {
 		return err
 	}
+	body := info.Body
+	if e.g.json {
+		body = indentJSON(body)
+	}
 	if file == "" {
-		if e.g.json {
-			return e.out().indented(info.Body)
-		}
-		_, err = e.stdout.Write(info.Body)
+		_, err = e.stdout.Write(body)
 		return err
 	}
-	if err := os.WriteFile(file, info.Body, 0o644); err != nil {
+	if err := os.WriteFile(file, body, 0o644); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	if !e.g.json {
-		e.out().linef("wrote %d bytes to %s", len(info.Body), file)
+		e.out().linef("wrote %d bytes to %s", len(body), file)
 	}
 	return nil
 }

@@ -359,19 +359,49 @@ func Test_Environment(t *testing.T) {
 	}
 }
 
+// Test_Dump: the dump as the server sends it (compact, what a node
+// loads), or indented with --json, to stdout or to --out.
 func Test_Dump(t *testing.T) {
 	n := leaderNode(t)
-	const dump = `{"llama:default":{"block_size":16,"events":[],"watermarks":[]}}` + "\n"
+	const dump = `{"llama:default":{"model_name":"llama","block_size":16,"events":[],"watermarks":[]}}` + "\n"
+	const indented = `{
+  "llama:default": {
+    "model_name": "llama",
+    "block_size": 16,
+    "events": [],
+    "watermarks": []
+  }
+}
+`
 	n.Mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
-	out, _, code := runCLI(t, "--addr", n.URL, "dump")
-	if code != exitOK || out != dump {
-		t.Fatalf("stdout: exit %d, %q", code, out)
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		args     []string
+		want     string // stdout
+		file     string // --out
+		wantFile string
+	}{
+		{name: "as sent", args: []string{"dump"}, want: dump},
+		{name: "--json indents", args: []string{"dump", "--json"}, want: indented},
+		{name: "--out", args: []string{"dump", "--out", filepath.Join(dir, "a.json")}, file: filepath.Join(dir, "a.json"),
+			want: fmt.Sprintf("wrote %d bytes to %s\n", len(dump), filepath.Join(dir, "a.json")), wantFile: dump},
+		{name: "--out --json: the file indented, stdout quiet", args: []string{"--json", "dump", "--out", filepath.Join(dir, "b.json")},
+			file: filepath.Join(dir, "b.json"), wantFile: indented},
 	}
-	file := filepath.Join(t.TempDir(), "dump.json")
-	out, _, code = runCLI(t, "--addr", n.URL, "dump", "--out", file)
-	data, err := os.ReadFile(file)
-	if code != exitOK || err != nil || string(data) != dump || out != fmt.Sprintf("wrote %d bytes to %s\n", len(dump), file) {
-		t.Fatalf("--out: exit %d, %q, file %q, %v", code, out, data, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			if code != exitOK || out != tt.want {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, tt.want)
+			}
+			if tt.file == "" {
+				return
+			}
+			if data, err := os.ReadFile(tt.file); err != nil || string(data) != tt.wantFile {
+				t.Fatalf("file %q, %v; want %q", data, err, tt.wantFile)
+			}
+		})
 	}
 }
 
