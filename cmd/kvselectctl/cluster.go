@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
@@ -90,10 +89,4 @@ func lastContact(st *api.ClusterStatus) string {
 	default:
 		return fmt.Sprintf("  last contact %dms ago", st.LastContactMs)
 	}
-}
-
-// previousLeader is the node that answered a step-down: the leader that
-// stepped down (a follower that forwards it returns the leader's answer).
-func previousLeader(st *api.ClusterStatus, info *client.ResponseInfo) string {
-	return cmp.Or(info.ServedBy, st.NodeID)
 }

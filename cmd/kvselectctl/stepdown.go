@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -58,6 +59,12 @@ func stepDown(e *env) error {
 	p.linef("leader after:  %s", leaderName(after.Leader))
 	p.linef("")
 	return printStatus(p, after)
+}
+
+// previousLeader is the node that answered a step-down: the leader that
+// stepped down (a follower that forwards it returns the leader's answer).
+func previousLeader(st *api.ClusterStatus, info *client.ResponseInfo) string {
+	return cmp.Or(info.ServedBy, st.NodeID)
 }
 
 // awaitNewLeader polls the home node's status until it names a leader
