@@ -145,6 +145,25 @@ func WithResponseInfo(ctx context.Context, info *ResponseInfo) context.Context {
 	return context.WithValue(ctx, infoKey{}, info)
 }
 
+// Retry describes a leader-only call that did not succeed and is about to
+// be sent again, after a pause, while the cluster has no leader it can
+// reach.
+type Retry struct {
+	Attempts int           // attempts made so far
+	Elapsed  time.Duration // since the first attempt
+	Err      error         // why the last attempt did not succeed
+}
+
+type retryKey struct{}
+
+// WithRetryNotify returns a context under which a leader-only call (a
+// catalog or membership write, a linearizable read) calls notify before
+// each pause between its attempts, on the caller's goroutine, so that a
+// caller can say why it is still waiting (kvselectctl prints progress).
+func WithRetryNotify(ctx context.Context, notify func(Retry)) context.Context {
+	return context.WithValue(ctx, retryKey{}, notify)
+}
+
 // kind says where a call goes and when it may be sent again.
 type kind int
 
@@ -215,9 +234,11 @@ func (c *Client) onHome(ctx context.Context, cl call) (*answer, error) {
 // retrying with backoff for up to RetryTimeout. An idempotent write whose
 // outcome is unknown is sent again; anything else is returned.
 func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
-	deadline := time.Now().Add(c.retryFor)
+	start := time.Now()
+	deadline := start.Add(c.retryFor)
+	notify, _ := ctx.Value(retryKey{}).(func(Retry))
 	pause, target, afterUnknown := firstBackoff, "", false
-	for {
+	for attempts := 1; ; attempts++ {
 		var ans *answer
 		var sent bool
 		var err error
@@ -264,6 +285,9 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 		}
 		if time.Now().Add(pause).After(deadline) {
 			return nil, last
+		}
+		if notify != nil {
+			notify(Retry{Attempts: attempts, Elapsed: time.Since(start), Err: last})
 		}
 		if err := sleep(ctx, pause); err != nil {
 			return nil, err

@@ -205,6 +205,31 @@ func deleteWorker7(ctx context.Context, c *Client) error {
 	return err
 }
 
+// Test_RetryNotify checks that a leader-only call reports each retry, in
+// order, with why the attempt before it failed; and that a call that needs
+// none reports nothing.
+func Test_RetryNotify(t *testing.T) {
+	n := fakenode.New(t)
+	n.Status("a", api.StateFollower, "", "")
+	n.Answers("DELETE /workers/7", fakenode.Error(api.CodeNoLeader, "x"), fakenode.Error(api.CodeNotLeader, "y"),
+		fakenode.OK(http.StatusOK, storedWorker))
+	n.Answer("DELETE /workers/8", http.StatusOK, storedWorker)
+	c := mustClient(t, Config{Addrs: []string{n.URL}})
+	var got []Retry
+	ctx := WithRetryNotify(ctxFor(t), func(r Retry) { got = append(got, r) })
+	if _, err := c.DeleteWorker(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Attempts != 1 || got[1].Attempts != 2 || CodeOf(got[0].Err) != api.CodeNoLeader ||
+		CodeOf(got[1].Err) != api.CodeNotLeader || got[1].Elapsed < firstBackoff {
+		t.Fatalf("retries reported: %+v", got)
+	}
+	got = nil
+	if _, err := c.DeleteWorker(ctx, 8); err != nil || len(got) != 0 {
+		t.Fatalf("a write that needed no retry: %v, reported %+v", err, got)
+	}
+}
+
 // Test_RedirectChain checks that 307s are followed with the method, body
 // and token, at most maxRedirects times.
 func Test_RedirectChain(t *testing.T) {

@@ -11,7 +11,8 @@
 //     the write itself. When that node answers that nothing was written
 //     (not_leader, no_leader, shutting_down) or cannot be reached, the
 //     client finds the leader through /cluster/status and sends the write
-//     there, retrying with backoff for up to Config.RetryTimeout.
+//     there, retrying with backoff for up to Config.RetryTimeout
+//     (WithRetryNotify tells the caller about each retry).
 //   - Retries only where they are safe. A request is sent again when it
 //     provably did nothing (no connection, or one of the codes above); a
 //     read, also when its answer was lost. A catalog write whose outcome

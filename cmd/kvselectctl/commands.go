@@ -1,131 +1,223 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvselect/kvselect/internal/version"
 )
 
-// command is one entry of the dispatch table.
-type command struct {
-	name    string // one or two words: "loads", "cluster status"
-	args    string // positional arguments and flags, for the usage text
-	summary string
-	run     func(e *env, args []string) error
+// newRootCmd builds the command tree. Every command is built afresh per
+// run, its flags bound to variables of that run.
+func newRootCmd(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kvselectctl",
+		Short: "administer and inspect a kvselect cluster",
+		Long:  rootLong,
+		Example: `  kvselectctl --addr n1:8092,n2:8092 cluster status
+  kvselectctl workers add --id 1 --model llama --endpoint http://w1:8000 --block-size 16 --kv-events tcp://w1:5557
+  kvselectctl workers add @worker.json
+  kvselectctl select --model llama --tokens 1,2,3,4
+  kvselectctl --json loads
+  source <(kvselectctl completion bash)`,
+		Version: version.Get().String(),
+		// report prints errors, with a pointer to --help rather than the
+		// whole usage.
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnv(root.PersistentFlags()) }
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetVersionTemplate("kvselectctl {{.Version}}\n")
+	root.SetUsageTemplate(usageTemplate)
+	root.SetFlagErrorFunc(flagError)
+	root.SetHelpCommand(helpCmd())
+	e.g.register(root.PersistentFlags())
+	_ = root.MarkPersistentFlagFilename("token-file")
+	root.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
+
+	root.AddCommand(clusterCmd(e), workersCmd(e), selectCmd(e), reservationsCmd(e), loadsCmd(e), thresholdsCmd(e), dumpCmd(e))
+	root.InitDefaultCompletionCmd()
+	if completion, _, err := root.Find([]string{"completion"}); err == nil {
+		completion.Short = "print the shell completion script for bash, zsh, fish or powershell"
+	}
+	finish(root)
+	return root
 }
 
-func (c command) synopsis() string {
-	if c.args == "" {
-		return c.name
-	}
-	return c.name + " " + c.args
-}
-
-// commandTable is every command, in the order the usage lists them. It is
-// a function, not a variable, because the commands print it themselves.
-func commandTable() []command {
-	return []command{
-		{"cluster status", "", "this node's view of the leader and the members (GET /cluster/status)", clusterStatusCmd},
-		{"cluster join", "<id> <raft_addr> [<http_addr>]", "add a voter (POST /cluster/join)", clusterJoinCmd},
-		{"cluster remove", "<id>", "remove a member (POST /cluster/remove)", clusterRemoveCmd},
-		{"cluster stepdown", "", "hand leadership to another voter (POST /cluster/stepdown)", clusterStepDownCmd},
-		{"workers list", "[--model M] [--tenant T] [--linearizable]", "catalog records with lifecycle and listener states (GET /workers)", workersListCmd},
-		{"workers add", "(<json> | @file | --id N [field flags])", "register or replace a worker (POST /workers); 'workers add -h' lists the field flags", workersAddCmd},
-		{"workers patch", "<id> (<json> | @file | field flags as for add)", "change only the given fields of a worker (PATCH /workers/{id})", workersPatchCmd},
-		{"workers rm", "<id>", "remove a worker (DELETE /workers/{id})", workersRemoveCmd},
-		{"select", "[--model M] [--tenant T] (--tokens 1,2,3 | --json-body JSON|@file) [--min-index N] [--selection-id ID] [--reserve ID]",
-			"choose a worker and rank for a prompt (POST /select); with --reserve, book it too (/select_and_reserve)", selectCmd},
-		{"reservations list", "[--model M] [--tenant T] [--worker N] [--limit N] [--cursor C]",
-			"the node's bookings, sorted by id, a page at a time (GET /reservations)", reservationsListCmd},
-		{"reservations show", "<id>", "one booking (GET /reservations/{id})", reservationsShowCmd},
-		{"loads", "[--model M] [--tenant T]", "active load of every rank, per partition (GET /loads)", loadsCmd},
-		{"thresholds list", "[--linearizable]", "every model's busy thresholds (GET /busy_threshold)", thresholdsListCmd},
-		{"thresholds set", "<model> [--decode F] [--prefill N]", "set a model's busy thresholds, keeping the other (POST /busy_threshold)", thresholdsSetCmd},
-		{"thresholds clear", "<model>", "unset a model's busy thresholds: its workers are never shed (DELETE /busy_threshold)", thresholdsClearCmd},
-		{"dump", "[--out FILE]", "the index snapshot, as the server sends it (GET /dump)", dumpCmd},
-	}
-}
-
-// findCommand matches the first one or two words of args to a command and
-// returns the rest.
-func findCommand(args []string) (command, []string, error) {
-	if len(args) == 0 {
-		return command{}, nil, usageErrorf("missing command")
-	}
-	table := commandTable()
-	for _, c := range table {
-		words := strings.Fields(c.name)
-		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.name {
-			return c, args[len(words):], nil
-		}
-	}
-	var subs []string
-	for _, c := range table {
-		if group, sub, ok := strings.Cut(c.name, " "); ok && group == args[0] {
-			subs = append(subs, sub)
-		}
-	}
-	if len(subs) > 0 {
-		return command{}, nil, usageErrorf("%s: unknown or missing subcommand (want one of: %s)", args[0], strings.Join(subs, ", "))
-	}
-	return command{}, nil, usageErrorf("unknown command %q", args[0])
-}
-
-// printUsage is kvselectctl -h.
-func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `Usage: kvselectctl [global flags] <command> [args]
-
-kvselectctl administers and inspects a kvselect cluster over HTTP. Writes
+const rootLong = `kvselectctl administers and inspects a kvselect cluster over HTTP. Writes
 and linearizable reads follow the leader; other reads go to the first
-address that answers.
+address that answers. While a write waits for a leader, a line on stderr
+says so each second.
 
-Commands:
-`)
-	for _, c := range commandTable() {
-		fmt.Fprintf(w, "  %s\n      %s\n", c.synopsis(), c.summary)
-	}
-	fmt.Fprint(w, `
-Run 'kvselectctl <command> -h' for a command's arguments.
+Tables are for people; --json prints the server's JSON, indented.
 
-Global flags (also accepted after the command; each can be set through
-KVSELECT_<FLAG>, for example KVSELECT_ADDR or KVSELECT_TOKEN_FILE):
-`)
-	fs.PrintDefaults()
-	fmt.Fprint(w, `
-Exit status: 0 on success, 1 when a request fails or the server answers
-with an error ("kvselectctl: <code>: <message> (HTTP <status>)"), 2 for a
-wrong command line.
-`)
+Every global flag can also be set through KVSELECT_<FLAG>, for example
+KVSELECT_ADDR or KVSELECT_TOKEN_FILE; the command line wins.
+
+Exit status: 0 on success; 1 when a request fails or the server answers
+with an error ("kvselectctl: <code>: <message> (HTTP <status>)"); 2 for a
+wrong command line (unknown command or flag, wrong arguments).`
+
+// usageTemplate is cobra's, but a command with subcommands shows one
+// usage line: kvselectctl and its groups run only to say that a
+// subcommand is missing.
+const usageTemplate = `Usage:{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} <command> [flags]{{else}}
+  {{.UseLine}}{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} <command> --help" for more information about a command.{{end}}
+`
+
+// group is a command that holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	g := &cobra.Command{Use: use, Short: short}
+	g.AddCommand(subs...)
+	return g
 }
 
-// printCommandUsage is kvselectctl <command> -h: the synopsis and the
-// command's own flags (the global ones are listed by kvselectctl -h).
-func printCommandUsage(w io.Writer, c command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: kvselectctl %s\n\n%s.\n", c.synopsis(), capitalize(c.summary))
-	own := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	own.SetOutput(w)
-	fs.VisitAll(func(f *flag.Flag) {
-		if !isGlobal(f.Name) {
-			own.Var(f.Value, f.Name, f.Usage)
+// leaf is a command that takes between minArgs and maxArgs positional
+// arguments (flags may come before, between or after them).
+func leaf(use, short string, minArgs, maxArgs int, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Short: short, Args: between(minArgs, maxArgs), RunE: run}
+	if maxArgs == 0 {
+		cmd.ValidArgsFunction = cobra.NoFileCompletions
+	}
+	return cmd
+}
+
+// finish walks the tree once every command is in it (cobra's completion
+// command too). A command that only holds subcommands runs, so that a
+// missing or unknown subcommand is a usage error (cobra would print the
+// help and exit 0); and every failed argument check is a usage error.
+func finish(c *cobra.Command) {
+	c.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args, c.RunE = subcommandArgs, missingSubcommand
+	}
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return asUsageError(err)
+			}
+			return nil
 		}
-	})
-	if hasFlags(own) {
-		fmt.Fprintln(w, "\nFlags:")
-		own.PrintDefaults()
 	}
-	fmt.Fprintln(w, "\nGlobal flags (--addr, --token-file, --json, --timeout) are accepted too; see kvselectctl -h.")
+	for _, sub := range c.Commands() {
+		finish(sub)
+	}
 }
 
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
+func asUsageError(err error) error {
+	if _, ok := err.(*usageError); ok {
+		return err
+	}
+	return &usageError{msg: err.Error()}
 }
 
-func capitalize(s string) string {
-	if s == "" {
-		return s
+// between checks the number of positional arguments.
+func between(minArgs, maxArgs int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < minArgs || len(args) > maxArgs {
+			return usageErrorf("%s: wrong number of arguments\nusage: %s", commandName(cmd), cmd.UseLine())
+		}
+		return nil
 	}
-	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// subcommandArgs is a group's argument check: an argument there is a
+// subcommand that does not exist.
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return unknownCommand(cmd, args[0])
+}
+
+func unknownCommand(parent *cobra.Command, name string) error {
+	return &usageError{msg: fmt.Sprintf("unknown command %q for %q%s", name, parent.CommandPath(), didYouMean(parent.SuggestionsFor(name))),
+		help: parent}
+}
+
+// missingSubcommand is what a group does when run alone.
+func missingSubcommand(cmd *cobra.Command, _ []string) error {
+	if !cmd.HasParent() {
+		return usageErrorf("missing command")
+	}
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return usageErrorf("%s: missing subcommand (want one of: %s)", commandName(cmd), strings.Join(names, ", "))
+}
+
+// commandName is the command's path without "kvselectctl ".
+func commandName(cmd *cobra.Command) string {
+	return strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+}
+
+// didYouMean words suggestions as cobra does.
+func didYouMean(suggestions []string) string {
+	if len(suggestions) == 0 {
+		return ""
+	}
+	return "\n\nDid you mean this?\n\t" + strings.Join(suggestions, "\n\t") + "\n"
+}
+
+// helpCmd is "help [command]": the help of any command, as
+// "<command> --help" prints it; a command that does not exist is a usage
+// error with suggestions (cobra's own help command exits 0).
+func helpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "help about any command",
+		Long:  "Help about any command: 'kvselectctl help workers add' is 'kvselectctl workers add --help'.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil {
+				return asUsageError(err)
+			}
+			for _, arg := range rest {
+				if !strings.HasPrefix(arg, "-") {
+					return unknownCommand(cmd, arg)
+				}
+			}
+			cmd.InitDefaultHelpFlag() // as when it runs, so the help is the same
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }

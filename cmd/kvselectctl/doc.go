@@ -1,7 +1,7 @@
 // Command kvselectctl is the admin and inspection CLI of a kvselect
 // cluster. It talks HTTP to any node:
 //
-//	kvselectctl [global flags] <command> [args]
+//	kvselectctl [global flags] <command> [<subcommand>] [args] [flags]
 //
 //	kvselectctl cluster status
 //	kvselectctl --addr n1:8092,n2:8092 workers add --id 1 --model llama --endpoint http://w1:8000 \
@@ -10,22 +10,65 @@
 //	kvselectctl workers list --model llama
 //	kvselectctl select --model llama --tokens 1,2,3,4
 //	kvselectctl --json loads
+//	kvselectctl cluster stepdown
+//	source <(kvselectctl completion bash)
 //
-// It is built on the public Go client (package client), with its
+// Commands: cluster status|join|remove|stepdown, workers list|add|patch|rm,
+// select, reservations list|show, loads, thresholds list|set|clear, dump,
+// completion bash|zsh|fish|powershell, help.
+//
+// # Command line
+//
+// The command tree is built with cobra (commands.go), as etcdctl's and
+// kubectl's are. Every command and group answers --help (-h), and
+// "kvselectctl help <command>" prints the same; the help goes to stdout.
+// "kvselectctl completion <shell>" prints a completion script that
+// completes commands, subcommands and flags. The global flags (--addr,
+// --token-file, --json, --timeout) are accepted before or after the
+// command, flags and positional arguments may mix, and everything after
+// "--" is positional. -name, with one dash, is still read as --name, as Go's
+// flag package (the parser before cobra) read it. Every global flag can
+// also be set through the environment variable KVSELECT_<FLAG> (for
+// example KVSELECT_ADDR or KVSELECT_TOKEN_FILE); the command line wins.
+//
+// # Exit codes
+//
+//   - 0: success, --help and --version included.
+//   - 1: the request failed or the server said no. A server error prints
+//     "kvselectctl: <code>: <message> (HTTP <status>)" on stderr; no
+//     node reachable, a failed step-down wait, an unreadable token file
+//     print the cause.
+//   - 2: the command line is wrong: an unknown command or flag (with
+//     cobra's "Did you mean this?" suggestions, for flags too), a
+//     missing subcommand, the wrong number of arguments, a bad flag value
+//     or KVSELECT_* value, a malformed JSON argument. Stderr ends with
+//     "Run 'kvselectctl <command> --help' for usage."
+//
+// # Output
+//
+// Tables are for people; --json prints the server's JSON, indented by two
+// spaces, on stdout (dump --json too, to --out's file as well; without
+// --json a dump is written as the server sends it, compact, as a node
+// loads it). Errors and progress go to stderr only, so stdout stays
+// machine-readable.
+//
+// # Leader following
+//
+// The CLI is built on the public Go client (package client), with its
 // behaviour: every request goes to the first address of --addr that
-// answers. Writes (workers add, patch and rm; cluster join, remove and
-// stepdown) go through that node, which forwards them to the leader; when
-// it answers that nothing was written (not_leader, no_leader), the client
-// finds the leader through /cluster/status and writes there, retrying with
-// backoff for up to --timeout. A catalog write whose outcome is unknown is
-// sent again (catalog writes are idempotent); a step-down never is.
-// Linearizable reads (workers list --linearizable) are served by the
-// leader. 307 redirects are followed by hand with the same method, body
-// and token.
+// answers. Writes (workers add, patch and rm; thresholds set and clear;
+// cluster join, remove and stepdown) go through that node, which forwards
+// them to the leader; when it answers that nothing was written
+// (not_leader, no_leader), the client finds the leader through
+// /cluster/status and writes there, retrying with backoff for up to
+// --timeout. While it retries, a line a second on stderr says so
+// ("kvselectctl: waiting for a leader… (3s, no_leader)"). A catalog write
+// whose outcome is unknown is sent again (catalog writes are idempotent);
+// a step-down never is. Linearizable reads (workers list --linearizable)
+// are served by the leader. 307 redirects are followed by hand with the
+// same method, body and token.
 //
-// Tables are for people; --json prints the server's JSON, indented.
-// A server error prints "kvselectctl: <code>: <message> (HTTP <status>)"
-// on stderr and exits 1; a usage error exits 2. Every global flag can also
-// be set through the environment variable KVSELECT_<FLAG> (for example
-// KVSELECT_ADDR or KVSELECT_TOKEN_FILE); the command line wins.
+// cluster stepdown then asks the node for its status until it names a
+// new leader (for up to --timeout), and prints the leader before and
+// after; no new leader in time is an error (exit 1).
 package main

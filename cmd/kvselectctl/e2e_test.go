@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,6 +88,14 @@ func Test_EndToEnd(t *testing.T) {
 	if out := mustCtl("dump"); !json.Valid([]byte(out)) {
 		t.Fatalf("dump: %q", out)
 	}
+	if out := mustCtl("dump", "--json"); !json.Valid([]byte(out)) || !strings.HasPrefix(out, "{\n  \"") {
+		t.Fatalf("dump --json, not indented: %q", out)
+	}
+	// A single node has no one to hand leadership to.
+	_, errOut, code = ctl("cluster", "stepdown")
+	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: conflict: ") || !strings.Contains(errOut, "no other voter") {
+		t.Fatalf("stepdown of a single node: exit %d, stderr %q", code, errOut)
+	}
 
 	if out := mustCtl("workers", "rm", "1"); !strings.HasPrefix(out, "worker 1 removed\napplied at index ") {
 		t.Fatalf("workers rm: %q", out)
@@ -120,10 +129,15 @@ func Test_EndToEndCluster(t *testing.T) {
 	if !strings.HasSuffix(out, " by "+leader.Node.ID()+"\n") {
 		t.Fatalf("workers add via followers: %q (leader %s)", out, leader.Node.ID())
 	}
-	mustCtl("cluster", "stepdown")
+	out = mustCtl("cluster", "stepdown")
 	next := c.WaitConverged()
 	if next == leader {
 		t.Fatal("leadership did not move")
+	}
+	// The CLI waited for a node to name the new leader before printing.
+	want := fmt.Sprintf("leader before: %s\nleader after:  %s (", leader.Node.ID(), next.Node.ID())
+	if !strings.HasPrefix(out, want) {
+		t.Fatalf("cluster stepdown:\n%s\nwant it to start %q", out, want)
 	}
 	if out := mustCtl("workers", "rm", "1"); !strings.HasSuffix(out, " by "+next.Node.ID()+"\n") {
 		t.Fatalf("workers rm after step-down: %q (leader %s)", out, next.Node.ID())

@@ -5,22 +5,25 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 )
 
-func loadsCmd(e *env, args []string) error {
-	fs := e.flags()
-	model := fs.String("model", "", "only this model_name")
-	tenant := fs.String("tenant", "", "only this tenant_id")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	return show(e, func(ctx context.Context, c *client.Client) ([]api.PartitionLoads, error) {
-		return c.Loads(ctx, *model, *tenant)
-	}, func(p *printer, parts []api.PartitionLoads, _ *client.ResponseInfo) error {
-		return printLoads(p, parts)
-	})
+func loadsCmd(e *env) *cobra.Command {
+	var model, tenant string
+	cmd := leaf("loads", "active load of every rank, per partition (GET /loads)", 0, 0,
+		func(*cobra.Command, []string) error {
+			return show(e, func(ctx context.Context, c *client.Client) ([]api.PartitionLoads, error) {
+				return c.Loads(ctx, model, tenant)
+			}, func(p *printer, parts []api.PartitionLoads, _ *client.ResponseInfo) error {
+				return printLoads(p, parts)
+			})
+		})
+	cmd.Flags().StringVar(&model, "model", "", "only this model_name")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant_id")
+	return cmd
 }
 
 // printLoads prints a title and a table per partition.
@@ -45,13 +48,18 @@ func printLoads(p *printer, parts []api.PartitionLoads) error {
 	return nil
 }
 
-// dumpCmd writes the index dump as the server sent it.
-func dumpCmd(e *env, args []string) error {
-	fs := e.flags()
-	out := fs.String("out", "", "write the dump to this `file` instead of stdout")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
+func dumpCmd(e *env) *cobra.Command {
+	var file string
+	cmd := leaf("dump", "the index snapshot (GET /dump): as the server sends it, or indented with --json", 0, 0,
+		func(*cobra.Command, []string) error { return dump(e, file) })
+	cmd.Flags().StringVar(&file, "out", "", "write the dump to this `file` instead of stdout")
+	_ = cmd.MarkFlagFilename("out", "json")
+	return cmd
+}
+
+// dump writes the index dump: as the server sent it (compact, what a node
+// loads), or indented with --json, like every --json output.
+func dump(e *env, file string) error {
 	c, err := e.client()
 	if err != nil {
 		return err
@@ -60,18 +68,19 @@ func dumpCmd(e *env, args []string) error {
 	if _, err := c.Dump(client.WithResponseInfo(e.ctx, &info)); err != nil {
 		return err
 	}
-	if *out == "" {
-		if e.g.json {
-			return e.out().indented(info.Body)
-		}
-		_, err = e.stdout.Write(info.Body)
+	body := info.Body
+	if e.g.json {
+		body = indentJSON(body)
+	}
+	if file == "" {
+		_, err = e.stdout.Write(body)
 		return err
 	}
-	if err := os.WriteFile(*out, info.Body, 0o644); err != nil {
+	if err := os.WriteFile(file, body, 0o644); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	if !e.g.json {
-		e.out().linef("wrote %d bytes to %s", len(info.Body), *out)
+		e.out().linef("wrote %d bytes to %s", len(body), file)
 	}
 	return nil
 }

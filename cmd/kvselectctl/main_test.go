@@ -39,6 +39,7 @@ func Test_ExitCodes(t *testing.T) {
 		args       []string
 		wantCode   int
 		wantStderr string // the first line of stderr
+		wantAlso   string // further down stderr
 	}{
 		{name: "not found", args: []string{"workers", "rm", "9"}, wantCode: exitError,
 			wantStderr: "kvselectctl: not_found: worker not found: 9 (HTTP 404)"},
@@ -50,14 +51,36 @@ func Test_ExitCodes(t *testing.T) {
 			wantStderr: "kvselectctl: overloaded: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
 		{name: "not JSON", args: []string{"loads"}, wantCode: exitError,
 			wantStderr: "kvselectctl: bad_gateway: bad gateway (HTTP 502)"},
-		{name: "help", args: []string{"-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl [global flags] <command> [args]"},
-		{name: "command help", args: []string{"workers", "add", "-h"}, wantCode: exitOK, wantStderr: "Usage: kvselectctl workers add"},
-		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command"},
-		{name: "unknown command", args: []string{"bogus"}, wantCode: exitUsage, wantStderr: `kvselectctl: unknown command "bogus"`},
+		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command",
+			wantAlso: "Run 'kvselectctl --help' for usage."},
+		{name: "unknown command", args: []string{"bogus"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "bogus" for "kvselectctl"`, wantAlso: "Run 'kvselectctl --help' for usage."},
+		{name: "typo'd command", args: []string{"wokers", "list"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "wokers" for "kvselectctl"`, wantAlso: "Did you mean this?\n\tworkers\n"},
+		{name: "typo'd subcommand", args: []string{"workers", "lst"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "lst" for "kvselectctl workers"`, wantAlso: "Did you mean this?\n\tlist\n"},
+		{name: "typo'd command after a global flag", args: []string{"--json", "cluster", "stepdwn"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "stepdwn" for "kvselectctl cluster"`, wantAlso: "\tstepdown\n"},
 		{name: "group only", args: []string{"workers"}, wantCode: exitUsage,
-			wantStderr: "kvselectctl: workers: unknown or missing subcommand (want one of: list, add, patch, rm)"},
-		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "flag provided but not defined: -nope"},
-		{name: "missing id", args: []string{"workers", "rm"}, wantCode: exitUsage, wantStderr: "kvselectctl: workers rm: wrong number of arguments"},
+			wantStderr: "kvselectctl: workers: missing subcommand (want one of: add, list, patch, rm)",
+			wantAlso:   "Run 'kvselectctl workers --help' for usage."},
+		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "kvselectctl: unknown flag: --nope"},
+		{name: "typo'd flag", args: []string{"workers", "list", "--modle", "llama"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: unknown flag: --modle", wantAlso: "Did you mean this?\n\t--model\n"},
+		{name: "flag of another command", args: []string{"loads", "--linearizable"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: unknown flag: --linearizable", wantAlso: "Run 'kvselectctl loads --help' for usage."},
+		{name: "bad flag value", args: []string{"workers", "add", "--id", "x"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: invalid argument "x" for "--id" flag`},
+		{name: "help on an unknown command", args: []string{"help", "wokers"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "wokers" for "kvselectctl"`, wantAlso: "\tworkers\n"},
+		{name: "unknown shell", args: []string{"completion", "tcsh"}, wantCode: exitUsage,
+			wantStderr: `kvselectctl: unknown command "tcsh" for "kvselectctl completion"`},
+		{name: "no shell", args: []string{"completion"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: completion: missing subcommand (want one of: bash, fish, powershell, zsh)"},
+		{name: "missing id", args: []string{"workers", "rm"}, wantCode: exitUsage, wantStderr: "kvselectctl: workers rm: wrong number of arguments",
+			wantAlso: "usage: kvselectctl workers rm <id> [flags]\nRun 'kvselectctl workers rm --help' for usage."},
+		{name: "extra argument", args: []string{"cluster", "status", "n1"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: cluster status: wrong number of arguments"},
 		{name: "bad id", args: []string{"workers", "rm", "x"}, wantCode: exitUsage,
 			wantStderr: `kvselectctl: worker id "x" is not an unsigned 64-bit integer`},
 		{name: "no prompt", args: []string{"select"}, wantCode: exitUsage,
@@ -83,8 +106,8 @@ func Test_ExitCodes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
 			first, _, _ := strings.Cut(errOut, "\n")
-			if code != tt.wantCode || !strings.HasPrefix(first, tt.wantStderr) {
-				t.Fatalf("exit %d, stderr %q; want %d, %q", code, errOut, tt.wantCode, tt.wantStderr)
+			if code != tt.wantCode || !strings.HasPrefix(first, tt.wantStderr) || !strings.Contains(errOut, tt.wantAlso) {
+				t.Fatalf("exit %d, stderr %q; want %d, %q ... %q", code, errOut, tt.wantCode, tt.wantStderr, tt.wantAlso)
 			}
 			if code != exitOK && out != "" {
 				t.Fatalf("stdout %q on failure", out)
@@ -223,6 +246,13 @@ func Test_JSONOutput(t *testing.T) {
   }
 ]
 `},
+		{name: "one dash, as Go's flag package took it", args: []string{"-json", "workers", "list", "-model=m"}, want: `[
+  {
+    "lifecycle": "schedulable",
+    "worker_id": 1
+  }
+]
+`},
 		{name: "write", args: []string{"workers", "add", "--json", `{"worker_id":7}`}, want: `{
   "catalog_index": 12,
   "worker_id": 7
@@ -329,19 +359,49 @@ func Test_Environment(t *testing.T) {
 	}
 }
 
+// Test_Dump: the dump as the server sends it (compact, what a node
+// loads), or indented with --json, to stdout or to --out.
 func Test_Dump(t *testing.T) {
 	n := leaderNode(t)
-	const dump = `{"llama:default":{"block_size":16,"events":[],"watermarks":[]}}` + "\n"
+	const dump = `{"llama:default":{"model_name":"llama","block_size":16,"events":[],"watermarks":[]}}` + "\n"
+	const indented = `{
+  "llama:default": {
+    "model_name": "llama",
+    "block_size": 16,
+    "events": [],
+    "watermarks": []
+  }
+}
+`
 	n.Mux.HandleFunc("GET /dump", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(dump)) })
-	out, _, code := runCLI(t, "--addr", n.URL, "dump")
-	if code != exitOK || out != dump {
-		t.Fatalf("stdout: exit %d, %q", code, out)
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		args     []string
+		want     string // stdout
+		file     string // --out
+		wantFile string
+	}{
+		{name: "as sent", args: []string{"dump"}, want: dump},
+		{name: "--json indents", args: []string{"dump", "--json"}, want: indented},
+		{name: "--out", args: []string{"dump", "--out", filepath.Join(dir, "a.json")}, file: filepath.Join(dir, "a.json"),
+			want: fmt.Sprintf("wrote %d bytes to %s\n", len(dump), filepath.Join(dir, "a.json")), wantFile: dump},
+		{name: "--out --json: the file indented, stdout quiet", args: []string{"--json", "dump", "--out", filepath.Join(dir, "b.json")},
+			file: filepath.Join(dir, "b.json"), wantFile: indented},
 	}
-	file := filepath.Join(t.TempDir(), "dump.json")
-	out, _, code = runCLI(t, "--addr", n.URL, "dump", "--out", file)
-	data, err := os.ReadFile(file)
-	if code != exitOK || err != nil || string(data) != dump || out != fmt.Sprintf("wrote %d bytes to %s\n", len(dump), file) {
-		t.Fatalf("--out: exit %d, %q, file %q, %v", code, out, data, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
+			if code != exitOK || out != tt.want {
+				t.Fatalf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errOut, out, tt.want)
+			}
+			if tt.file == "" {
+				return
+			}
+			if data, err := os.ReadFile(tt.file); err != nil || string(data) != tt.wantFile {
+				t.Fatalf("file %q, %v; want %q", data, err, tt.wantFile)
+			}
+		})
 	}
 }
 
@@ -351,10 +411,6 @@ func Test_WriteOutput(t *testing.T) {
 		"not_schedulable_reasons": []string{"endpoint is required"}, "catalog_index": 30})
 	n.Answer("DELETE /workers/5", http.StatusOK, map[string]any{"worker_id": 5, "catalog_index": 31},
 		api.HeaderIndex, "31", api.HeaderServedBy, "n1")
-	n.Answer("POST /cluster/stepdown", http.StatusOK, map[string]any{"node_id": "n1", "state": "follower",
-		"leader": map[string]string{"id": "n2"}, "members": []map[string]any{
-			{"id": "n1", "raft_addr": "r1", "suffrage": "Voter", "reachable": true},
-			{"id": "n2", "raft_addr": "r2", "suffrage": "Voter", "reachable": true}}})
 	tests := []struct {
 		name string
 		args []string
@@ -364,13 +420,6 @@ func Test_WriteOutput(t *testing.T) {
 			want: "worker 5 stored: incomplete (endpoint is required)\napplied at index 30\n"},
 		{name: "index and node from the headers", args: []string{"workers", "rm", "5"},
 			want: "worker 5 removed\napplied at index 31 by n1\n"},
-		{name: "stepdown", args: []string{"cluster", "stepdown"}, want: `n1 stepped down; leader is now n2
-
-node n1  state follower  term 0  leader n2  commit/applied 0/0  last contact 0ms ago
-ID  RAFT  HTTP  SUFFRAGE  REACHABLE  LEADER
-n1  r1    -     Voter     yes
-n2  r2    -     Voter     yes        *
-`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,17 +45,22 @@ func show[T any](e *env, call func(ctx context.Context, c *client.Client) (T, er
 	return render(p, v, &info)
 }
 
-// indented prints a JSON body indented; a body that is not JSON is printed
-// as it is.
+// indented prints a JSON body indented.
 func (p *printer) indented(body []byte) error {
+	_, err := p.w.Write(indentJSON(body))
+	return err
+}
+
+// indentJSON is a JSON body indented by two spaces, ending in a newline:
+// every --json output has this form. A body that is not JSON is returned
+// as it is.
+func indentJSON(body []byte) []byte {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
-		_, err = p.w.Write(body)
-		return err
+		return body
 	}
 	buf.WriteByte('\n')
-	_, err := buf.WriteTo(p.w)
-	return err
+	return buf.Bytes()
 }
 
 // table prints a header and rows, aligned, without trailing blanks.

@@ -4,48 +4,53 @@ import (
 	"context"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 )
 
-func reservationsListCmd(e *env, args []string) error {
-	fs := e.flags()
-	var q api.ReservationsQuery
-	fs.StringVar(&q.ModelName, "model", "", "only bookings of this model_name")
-	fs.StringVar(&q.TenantID, "tenant", "", "only bookings of this tenant_id")
-	worker := fs.Uint64("worker", 0, "only bookings on this worker_id")
-	fs.IntVar(&q.Limit, "limit", api.DefaultReservationsLimit, "bookings per page")
-	fs.StringVar(&q.Cursor, "cursor", "", "the next_cursor of the previous page")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	if given(fs, "worker") {
-		q.WorkerID = worker
-	}
-	return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationPage, error) {
-		return c.Reservations(ctx, q)
-	},
-		func(p *printer, page *api.ReservationPage, _ *client.ResponseInfo) error {
-			if err := printReservations(p, page.Reservations); err != nil {
-				return err
-			}
-			if page.NextCursor != "" {
-				p.linef("\nmore: kvselectctl reservations list --cursor %s", page.NextCursor)
-			}
-			return nil
-		})
+func reservationsCmd(e *env) *cobra.Command {
+	return group("reservations", "the node's bookings", reservationsListCmd(e), reservationsShowCmd(e))
 }
 
-func reservationsShowCmd(e *env, args []string) error {
-	pos, err := e.parse(e.flags(), args, 1, 1)
-	if err != nil {
-		return err
-	}
-	return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationInfo, error) {
-		return c.Reservation(ctx, pos[0])
-	},
-		func(p *printer, r *api.ReservationInfo, _ *client.ResponseInfo) error {
-			return printReservations(p, []api.ReservationInfo{*r})
+func reservationsListCmd(e *env) *cobra.Command {
+	var q api.ReservationsQuery
+	var worker uint64
+	cmd := leaf("list", "the node's bookings, sorted by id, a page at a time (GET /reservations)", 0, 0,
+		func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("worker") {
+				q.WorkerID = &worker
+			}
+			return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationPage, error) {
+				return c.Reservations(ctx, q)
+			}, func(p *printer, page *api.ReservationPage, _ *client.ResponseInfo) error {
+				if err := printReservations(p, page.Reservations); err != nil {
+					return err
+				}
+				if page.NextCursor != "" {
+					p.linef("\nmore: kvselectctl reservations list --cursor %s", page.NextCursor)
+				}
+				return nil
+			})
+		})
+	fs := cmd.Flags()
+	fs.StringVar(&q.ModelName, "model", "", "only bookings of this model_name")
+	fs.StringVar(&q.TenantID, "tenant", "", "only bookings of this tenant_id")
+	fs.Uint64Var(&worker, "worker", 0, "only bookings on this worker_id")
+	fs.IntVar(&q.Limit, "limit", api.DefaultReservationsLimit, "bookings per page")
+	fs.StringVar(&q.Cursor, "cursor", "", "the next_cursor of the previous page")
+	return cmd
+}
+
+func reservationsShowCmd(e *env) *cobra.Command {
+	return leaf("show <id>", "one booking (GET /reservations/{id})", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationInfo, error) {
+				return c.Reservation(ctx, pos[0])
+			}, func(p *printer, r *api.ReservationInfo, _ *client.ResponseInfo) error {
+				return printReservations(p, []api.ReservationInfo{*r})
+			})
 		})
 }
 

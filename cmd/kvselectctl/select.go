@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"flag"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
@@ -16,30 +17,34 @@ type selectFlags struct {
 	minIndex                                              uint64
 }
 
-func selectCmd(e *env, args []string) error {
-	fs := e.flags()
+func selectCmd(e *env) *cobra.Command {
 	var sf selectFlags
+	cmd := leaf("select", "choose a worker and rank for a prompt (POST /select); with --reserve, book it too (/select_and_reserve)", 0, 0,
+		func(cmd *cobra.Command, _ []string) error {
+			reserve := cmd.Flags().Changed("reserve")
+			req, err := sf.request(reserve)
+			if err != nil {
+				return err
+			}
+			return show(e, func(ctx context.Context, c *client.Client) (*api.Selection, error) {
+				if reserve {
+					return c.SelectAndReserve(ctx, req)
+				}
+				return c.Select(ctx, req)
+			}, func(p *printer, s *api.Selection, _ *client.ResponseInfo) error { return printSelection(p, s, reserve) })
+		})
+	cmd.Example = `  kvselectctl select --model llama --tokens 1,2,3,4
+  kvselectctl select --model llama --tokens 1,2,3,4 --reserve req-1
+  kvselectctl select --json-body @prompt.json --min-index 42`
+	fs := cmd.Flags()
 	fs.StringVar(&sf.model, "model", "", "model_name")
 	fs.StringVar(&sf.tenant, "tenant", "", "tenant_id")
 	fs.StringVar(&sf.tokens, "tokens", "", "the prompt as comma-separated token ids: `1,2,3`")
 	fs.StringVar(&sf.jsonBody, "json-body", "", "the request body as a JSON object, or @file (flags given too override its fields)")
 	fs.Uint64Var(&sf.minIndex, "min-index", 0, "min_catalog_index: wait until the node has applied this catalog index")
 	fs.StringVar(&sf.reserve, "reserve", "", "book the selection with this reservation_id (/select_and_reserve; \"\" lets the node pick one)")
-	fs.StringVar(&sf.selectionID, "selection-id", "", "selection_id: the node remembers the choice for 60 s, for 'reservations add --selection-id'")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	reserve := given(fs, "reserve")
-	req, err := sf.request(reserve)
-	if err != nil {
-		return err
-	}
-	return show(e, func(ctx context.Context, c *client.Client) (*api.Selection, error) {
-		if reserve {
-			return c.SelectAndReserve(ctx, req)
-		}
-		return c.Select(ctx, req)
-	}, func(p *printer, s *api.Selection, _ *client.ResponseInfo) error { return printSelection(p, s, reserve) })
+	fs.StringVar(&sf.selectionID, "selection-id", "", "selection_id: the node remembers the choice for 60 s, for POST /reservations")
+	return cmd
 }
 
 // request builds the request from --json-body or --tokens plus the other
@@ -102,13 +107,6 @@ func setIfGiven(dst *string, v string) {
 	if v != "" {
 		*dst = v
 	}
-}
-
-// given reports whether a flag was set on the command line.
-func given(fs *flag.FlagSet, name string) bool {
-	found := false
-	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
-	return found
 }
 
 func printSelection(p *printer, s *api.Selection, reserve bool) error {

@@ -4,32 +4,50 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 )
 
 // Busy thresholds of load shedding (seed 001).
 
-func thresholdsListCmd(e *env, args []string) error {
-	fs := e.flags()
-	lin := fs.Bool("linearizable", false, "read on the leader after it confirms its leadership")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	return show(e, func(ctx context.Context, c *client.Client) (*api.BusyThresholds, error) {
-		return c.BusyThresholds(ctx, *lin)
-	}, func(p *printer, ts *api.BusyThresholds, _ *client.ResponseInfo) error {
-		if len(ts.Thresholds) == 0 {
-			p.linef("no busy thresholds: no worker is ever shed")
-			return nil
-		}
-		return p.table([]string{"MODEL", "DECODE_BLOCKS", "PREFILL_TOKENS"}, thresholdRows(ts.Thresholds...))
-	})
+func thresholdsCmd(e *env) *cobra.Command {
+	return group("thresholds", "every model's busy thresholds of load shedding",
+		thresholdsListCmd(e), thresholdsSetCmd(e), thresholdsClearCmd(e))
 }
 
-func thresholdsSetCmd(e *env, args []string) error {
-	fs := e.flags()
+func thresholdsListCmd(e *env) *cobra.Command {
+	var lin bool
+	cmd := leaf("list", "every model's busy thresholds (GET /busy_threshold)", 0, 0,
+		func(*cobra.Command, []string) error {
+			return show(e, func(ctx context.Context, c *client.Client) (*api.BusyThresholds, error) {
+				return c.BusyThresholds(ctx, lin)
+			}, func(p *printer, ts *api.BusyThresholds, _ *client.ResponseInfo) error {
+				if len(ts.Thresholds) == 0 {
+					p.linef("no busy thresholds: no worker is ever shed")
+					return nil
+				}
+				return p.table([]string{"MODEL", "DECODE_BLOCKS", "PREFILL_TOKENS"}, thresholdRows(ts.Thresholds...))
+			})
+		})
+	cmd.Flags().BoolVar(&lin, "linearizable", false, "read on the leader after it confirms its leadership")
+	return cmd
+}
+
+func thresholdsSetCmd(e *env) *cobra.Command {
 	var req api.BusyThresholdRequest
+	cmd := leaf("set <model> [--decode F] [--prefill N]", "set a model's busy thresholds, keeping the other (POST /busy_threshold)", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			if req.ActiveDecodeBlocksThreshold == nil && req.ActivePrefillTokensThreshold == nil {
+				return usageErrorf("thresholds set: give --decode and/or --prefill (to clear, use thresholds clear)")
+			}
+			req.Model = pos[0]
+			return thresholdWrite(e, func(ctx context.Context, c *client.Client) (*api.BusyThreshold, error) {
+				return c.SetBusyThreshold(ctx, req)
+			})
+		})
+	fs := cmd.Flags()
 	fs.Func("decode", "active_decode_blocks_threshold: a `fraction` 0-1 of a rank's total_kv_blocks", func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
@@ -46,27 +64,16 @@ func thresholdsSetCmd(e *env, args []string) error {
 		req.ActivePrefillTokensThreshold = &n
 		return nil
 	})
-	pos, err := e.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if req.ActiveDecodeBlocksThreshold == nil && req.ActivePrefillTokensThreshold == nil {
-		return usageErrorf("thresholds set: give --decode and/or --prefill (to clear, use thresholds clear)")
-	}
-	req.Model = pos[0]
-	return thresholdWrite(e, func(ctx context.Context, c *client.Client) (*api.BusyThreshold, error) {
-		return c.SetBusyThreshold(ctx, req)
-	})
+	return cmd
 }
 
-func thresholdsClearCmd(e *env, args []string) error {
-	pos, err := e.parse(e.flags(), args, 1, 1)
-	if err != nil {
-		return err
-	}
-	return thresholdWrite(e, func(ctx context.Context, c *client.Client) (*api.BusyThreshold, error) {
-		return c.ClearBusyThreshold(ctx, pos[0])
-	})
+func thresholdsClearCmd(e *env) *cobra.Command {
+	return leaf("clear <model>", "unset a model's busy thresholds: its workers are never shed (DELETE /busy_threshold)", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			return thresholdWrite(e, func(ctx context.Context, c *client.Client) (*api.BusyThreshold, error) {
+				return c.ClearBusyThreshold(ctx, pos[0])
+			})
+		})
 }
 
 func thresholdWrite(e *env, write func(ctx context.Context, c *client.Client) (*api.BusyThreshold, error)) error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -13,71 +12,88 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 )
 
-func workersListCmd(e *env, args []string) error {
-	fs := e.flags()
+func workersCmd(e *env) *cobra.Command {
+	return group("workers", "list, register, change and remove the catalog's workers",
+		workersListCmd(e), workersAddCmd(e), workersPatchCmd(e), workersRemoveCmd(e))
+}
+
+func workersListCmd(e *env) *cobra.Command {
 	var opts client.WorkersOptions
+	cmd := leaf("list", "catalog records with lifecycle and listener states (GET /workers)", 0, 0,
+		func(*cobra.Command, []string) error {
+			return show(e, func(ctx context.Context, c *client.Client) ([]api.Worker, error) { return c.Workers(ctx, opts) },
+				func(p *printer, ws []api.Worker, _ *client.ResponseInfo) error { return printWorkers(p, ws) })
+		})
+	fs := cmd.Flags()
 	fs.StringVar(&opts.ModelName, "model", "", "only workers of this model_name")
 	fs.StringVar(&opts.TenantID, "tenant", "", "only workers of this tenant_id")
 	fs.BoolVar(&opts.Linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
-	if _, err := e.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	return show(e, func(ctx context.Context, c *client.Client) ([]api.Worker, error) { return c.Workers(ctx, opts) },
-		func(p *printer, ws []api.Worker, _ *client.ResponseInfo) error { return printWorkers(p, ws) })
+	return cmd
 }
 
-func workersAddCmd(e *env, args []string) error {
-	fs := e.flags()
-	wf := addWorkerFlags(fs, true)
-	pos, err := e.parse(fs, args, 0, 1)
-	if err != nil {
-		return err
-	}
-	body, err := wf.bodyOr(pos, true)
-	if err != nil {
-		return err
-	}
-	return workerWrite(e, "stored", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
-		return c.UpsertWorker(ctx, body)
-	})
+func workersAddCmd(e *env) *cobra.Command {
+	var wf *workerFlags
+	cmd := leaf("add (<json> | @file | --id N [field flags])", "register or replace a worker (POST /workers)", 0, 1,
+		func(_ *cobra.Command, pos []string) error {
+			body, err := wf.bodyOr(pos, true)
+			if err != nil {
+				return err
+			}
+			return workerWrite(e, "stored", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+				return c.UpsertWorker(ctx, body)
+			})
+		})
+	cmd.Long = `Register a worker, or replace the record of its id (POST /workers). Give the
+worker as a JSON object (the body of POST /workers), as @file, as @- for
+stdin, or as the field flags below; absent fields take the server's
+defaults.`
+	cmd.Example = `  kvselectctl workers add --id 1 --model llama --endpoint http://w1:8000 --block-size 16 --kv-events tcp://w1:5557
+  kvselectctl workers add --id 2 --dp-size 2 --kv-events 0=tcp://w2:5557 --kv-events 1=tcp://w2:5558 ...
+  kvselectctl workers add @worker.json`
+	wf = addWorkerFlags(cmd.Flags(), true)
+	return cmd
 }
 
-func workersPatchCmd(e *env, args []string) error {
-	fs := e.flags()
-	wf := addWorkerFlags(fs, false)
-	pos, err := e.parse(fs, args, 1, 2)
-	if err != nil {
-		return err
-	}
-	id, err := parseWorkerID(pos[0])
-	if err != nil {
-		return err
-	}
-	body, err := wf.bodyOr(pos[1:], false)
-	if err != nil {
-		return err
-	}
-	return workerWrite(e, "updated", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
-		return c.PatchWorker(ctx, id, body)
-	})
+func workersPatchCmd(e *env) *cobra.Command {
+	var wf *workerFlags
+	cmd := leaf("patch <id> (<json> | @file | field flags)", "change only the given fields of a worker (PATCH /workers/{id})", 1, 2,
+		func(_ *cobra.Command, pos []string) error {
+			id, err := parseWorkerID(pos[0])
+			if err != nil {
+				return err
+			}
+			body, err := wf.bodyOr(pos[1:], false)
+			if err != nil {
+				return err
+			}
+			return workerWrite(e, "updated", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+				return c.PatchWorker(ctx, id, body)
+			})
+		})
+	cmd.Example = `  kvselectctl workers patch 1 --endpoint http://w1:8001
+  kvselectctl workers patch 1 '{"total_kv_blocks": 4096}'`
+	wf = addWorkerFlags(cmd.Flags(), false)
+	return cmd
 }
 
-func workersRemoveCmd(e *env, args []string) error {
-	pos, err := e.parse(e.flags(), args, 1, 1)
-	if err != nil {
-		return err
-	}
-	id, err := parseWorkerID(pos[0])
-	if err != nil {
-		return err
-	}
-	return workerWrite(e, "removed", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
-		return c.DeleteWorker(ctx, id)
-	})
+func workersRemoveCmd(e *env) *cobra.Command {
+	return leaf("rm <id>", "remove a worker (DELETE /workers/{id})", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			id, err := parseWorkerID(pos[0])
+			if err != nil {
+				return err
+			}
+			return workerWrite(e, "removed", func(ctx context.Context, c *client.Client) (*api.WorkerWritten, error) {
+				return c.DeleteWorker(ctx, id)
+			})
+		})
 }
 
 func parseWorkerID(s string) (uint64, error) {
@@ -171,79 +187,74 @@ func workerNotes(w *api.Worker) []string {
 // command line becomes its field; absent flags stay absent, so a PATCH
 // changes only what was given.
 type workerFlags struct {
-	fs       *flag.FlagSet
-	kvEvents []string
+	fs                                     *pflag.FlagSet
+	id, totalKVBlocks, maxNumBatchedTokens uint64
+	model, tenant, endpoint, replay        string
+	blockSize, dpSize, dpStart             uint32
+	kvEvents                               []string
 }
 
-func addWorkerFlags(fs *flag.FlagSet, withID bool) *workerFlags {
+func addWorkerFlags(fs *pflag.FlagSet, withID bool) *workerFlags {
 	wf := &workerFlags{fs: fs}
 	if withID {
-		fs.Uint64("id", 0, "worker_id (required in the flags form)")
+		fs.Uint64Var(&wf.id, "id", 0, "worker_id (required in the flags form)")
 	}
-	fs.String("model", "", "model_name (server default: \"default\")")
-	fs.String("tenant", "", "tenant_id (server default: \"default\")")
-	fs.String("endpoint", "", "the worker's inference endpoint")
-	fs.Uint("block-size", 0, "tokens per KV block")
-	fs.Uint("dp-size", 0, "data_parallel_size (server default: 1)")
-	fs.Uint("dp-start", 0, "data_parallel_start_rank (server default: 0)")
-	fs.Func("kv-events", "KV events ZMQ `endpoint`: rank=tcp://host:port, once per rank; or tcp://host:port alone for a one-rank worker",
-		func(v string) error { wf.kvEvents = append(wf.kvEvents, v); return nil })
-	fs.String("replay", "", "replay_endpoint (ZMQ ROUTER of rank 0; rank r uses port+r)")
-	fs.Uint64("total-kv-blocks", 0, "total_kv_blocks (optional, for load shedding)")
-	fs.Uint64("max-batched-tokens", 0, "max_num_batched_tokens (optional, for load shedding)")
+	fs.StringVar(&wf.model, "model", "", "model_name (server default: \"default\")")
+	fs.StringVar(&wf.tenant, "tenant", "", "tenant_id (server default: \"default\")")
+	fs.StringVar(&wf.endpoint, "endpoint", "", "the worker's inference endpoint")
+	fs.Uint32Var(&wf.blockSize, "block-size", 0, "tokens per KV block")
+	fs.Uint32Var(&wf.dpSize, "dp-size", 0, "data_parallel_size (server default: 1)")
+	fs.Uint32Var(&wf.dpStart, "dp-start", 0, "data_parallel_start_rank (server default: 0)")
+	fs.StringArrayVar(&wf.kvEvents, "kv-events", nil,
+		"KV events ZMQ `endpoint`: rank=tcp://host:port, once per rank; or tcp://host:port alone for a one-rank worker")
+	fs.StringVar(&wf.replay, "replay", "", "replay_endpoint (ZMQ ROUTER of rank 0; rank r uses port+r)")
+	fs.Uint64Var(&wf.totalKVBlocks, "total-kv-blocks", 0, "total_kv_blocks (optional, for load shedding)")
+	fs.Uint64Var(&wf.maxNumBatchedTokens, "max-batched-tokens", 0, "max_num_batched_tokens (optional, for load shedding)")
 	return wf
 }
+
+// workerFieldFlags are the flags of a worker's fields.
+var workerFieldFlags = []string{"id", "model", "tenant", "endpoint", "block-size", "dp-size", "dp-start", "kv-events",
+	"replay", "total-kv-blocks", "max-batched-tokens"}
 
 // bodyOr returns the request body: the JSON argument when there is one,
 // else the one built from the flags.
 func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error) {
 	var body api.WorkerPatch
-	given := map[string]bool{} // the field flags given
-	wf.fs.Visit(func(f *flag.Flag) {
-		if !isGlobal(f.Name) && f.Name != "kv-events" {
-			given[f.Name] = true
-		}
-	})
+	given := wf.fs.Changed
+	anyGiven := slices.ContainsFunc(workerFieldFlags, given)
 	if len(pos) == 1 {
-		if len(given) > 0 || len(wf.kvEvents) > 0 {
+		if anyGiven {
 			return body, usageErrorf("give the worker as a JSON argument or as flags, not both")
 		}
 		return body, jsonArg("the worker JSON", pos[0], &body)
 	}
-	if len(given) == 0 && len(wf.kvEvents) == 0 {
-		return body, usageErrorf("give the worker as a JSON argument, @file, or flags (see -h)")
+	if !anyGiven {
+		return body, usageErrorf("give the worker as a JSON argument, @file, or flags (see --help)")
 	}
-	if needID && !given["id"] {
+	if needID && !given("id") {
 		return body, usageErrorf("--id is required in the flags form")
 	}
-	get := func(name string) any { return wf.fs.Lookup(name).Value.(flag.Getter).Get() }
-	str := func(name string) *string {
-		if !given[name] {
-			return nil
-		}
-		return api.Ptr(get(name).(string))
-	}
-	u32 := func(name string) *uint32 {
-		if !given[name] {
-			return nil
-		}
-		return api.Ptr(uint32(get(name).(uint)))
-	}
-	u64 := func(name string) *uint64 {
-		if !given[name] {
-			return nil
-		}
-		return api.Ptr(get(name).(uint64))
-	}
-	body = api.WorkerPatch{WorkerID: u64("id"), ModelName: str("model"), TenantID: str("tenant"), Endpoint: str("endpoint"),
-		BlockSize: u32("block-size"), DataParallelSize: u32("dp-size"), DataParallelStartRank: u32("dp-start"),
-		ReplayEndpoint: str("replay"), TotalKVBlocks: u64("total-kv-blocks"), MaxNumBatchedTokens: u64("max-batched-tokens")}
-	if len(wf.kvEvents) > 0 {
+	body = api.WorkerPatch{WorkerID: ifGiven(given, "id", wf.id), ModelName: ifGiven(given, "model", wf.model),
+		TenantID: ifGiven(given, "tenant", wf.tenant), Endpoint: ifGiven(given, "endpoint", wf.endpoint),
+		BlockSize: ifGiven(given, "block-size", wf.blockSize), DataParallelSize: ifGiven(given, "dp-size", wf.dpSize),
+		DataParallelStartRank: ifGiven(given, "dp-start", wf.dpStart), ReplayEndpoint: ifGiven(given, "replay", wf.replay),
+		TotalKVBlocks:       ifGiven(given, "total-kv-blocks", wf.totalKVBlocks),
+		MaxNumBatchedTokens: ifGiven(given, "max-batched-tokens", wf.maxNumBatchedTokens)}
+	if given("kv-events") {
 		if err := kvEventsField(wf.kvEvents, &body); err != nil {
 			return body, err
 		}
 	}
 	return body, nil
+}
+
+// ifGiven is a pointer to v when the flag name was given, else nil.
+func ifGiven[T any](given func(name string) bool, name string, v T) *T {
+	if !given(name) {
+		return nil
+	}
+	return &v
 }
 
 // kvEventsField turns --kv-events values into kv_events_endpoint (one
