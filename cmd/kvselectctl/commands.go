@@ -136,7 +136,7 @@ func asUsageError(err error) error {
 // between checks the number of positional arguments.
 func between(minArgs, maxArgs int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
-		if len(args) < minArgs || len(args) > maxArgs {
+		if len(args) < minArgs || (maxArgs >= 0 && len(args) > maxArgs) { // maxArgs < 0: no limit
 			return usageErrorf("%s: wrong number of arguments\nusage: %s", commandName(cmd), cmd.UseLine())
 		}
 		return nil

@@ -129,6 +129,18 @@ func Test_EndToEndCluster(t *testing.T) {
 	if !strings.HasSuffix(out, " by "+leader.Node.ID()+"\n") {
 		t.Fatalf("workers add via followers: %q (leader %s)", out, leader.Node.ID())
 	}
+	// A leased worker, renewed through the followers.
+	mustCtl("workers", "add", "--id", "2", "--model", "llama", "--endpoint", "http://w2:8000",
+		"--block-size", "16", "--kv-events", "tcp://"+fakenode.DeadAddr(t), "--lease-ttl", "60")
+	if out := mustCtl("workers", "keepalive", "2"); !strings.Contains(out, "2       renewed  60s") {
+		t.Fatalf("workers keepalive 2:\n%s", out)
+	}
+	out2, _, code := runCLI(t, "--addr", addr, "workers", "keepalive", "2", "1", "99")
+	if code != exitError || !strings.Contains(out2, "1       conflict") || !strings.Contains(out2, "99      not_found") {
+		t.Fatalf("workers keepalive 2 1 99: exit %d\n%s", code, out2)
+	}
+	mustCtl("workers", "rm", "2")
+
 	out = mustCtl("cluster", "stepdown")
 	next := c.WaitConverged()
 	if next == leader {

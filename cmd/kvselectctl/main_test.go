@@ -62,7 +62,7 @@ func Test_ExitCodes(t *testing.T) {
 		{name: "typo'd command after a global flag", args: []string{"--json", "cluster", "stepdwn"}, wantCode: exitUsage,
 			wantStderr: `kvselectctl: unknown command "stepdwn" for "kvselectctl cluster"`, wantAlso: "\tstepdown\n"},
 		{name: "group only", args: []string{"workers"}, wantCode: exitUsage,
-			wantStderr: "kvselectctl: workers: missing subcommand (want one of: add, list, patch, rm)",
+			wantStderr: "kvselectctl: workers: missing subcommand (want one of: add, keepalive, list, patch, rm)",
 			wantAlso:   "Run 'kvselectctl workers --help' for usage."},
 		{name: "unknown flag", args: []string{"--nope", "loads"}, wantCode: exitUsage, wantStderr: "kvselectctl: unknown flag: --nope"},
 		{name: "typo'd flag", args: []string{"workers", "list", "--modle", "llama"}, wantCode: exitUsage,

@@ -21,7 +21,7 @@ import (
 
 func workersCmd(e *env) *cobra.Command {
 	return group("workers", "list, register, change and remove the catalog's workers",
-		workersListCmd(e), workersAddCmd(e), workersPatchCmd(e), workersRemoveCmd(e))
+		workersListCmd(e), workersAddCmd(e), workersPatchCmd(e), workersRemoveCmd(e), workersKeepAliveCmd(e))
 }
 
 func workersListCmd(e *env) *cobra.Command {
@@ -94,6 +94,45 @@ func workersRemoveCmd(e *env) *cobra.Command {
 				return c.DeleteWorker(ctx, id)
 			})
 		})
+}
+
+func workersKeepAliveCmd(e *env) *cobra.Command {
+	cmd := leaf("keepalive <id>...", "renew workers' leases (POST /workers/keepalive)", 1, -1,
+		func(_ *cobra.Command, pos []string) error {
+			ids := make([]uint64, len(pos))
+			for i, s := range pos {
+				id, err := parseWorkerID(s)
+				if err != nil {
+					return err
+				}
+				ids[i] = id
+			}
+			return show(e, func(ctx context.Context, c *client.Client) (*api.KeepAliveAnswer, error) {
+				return c.KeepAliveMany(ctx, ids)
+			}, func(p *printer, a *api.KeepAliveAnswer, _ *client.ResponseInfo) error {
+				rows := make([][]string, 0, len(a.Leases)+len(a.Failed))
+				for _, l := range a.Leases {
+					rows = append(rows, []string{strconv.FormatUint(l.WorkerID, 10), "renewed",
+						fmt.Sprintf("%ds", l.LeaseTTLSeconds)})
+				}
+				for _, f := range a.Failed {
+					rows = append(rows, []string{strconv.FormatUint(f.WorkerID, 10), f.Code, f.Error})
+				}
+				if err := p.table([]string{"WORKER", "LEASE", "TTL / WHY"}, rows); err != nil {
+					return err
+				}
+				if len(a.Failed) > 0 {
+					return fmt.Errorf("%d of %d leases not renewed", len(a.Failed), len(ids))
+				}
+				return nil
+			})
+		})
+	cmd.Long = `Renew the leases of workers registered with --lease-ttl (SPEC §3.7), all in
+one request. A worker whose lease is not renewed within its TTL is removed
+by the leader on every node. Exit status 1 when any lease was not renewed
+(not_found: unknown or already lapsed, register it again; conflict: it has
+no lease).`
+	return cmd
 }
 
 func parseWorkerID(s string) (uint64, error) {
@@ -190,7 +229,7 @@ type workerFlags struct {
 	fs                                     *pflag.FlagSet
 	id, totalKVBlocks, maxNumBatchedTokens uint64
 	model, tenant, endpoint, replay        string
-	blockSize, dpSize, dpStart             uint32
+	blockSize, dpSize, dpStart, leaseTTL   uint32
 	kvEvents                               []string
 }
 
@@ -210,12 +249,13 @@ func addWorkerFlags(fs *pflag.FlagSet, withID bool) *workerFlags {
 	fs.StringVar(&wf.replay, "replay", "", "replay_endpoint (ZMQ ROUTER of rank 0; rank r uses port+r)")
 	fs.Uint64Var(&wf.totalKVBlocks, "total-kv-blocks", 0, "total_kv_blocks (optional, for load shedding)")
 	fs.Uint64Var(&wf.maxNumBatchedTokens, "max-batched-tokens", 0, "max_num_batched_tokens (optional, for load shedding)")
+	fs.Uint32Var(&wf.leaseTTL, "lease-ttl", 0, "lease_ttl_s: seconds (1-3600) within which the worker must be kept alive (workers keepalive), or it is removed; 0 removes a lease")
 	return wf
 }
 
 // workerFieldFlags are the flags of a worker's fields.
 var workerFieldFlags = []string{"id", "model", "tenant", "endpoint", "block-size", "dp-size", "dp-start", "kv-events",
-	"replay", "total-kv-blocks", "max-batched-tokens"}
+	"replay", "total-kv-blocks", "max-batched-tokens", "lease-ttl"}
 
 // bodyOr returns the request body: the JSON argument when there is one,
 // else the one built from the flags.
@@ -240,7 +280,8 @@ func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error
 		BlockSize: ifGiven(given, "block-size", wf.blockSize), DataParallelSize: ifGiven(given, "dp-size", wf.dpSize),
 		DataParallelStartRank: ifGiven(given, "dp-start", wf.dpStart), ReplayEndpoint: ifGiven(given, "replay", wf.replay),
 		TotalKVBlocks:       ifGiven(given, "total-kv-blocks", wf.totalKVBlocks),
-		MaxNumBatchedTokens: ifGiven(given, "max-batched-tokens", wf.maxNumBatchedTokens)}
+		MaxNumBatchedTokens: ifGiven(given, "max-batched-tokens", wf.maxNumBatchedTokens),
+		LeaseTTLSeconds:     ifGiven(given, "lease-ttl", wf.leaseTTL)}
 	if given("kv-events") {
 		if err := kvEventsField(wf.kvEvents, &body); err != nil {
 			return body, err
