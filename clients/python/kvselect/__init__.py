@@ -29,4 +29,4 @@ from . import answers, wire
 __all__ = ["Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads", "RankLoad", "Reservation", "ReservationInfo",
            "ReservationPage", "ResponseInfo", "Selection", "TransportError", "Worker", "WorkerWritten", "answers",
            "wire"]
-__version__ = "0.4.0"
+__version__ = "0.5.0"

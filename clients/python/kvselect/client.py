@@ -607,7 +607,7 @@ class Client:
         conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
         conn = conn_cls(u.hostname, u.port, timeout=call.time_left(self._timeout))
         target = (u.path or "/") + ("?" + u.query if u.query else "")
-        headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.4.0"}
+        headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.5.0"}
         if call.body is not None:
             headers["Content-Type"] = "application/json"
         if self._token:
