@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -39,6 +40,9 @@ func slogLevel(level hclog.Level) slog.Level {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level >= hclog.Warn && (peerFailureMessages[msg] || shuttingDown(args)) {
+		level = hclog.Debug
+	}
 	if !a.enabled(level) {
 		return
 	}
@@ -53,6 +57,31 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 		}
 	}
 	l.Log(context.Background(), slogLevel(level), msg, all...)
+}
+
+// peerFailureMessages are hashicorp/raft's messages for one failed RPC to
+// a peer. While a peer is down raft logs them at ERROR several times a
+// second (and "failed to contact" at WARN); peerHealth turns the same
+// failures into one WARN per outage, so these go to DEBUG.
+var peerFailureMessages = map[string]bool{
+	"failed to heartbeat to":                  true,
+	"failed to appendEntries to":              true,
+	"failed to pipeline appendEntries":        true,
+	"failed to start pipeline replication to": true,
+	"failed to make requestVote RPC":          true,
+	"failed to contact":                       true,
+}
+
+// shuttingDown reports whether a line's error is this node's transport
+// closing (raft logs a connection it was serving as "failed to decode
+// incoming command" then): part of every shutdown, no error.
+func shuttingDown(args []any) bool {
+	for i := 1; i < len(args); i += 2 {
+		if err, ok := args[i].(error); ok && errors.Is(err, raft.ErrTransportShutdown) {
+			return true
+		}
+	}
+	return false
 }
 
 // logValue renders one of raft's log values as its text, so every handler

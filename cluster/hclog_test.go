@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"reflect"
@@ -73,5 +74,47 @@ func Test_HCLogTextShowsServerFields(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Fatalf("%q not in %s", want, buf.String())
 		}
+	}
+}
+
+// Test_HCLogDemotesPeerFailures: raft's line for each failed RPC to a peer
+// goes to DEBUG (peerHealth reports the outage); other errors keep their
+// level.
+func Test_HCLogDemotesPeerFailures(t *testing.T) {
+	peer := raft.Server{Suffrage: raft.Voter, ID: "n2", Address: "127.0.0.1:7002"}
+	refused := errors.New("dial tcp 127.0.0.1:7002: connect: connection refused")
+	tests := []struct {
+		level hclog.Level
+		msg   string
+		args  []any
+		want  slog.Level
+	}{
+		{hclog.Error, "failed to heartbeat to", []any{"peer", peer.Address, "backoff time", 10 * time.Millisecond, "error", refused}, slog.LevelDebug},
+		{hclog.Error, "failed to appendEntries to", []any{"peer", peer, "error", refused}, slog.LevelDebug},
+		{hclog.Error, "failed to pipeline appendEntries", []any{"peer", peer, "error", refused}, slog.LevelDebug},
+		{hclog.Error, "failed to start pipeline replication to", []any{"peer", peer, "error", refused}, slog.LevelDebug},
+		{hclog.Error, "failed to make requestVote RPC", []any{"target", peer, "error", refused, "term", 3}, slog.LevelDebug},
+		{hclog.Warn, "failed to contact", []any{"server-id", peer.ID, "time", 600 * time.Millisecond}, slog.LevelDebug},
+		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, slog.LevelDebug},
+		{hclog.Error, "failed to decode incoming command", []any{"error", io.ErrUnexpectedEOF}, slog.LevelError},
+		{hclog.Error, "failed to commit logs", []any{"error", refused}, slog.LevelError},
+		{hclog.Warn, "failed to contact quorum of nodes, stepping down", nil, slog.LevelWarn},
+		{hclog.Info, "entering leader state", nil, slog.LevelInfo},
+	}
+	for _, tt := range tests {
+		t.Run(tt.msg, func(t *testing.T) {
+			c := newLogCapture(slog.LevelDebug)
+			newHCLog(slog.New(c)).Log(tt.level, tt.msg, tt.args...)
+			recs := c.all()
+			if len(recs) != 1 || recs[0].Level != tt.want {
+				t.Fatalf("got %+v, want one record at %v", recs, tt.want)
+			}
+		})
+	}
+	// Demoted lines cost nothing when DEBUG is off.
+	c := newLogCapture(slog.LevelInfo)
+	newHCLog(slog.New(c)).Error("failed to heartbeat to", "peer", peer.Address, "error", refused)
+	if recs := c.all(); len(recs) != 0 {
+		t.Fatalf("at INFO: %+v", recs)
 	}
 }

@@ -30,6 +30,7 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	watcher *watcher
 	metrics *metrics
+	health  *peerHealth // outages of peers, from raft's RPCs (peerhealth.go)
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -139,7 +140,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	n.health = newPeerHealth(n.log)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, &rpcTransport{NetworkTransport: n.trans, health: n.health})
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -308,6 +310,7 @@ func (n *Node) observe() {
 			case raft.PeerObservation:
 				if d.Removed {
 					n.setReachable(d.Peer.ID, true)
+					n.health.forget(d.Peer.ID)
 				}
 			}
 		}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// peerRemindEvery is how often a peer that stays unreachable is reported
+// again.
+const peerRemindEvery = time.Minute
+
+// peerHealth reports a Raft peer's outages from the outcome of every RPC
+// this node sends it (rpcTransport): one WARN when an RPC first fails,
+// a reminder WARN every remindEvery while RPCs keep failing, saying for
+// how long, and one INFO when the peer answers again. hashicorp/raft logs
+// each failed RPC at ERROR, several times a second while a peer is down,
+// and nothing when it answers again; the hclog adapter therefore demotes
+// those lines (peerFailureMessages) and this is what an operator reads.
+//
+// State is kept per peer id. A reminder only follows a failure: a node
+// that stops sending to a peer (a follower after an election it lost)
+// stops claiming anything about it. An outage with no failure for
+// remindEvery is over as far as this node knows, so the next failure
+// starts a new one. A peer removed from the configuration is forgotten.
+type peerHealth struct {
+	log         *slog.Logger
+	now         func() time.Time // injectable for tests
+	remindEvery time.Duration
+
+	down  atomic.Int32 // len(peers): lets answered skip the lock when all is well
+	mu    sync.Mutex
+	peers map[raft.ServerID]*peerOutage
+}
+
+// peerOutage is one peer's outage as this node sees it.
+type peerOutage struct {
+	addr        raft.ServerAddress
+	since       time.Time // first failure
+	lastFailure time.Time
+	reported    time.Time // last WARN
+	failures    int       // failed RPCs since since
+}
+
+func newPeerHealth(log *slog.Logger) *peerHealth {
+	return &peerHealth{log: log, now: time.Now, remindEvery: peerRemindEvery, peers: map[raft.ServerID]*peerOutage{}}
+}
+
+// failed records an RPC to a peer that got no answer.
+func (h *peerHealth) failed(id raft.ServerID, addr raft.ServerAddress, rpc string, err error) {
+	if errors.Is(err, raft.ErrTransportShutdown) {
+		return // this node is shutting down, the peer may be fine
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.peers[id]
+	if o != nil && now.Sub(o.lastFailure) >= h.remindEvery {
+		o = nil // nothing heard for a while: a new outage
+	}
+	if o == nil {
+		o = &peerOutage{addr: addr, since: now, reported: now}
+		if _, ok := h.peers[id]; !ok {
+			h.down.Add(1)
+		}
+		h.peers[id] = o
+		h.log.Warn("raft peer unreachable", "peer_id", string(id), "peer_addr", string(addr), "rpc", rpc, "err", err)
+	}
+	o.failures++
+	o.lastFailure = now
+	if now.Sub(o.reported) >= h.remindEvery {
+		o.reported = now
+		h.log.Warn("raft peer still unreachable", "peer_id", string(id), "peer_addr", string(addr),
+			"down_for", now.Sub(o.since).Round(time.Second).String(), "failed_rpcs", o.failures, "rpc", rpc, "err", err)
+	}
+}
+
+// answered records an RPC to a peer that got an answer.
+func (h *peerHealth) answered(id raft.ServerID) {
+	if h.down.Load() == 0 {
+		return
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o, ok := h.peers[id]
+	if !ok {
+		return
+	}
+	delete(h.peers, id)
+	h.down.Add(-1)
+	h.log.Info("raft peer reachable again", "peer_id", string(id), "peer_addr", string(o.addr),
+		"down_for", now.Sub(o.since).Round(time.Millisecond).String(), "failed_rpcs", o.failures)
+}
+
+// forget drops a peer removed from the configuration: raft stops sending
+// to it, so no answer would ever end its outage.
+func (h *peerHealth) forget(id raft.ServerID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.peers[id]; ok {
+		delete(h.peers, id)
+		h.down.Add(-1)
+	}
+}
+
+// rpcTransport is the Raft transport with every outgoing RPC's outcome
+// reported to peerHealth. Raft calls it with the peer's id and
+// configured address, so outages are keyed by id whatever --peer-dial
+// routes the connection through.
+type rpcTransport struct {
+	*raft.NetworkTransport
+	health *peerHealth
+}
+
+// The interfaces raft looks for on its transport: pre-vote and Close.
+var (
+	_ raft.WithPreVote = (*rpcTransport)(nil)
+	_ raft.WithClose   = (*rpcTransport)(nil)
+)
+
+func (t *rpcTransport) record(id raft.ServerID, target raft.ServerAddress, rpc string, err error) error {
+	if err != nil {
+		t.health.failed(id, target, rpc, err)
+	} else {
+		t.health.answered(id)
+	}
+	return err
+}
+
+func (t *rpcTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return t.record(id, target, "AppendEntries", t.NetworkTransport.AppendEntries(id, target, args, resp))
+}
+
+func (t *rpcTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.record(id, target, "RequestVote", t.NetworkTransport.RequestVote(id, target, args, resp))
+}
+
+func (t *rpcTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.record(id, target, "RequestPreVote", t.NetworkTransport.RequestPreVote(id, target, args, resp))
+}
+
+func (t *rpcTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	return t.record(id, target, "InstallSnapshot", t.NetworkTransport.InstallSnapshot(id, target, args, resp, data))
+}
+
+func (t *rpcTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.record(id, target, "TimeoutNow", t.NetworkTransport.TimeoutNow(id, target, args, resp))
+}
+
+// AppendEntriesPipeline reports only a pipeline that could not be set up:
+// its appends are answered asynchronously, and heartbeats, which never use
+// it, tell of the peer often enough.
+func (t *rpcTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		t.health.failed(id, target, "AppendEntriesPipeline", err)
+	}
+	return p, err
+}
