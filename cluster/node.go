@@ -140,7 +140,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
-	n.health = newPeerHealth(n.log)
+	n.health = newPeerHealth(n.log, cfg.HeartbeatTimeout)
 	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, &rpcTransport{NetworkTransport: n.trans, health: n.health})
 	if err != nil {
 		n.closeStores()

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,21 +17,25 @@ import (
 const peerRemindEvery = time.Minute
 
 // peerHealth reports a Raft peer's outages from the outcome of every RPC
-// this node sends it (rpcTransport): one WARN when an RPC first fails,
-// a reminder WARN every remindEvery while RPCs keep failing, saying for
-// how long, and one INFO when the peer answers again. hashicorp/raft logs
-// each failed RPC at ERROR, several times a second while a peer is down,
-// and nothing when it answers again; the hclog adapter therefore demotes
-// those lines (peerFailureMessages) and this is what an operator reads.
+// this node sends it (rpcTransport): one WARN once RPCs to it have failed
+// for grace, a reminder WARN every remindEvery while they keep failing,
+// saying for how long, and one INFO when it answers again. hashicorp/raft
+// logs each failed RPC at ERROR, several times a second while a peer is
+// down, and nothing when it answers again; the hclog adapter therefore
+// demotes those lines (peerFailureMessages) and this is what an operator
+// reads.
 //
-// State is kept per peer id. A reminder only follows a failure: a node
-// that stops sending to a peer (a follower after an election it lost)
-// stops claiming anything about it. An outage with no failure for
-// remindEvery is over as far as this node knows, so the next failure
-// starts a new one. A peer removed from the configuration is forgotten.
+// State is kept per peer id. Failures shorter than grace are no outage: a
+// peer that restarts leaves a pooled connection that fails once, and the
+// next RPC redials and is answered. A reminder only follows a failure: a
+// node that stops sending to a peer (a follower after an election it
+// lost) stops claiming anything about it. Failures after remindEvery
+// without one start a new outage. A peer removed from the configuration
+// is forgotten.
 type peerHealth struct {
 	log         *slog.Logger
 	now         func() time.Time // injectable for tests
+	grace       time.Duration
 	remindEvery time.Duration
 
 	down  atomic.Int32 // len(peers): lets answered skip the lock when all is well
@@ -38,17 +43,21 @@ type peerHealth struct {
 	peers map[raft.ServerID]*peerOutage
 }
 
-// peerOutage is one peer's outage as this node sees it.
+// peerOutage is a run of failed RPCs to one peer, as this node sees it.
 type peerOutage struct {
 	addr        raft.ServerAddress
 	since       time.Time // first failure
 	lastFailure time.Time
+	warned      bool      // the outage has been reported
 	reported    time.Time // last WARN
 	failures    int       // failed RPCs since since
 }
 
-func newPeerHealth(log *slog.Logger) *peerHealth {
-	return &peerHealth{log: log, now: time.Now, remindEvery: peerRemindEvery, peers: map[raft.ServerID]*peerOutage{}}
+// newPeerHealth reports outages once RPCs have failed for grace (the
+// heartbeat timeout: as long as a follower waits for its leader).
+func newPeerHealth(log *slog.Logger, grace time.Duration) *peerHealth {
+	return &peerHealth{log: log, now: time.Now, grace: grace, remindEvery: peerRemindEvery,
+		peers: map[raft.ServerID]*peerOutage{}}
 }
 
 // failed records an RPC to a peer that got no answer.
@@ -59,21 +68,22 @@ func (h *peerHealth) failed(id raft.ServerID, addr raft.ServerAddress, rpc strin
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	o := h.peers[id]
-	if o != nil && now.Sub(o.lastFailure) >= h.remindEvery {
-		o = nil // nothing heard for a while: a new outage
+	o, ok := h.peers[id]
+	if !ok {
+		h.down.Add(1)
 	}
-	if o == nil {
-		o = &peerOutage{addr: addr, since: now, reported: now}
-		if _, ok := h.peers[id]; !ok {
-			h.down.Add(1)
-		}
+	if !ok || now.Sub(o.lastFailure) >= h.remindEvery {
+		o = &peerOutage{addr: addr, since: now} // nothing heard for a while: a new run
 		h.peers[id] = o
-		h.log.Warn("raft peer unreachable", "peer_id", string(id), "peer_addr", string(addr), "rpc", rpc, "err", err)
 	}
 	o.failures++
 	o.lastFailure = now
-	if now.Sub(o.reported) >= h.remindEvery {
+	switch {
+	case !o.warned && now.Sub(o.since) >= h.grace:
+		o.warned, o.reported = true, now
+		h.log.Warn("raft peer unreachable", "peer_id", string(id), "peer_addr", string(addr),
+			"down_for", now.Sub(o.since).Round(time.Millisecond).String(), "failed_rpcs", o.failures, "rpc", rpc, "err", err)
+	case o.warned && now.Sub(o.reported) >= h.remindEvery:
 		o.reported = now
 		h.log.Warn("raft peer still unreachable", "peer_id", string(id), "peer_addr", string(addr),
 			"down_for", now.Sub(o.since).Round(time.Second).String(), "failed_rpcs", o.failures, "rpc", rpc, "err", err)
@@ -94,7 +104,11 @@ func (h *peerHealth) answered(id raft.ServerID) {
 	}
 	delete(h.peers, id)
 	h.down.Add(-1)
-	h.log.Info("raft peer reachable again", "peer_id", string(id), "peer_addr", string(o.addr),
+	level, msg := slog.LevelDebug, "raft peer answered again"
+	if o.warned {
+		level, msg = slog.LevelInfo, "raft peer reachable again"
+	}
+	h.log.Log(context.Background(), level, msg, "peer_id", string(id), "peer_addr", string(o.addr),
 		"down_for", now.Sub(o.since).Round(time.Millisecond).String(), "failed_rpcs", o.failures)
 }
 

@@ -34,11 +34,12 @@ func steps(groups ...[]healthStep) []healthStep { return slices.Concat(groups...
 
 func one(s healthStep) []healthStep { return []healthStep{s} }
 
-// Test_PeerHealth drives peerHealth with a fake clock: a flood of failures
-// is one WARN, a reminder follows every interval while failures go on,
-// and the first answer is one INFO saying for how long the peer was down.
+// Test_PeerHealth drives peerHealth with a fake clock: failures that last
+// less than the grace are no outage, a flood of failures is one WARN, a
+// reminder follows every interval while failures go on, and the first
+// answer is one INFO saying for how long the peer was down.
 func Test_PeerHealth(t *testing.T) {
-	const remind = time.Minute
+	const grace, remind = time.Second, time.Minute
 	tests := []struct {
 		name  string
 		steps []healthStep
@@ -47,43 +48,52 @@ func Test_PeerHealth(t *testing.T) {
 		{"answers while healthy say nothing",
 			steps(one(healthStep{answer: "n2"}), one(healthStep{wait: time.Second, answer: "n3"})),
 			nil},
+		{"a blip shorter than the grace is no outage",
+			steps(failures("n2", 3, 100*time.Millisecond), one(healthStep{answer: "n2"})),
+			[]string{"DEBUG raft peer answered again n2 down_for=200ms failed_rpcs=3"}},
 		{"a flood of failures is one warning",
 			failures("n2", 500, 20*time.Millisecond),
-			[]string{"WARN raft peer unreachable n2"}},
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=51"}},
 		{"a reminder every interval while failures go on",
 			failures("n2", 130, time.Second),
-			[]string{"WARN raft peer unreachable n2",
-				"WARN raft peer still unreachable n2 down_for=1m0s failed_rpcs=61",
-				"WARN raft peer still unreachable n2 down_for=2m0s failed_rpcs=121"}},
-		{"the first answer is one info",
-			steps(failures("n2", 10, 100*time.Millisecond), one(healthStep{wait: 500 * time.Millisecond, answer: "n2"}),
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2",
+				"WARN raft peer still unreachable n2 down_for=1m1s failed_rpcs=62",
+				"WARN raft peer still unreachable n2 down_for=2m1s failed_rpcs=122"}},
+		{"the first answer after an outage is one info",
+			steps(failures("n2", 20, 100*time.Millisecond), one(healthStep{wait: 500 * time.Millisecond, answer: "n2"}),
 				one(healthStep{wait: time.Millisecond, answer: "n2"})),
-			[]string{"WARN raft peer unreachable n2", "INFO raft peer reachable again n2 down_for=1.4s failed_rpcs=10"}},
-		{"after an outage with reminders",
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=11",
+				"INFO raft peer reachable again n2 down_for=2.4s failed_rpcs=20"}},
+		{"an answer after reminders",
 			steps(failures("n2", 90, time.Second), one(healthStep{wait: time.Second, answer: "n2"})),
-			[]string{"WARN raft peer unreachable n2",
-				"WARN raft peer still unreachable n2 down_for=1m0s failed_rpcs=61",
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2",
+				"WARN raft peer still unreachable n2 down_for=1m1s failed_rpcs=62",
 				"INFO raft peer reachable again n2 down_for=1m30s failed_rpcs=90"}},
 		{"each peer has its own outage",
 			steps(failures("n2", 3, time.Second), failures("n3", 3, time.Second), one(healthStep{answer: "n2"}),
 				failures("n3", 2, time.Second), one(healthStep{answer: "n3"})),
-			[]string{"WARN raft peer unreachable n2", "WARN raft peer unreachable n3",
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2",
+				"WARN raft peer unreachable n3 down_for=1s failed_rpcs=2",
 				"INFO raft peer reachable again n2 down_for=5s failed_rpcs=3",
 				"INFO raft peer reachable again n3 down_for=4s failed_rpcs=5"}},
-		{"failures that stopped for an interval start a new outage",
-			steps(failures("n2", 3, time.Second), failures("n2", 2, 2*remind)),
-			[]string{"WARN raft peer unreachable n2", "WARN raft peer unreachable n2", "WARN raft peer unreachable n2"}},
+		{"failures far apart are no outage",
+			failures("n2", 3, 2*remind),
+			nil},
+		{"failures after a quiet interval are a new outage",
+			steps(failures("n2", 3, time.Second), one(healthStep{wait: 2 * remind}), failures("n2", 3, time.Second)),
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2",
+				"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2"}},
 		{"a removed peer is forgotten",
 			steps(failures("n2", 3, time.Second), one(healthStep{forget: "n2"}), one(healthStep{answer: "n2"})),
-			[]string{"WARN raft peer unreachable n2"}},
+			[]string{"WARN raft peer unreachable n2 down_for=1s failed_rpcs=2"}},
 		{"this node shutting down is no outage",
-			one(healthStep{fail: "n2", err: fmt.Errorf("append: %w", raft.ErrTransportShutdown)}),
+			steps(failures("n2", 1, 0), one(healthStep{wait: 2 * grace, fail: "n2", err: fmt.Errorf("append: %w", raft.ErrTransportShutdown)})),
 			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newLogCapture(slog.LevelDebug)
-			h := newPeerHealth(slog.New(c))
+			h := newPeerHealth(slog.New(c), grace)
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			h.now = func() time.Time { return now }
 			refused := errors.New("dial tcp 127.0.0.1:7002: connect: connection refused")
