@@ -24,5 +24,6 @@
 // it ends, from the outcome of the RPCs raft sends it, instead of raft's
 // error per failed RPC. A data dir without raft state is bootstrapped as a
 // one-voter cluster; Join, Remove and StepDown change membership on the
-// leader.
+// leader. Removed is closed once this node is out of the committed
+// configuration, so that its owner shuts it down.
 package cluster

@@ -45,7 +45,8 @@ type Node struct {
 	hadState bool // the data dir held raft state at Open
 	provider *dialProvider
 	client   *peerClient
-	stop     chan struct{} // closed by Close; stops publishMetadata and announceCommits
+	stop     chan struct{} // closed by Close; stops publishMetadata, announceCommits and watchRemoval
+	removed  chan struct{} // closed once this node is out of the committed configuration (removal.go)
 	wg       sync.WaitGroup
 	// announce asks announceCommits for a barrier (AnnounceCommit); one
 	// pending request stands for any number.
@@ -91,8 +92,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
-		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), announce: make(chan struct{}, 1),
-		client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
+		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
+		announce: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error
@@ -153,7 +154,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 }
 
 // start bootstraps or joins as the data dir and configuration say, then
-// starts publishing this node's metadata.
+// starts publishing this node's metadata and watching for its removal.
 func (n *Node) start() error {
 	cfg := n.cfg
 	switch {
@@ -191,8 +192,9 @@ func (n *Node) start() error {
 		n.wg.Add(1)
 		go n.publishMetadata()
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.announceCommits()
+	go n.watchRemoval()
 	return nil
 }
 
