@@ -30,7 +30,8 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	watcher *watcher
 	metrics *metrics
-	health  *peerHealth // outages of peers, from raft's RPCs (peerhealth.go)
+	health  *peerHealth   // outages of peers, from raft's RPCs (peerhealth.go)
+	rpc     *rpcTransport // n.trans as raft uses it
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -142,7 +143,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
 	n.health = newPeerHealth(n.log, cfg.HeartbeatTimeout)
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, &rpcTransport{NetworkTransport: n.trans, health: n.health})
+	n.rpc = newRPCTransport(n.trans, n.health)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.rpc)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -562,7 +564,9 @@ func (n *Node) shutdown(handOver bool) error {
 			n.log.Warn("leadership transfer before shutdown failed", "err", err)
 		}
 	}
-	err := n.raft.Shutdown().Error()
+	f := n.raft.Shutdown()
+	n.rpc.closePipelines() // else a send raft left blocked would hold Shutdown forever (rpcTransport)
+	err := f.Error()
 	n.raft.DeregisterObserver(n.observer)
 	close(n.obsCh)
 	<-n.obsDone

@@ -127,9 +127,25 @@ func (h *peerHealth) forget(id raft.ServerID) {
 // reported to peerHealth. Raft calls it with the peer's id and
 // configured address, so outages are keyed by id whatever --peer-dial
 // routes the connection through.
+//
+// It also keeps the append pipelines it hands out, so that shutdown can
+// close them (closePipelines): hashicorp/raft v1.7.3 can leave a
+// pipelined send blocked for good once the follower has answered
+// Success=false or a newer term (pipelineDecode stops reading, the
+// unbuffered channels of the pipeline fill, and the send loop, blocked in
+// the send, never sees it), and Raft's shutdown then waits for that
+// goroutine forever.
 type rpcTransport struct {
 	*raft.NetworkTransport
 	health *peerHealth
+
+	mu        sync.Mutex
+	pipelines map[*trackedPipeline]struct{}
+	closed    bool // closePipelines ran: no new pipelines
+}
+
+func newRPCTransport(trans *raft.NetworkTransport, health *peerHealth) *rpcTransport {
+	return &rpcTransport{NetworkTransport: trans, health: health, pipelines: map[*trackedPipeline]struct{}{}}
 }
 
 // The interfaces raft looks for on its transport: pre-vote and Close.
@@ -171,9 +187,51 @@ func (t *rpcTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, a
 // its appends are answered asynchronously, and heartbeats, which never use
 // it, tell of the peer often enough.
 func (t *rpcTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, raft.ErrTransportShutdown
+	}
 	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
 	if err != nil {
 		t.health.failed(id, target, "AppendEntriesPipeline", err)
+		return nil, err
 	}
-	return p, err
+	tp := &trackedPipeline{AppendPipeline: p, t: t}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		p.Close()
+		return nil, raft.ErrTransportShutdown
+	}
+	t.pipelines[tp] = struct{}{}
+	return tp, nil
+}
+
+// closePipelines closes every open append pipeline and refuses new ones,
+// which releases a send blocked in one. Node.shutdown calls it once raft
+// is shutting down, before it waits for raft's goroutines.
+func (t *rpcTransport) closePipelines() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for p := range t.pipelines {
+		p.AppendPipeline.Close()
+	}
+	clear(t.pipelines)
+}
+
+// trackedPipeline is an append pipeline that leaves rpcTransport's set
+// when raft closes it.
+type trackedPipeline struct {
+	raft.AppendPipeline
+	t *rpcTransport
+}
+
+func (p *trackedPipeline) Close() error {
+	p.t.mu.Lock()
+	delete(p.t.pipelines, p)
+	p.t.mu.Unlock()
+	return p.AppendPipeline.Close()
 }

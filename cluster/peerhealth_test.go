@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -226,5 +227,76 @@ func waitFor(t *testing.T, what string, cond func() error) {
 			t.Fatalf("timed out waiting until %s: %v", what, err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Test_ClosePipelinesReleasesABlockedSend reproduces the state in which
+// hashicorp/raft leaves a pipelined send blocked for good (the follower
+// answered, nobody reads the answers any more, and the next send waits
+// for the decoder) and checks that closePipelines, which Node.shutdown
+// calls, releases it, and that no pipeline opens afterwards.
+func Test_ClosePipelinesReleasesABlockedSend(t *testing.T) {
+	follower, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	received, done := make(chan struct{}, 2), make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case rpc := <-follower.Consumer():
+				rpc.Respond(&raft.AppendEntriesResponse{Success: false}, nil)
+				received <- struct{}{}
+			case <-done:
+				return
+			}
+		}
+	}()
+	inner, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, 5*time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	trans := newRPCTransport(inner, newPeerHealth(slog.New(slog.DiscardHandler), time.Second))
+
+	p, err := trans.AppendEntriesPipeline("n2", follower.LocalAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 1}, &raft.AppendEntriesResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads p.Consumer(): the decoder holds the first answer, so
+	// this send cannot complete.
+	sent := make(chan error, 1)
+	go func() {
+		_, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 1}, &raft.AppendEntriesResponse{})
+		sent <- err
+	}()
+	// The follower has both requests: the second send is past its write
+	// and waits for the decoder.
+	for range 2 {
+		select {
+		case <-received:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the follower did not get both appends")
+		}
+	}
+	trans.closePipelines()
+	select {
+	case err := <-sent:
+		if !errors.Is(err, raft.ErrPipelineShutdown) {
+			t.Fatalf("blocked send returned %v, want %v", err, raft.ErrPipelineShutdown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closePipelines did not release the blocked send")
+	}
+	if _, err := trans.AppendEntriesPipeline("n2", follower.LocalAddr()); !errors.Is(err, raft.ErrTransportShutdown) {
+		t.Fatalf("pipeline after closePipelines: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("raft's own Close after closePipelines: %v", err)
 	}
 }
