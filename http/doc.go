@@ -21,6 +21,11 @@
 // or redirected. Unknown routes are a JSON 404; wrong methods a JSON 405
 // with Allow; HEAD works wherever GET does.
 //
+// Every request is logged at DEBUG; a 5xx that is a failure is also a
+// WARN with its error. A 503 that is the node's ordinary answer is not:
+// /ready without a schedulable worker or on a node removed from the
+// cluster, and not_ready while the node cannot serve yet.
+//
 // Leader-only routes (catalog and membership writes, linearizable reads)
 // are forwarded by followers to the leader (forward.go). A forwarded
 // write's answer is relayed once this node has applied the write itself,
