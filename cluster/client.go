@@ -50,6 +50,15 @@ func (p *peerClient) metadata(ctx context.Context, addr string, meta fsm.NodeMet
 	return err
 }
 
+// status is the cluster as the node at addr sees it.
+func (p *peerClient) status(ctx context.Context, addr string) (*api.ClusterStatus, error) {
+	c, err := p.to(addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.ClusterStatus(ctx)
+}
+
 // retryable reports whether a failed inter-node call may be tried again,
 // judged by the API's error code as the Go client judges its own retries.
 // A call that got no answer (network trouble), or whose answer proves that

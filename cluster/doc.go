@@ -20,6 +20,10 @@
 //     level-triggered, so the FSM stays pure and raft is never blocked.
 //
 // Leadership and heartbeat health are followed with a non-blocking raft
-// observer. A data dir without raft state is bootstrapped as a one-voter
-// cluster; Join, Remove and StepDown change membership on the leader.
+// observer; a peer's outage is logged once when it starts and once when
+// it ends, from the outcome of the RPCs raft sends it, instead of raft's
+// error per failed RPC. A data dir without raft state is bootstrapped as a
+// one-voter cluster; Join, Remove and StepDown change membership on the
+// leader. Removed is closed once this node is out of the committed
+// configuration, so that its owner shuts it down.
 package cluster

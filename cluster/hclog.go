@@ -2,13 +2,17 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // hclogAdapter lets hashicorp/raft log through log/slog, so the whole node
@@ -36,20 +40,102 @@ func slogLevel(level hclog.Level) slog.Level {
 }
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level >= hclog.Warn && (peerFailureMessages[msg] || shuttingDown(args)) {
+		level = hclog.Debug
+	}
+	if !a.enabled(level) {
+		return
+	}
 	l := a.l
 	if a.name != "" {
 		l = l.With("logger", a.name)
 	}
 	all := append(append([]any{}, a.args...), args...)
 	for i, v := range all {
-		// hclog.Fmt values are a format and its operands, rendered lazily.
-		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
-			if format, ok := f[0].(string); ok {
-				all[i] = fmt.Sprintf(format, f[1:]...)
-			}
+		if i%2 == 1 || i == len(all)-1 {
+			all[i] = logValue(v)
 		}
 	}
 	l.Log(context.Background(), slogLevel(level), msg, all...)
+}
+
+// peerFailureMessages are hashicorp/raft's messages for one failed RPC to
+// a peer. While a peer is down raft logs them at ERROR several times a
+// second (and "failed to contact" at WARN); peerHealth turns the same
+// failures into one WARN per outage, so these go to DEBUG.
+var peerFailureMessages = map[string]bool{
+	"failed to heartbeat to":                  true,
+	"failed to appendEntries to":              true,
+	"failed to pipeline appendEntries":        true,
+	"failed to start pipeline replication to": true,
+	"failed to make requestVote RPC":          true,
+	"failed to contact":                       true,
+}
+
+// shuttingDown reports whether a line's error is this node's transport
+// closing (raft logs a connection it was serving as "failed to decode
+// incoming command" then): part of every shutdown, no error.
+func shuttingDown(args []any) bool {
+	for i := 1; i < len(args); i += 2 {
+		if err, ok := args[i].(error); ok && errors.Is(err, raft.ErrTransportShutdown) {
+			return true
+		}
+	}
+	return false
+}
+
+// logValue renders one of raft's log values as its text, so every handler
+// shows what the text handler shows: slog's JSON handler marshals a value
+// that is no error with encoding/json, which gives "{}" for a *raft.Raft
+// and a number for a time.Duration or a raft.ServerSuffrage.
+func logValue(v any) any {
+	switch v := v.(type) {
+	case nil, string, bool, int, int64, uint64, float64, time.Time, slog.LogValuer, slog.Value:
+		return v
+	case hclog.Format: // a format and its operands, rendered lazily
+		if len(v) > 0 {
+			if format, ok := v[0].(string); ok {
+				return fmt.Sprintf(format, v[1:]...)
+			}
+		}
+		return fmt.Sprint([]any(v)...)
+	case raft.ServerAddress:
+		return string(v)
+	case raft.ServerID:
+		return string(v)
+	case raft.Server:
+		return serverValue(v)
+	case *raft.Server:
+		if v == nil {
+			return nil
+		}
+		return serverValue(*v)
+	case error:
+		if isNilPointer(v) {
+			return nil
+		}
+		return v.Error()
+	case fmt.Stringer:
+		if isNilPointer(v) {
+			return nil
+		}
+		return v.String()
+	}
+	return v
+}
+
+// serverValue is a raft.Server as a group: peer.id=n2 peer.address=…
+// peer.suffrage=Voter in text, {"id":…,"address":…,"suffrage":…} in JSON.
+func serverValue(s raft.Server) slog.Value {
+	return slog.GroupValue(slog.String("id", string(s.ID)), slog.String("address", string(s.Address)),
+		slog.String("suffrage", s.Suffrage.String()))
+}
+
+// isNilPointer reports whether v holds a nil pointer, whose methods may
+// not be callable.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }

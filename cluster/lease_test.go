@@ -89,10 +89,10 @@ func leaseCluster(t *testing.T, clock *fakeClock, rm *removals) []*Node {
 func waitLeaseRounds(t *testing.T, n *Node, k uint64) {
 	t.Helper()
 	target := n.leaseTicks.Load() + k
-	waitFor(t, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() bool { return n.leaseTicks.Load() >= target })
+	waitUntil(t, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() bool { return n.leaseTicks.Load() >= target })
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -143,7 +143,7 @@ func Test_LeaseExpiresOnEveryNodeAtOneIndex(t *testing.T) {
 	}
 
 	clock.Advance(2 * time.Second)
-	waitFor(t, "worker 1 gone on every node", func() bool {
+	waitUntil(t, "worker 1 gone on every node", func() bool {
 		for _, n := range nodes {
 			if present(n, 1) {
 				return false
@@ -183,7 +183,7 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next *Node
-	waitFor(t, "another leader", func() bool {
+	waitUntil(t, "another leader", func() bool {
 		for _, n := range nodes {
 			if n != old && n.IsLeader() {
 				next = n
@@ -202,7 +202,7 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		}
 	}
 	clock.Advance(2 * time.Second)
-	waitFor(t, "worker 1 gone after the grace", func() bool { return !present(next, 1) })
+	waitUntil(t, "worker 1 gone after the grace", func() bool { return !present(next, 1) })
 }
 
 // Test_KeepAliveAnswers: per id, an unknown worker and one without a lease

@@ -31,6 +31,8 @@ type Node struct {
 	trans   *raft.NetworkTransport
 	watcher *watcher
 	metrics *metrics
+	health  *peerHealth   // outages of peers, from raft's RPCs (peerhealth.go)
+	rpc     *rpcTransport // n.trans as raft uses it
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -45,7 +47,8 @@ type Node struct {
 	hadState bool // the data dir held raft state at Open
 	provider *dialProvider
 	client   *peerClient
-	stop     chan struct{} // closed by Close; stops publishMetadata and announceCommits
+	stop     chan struct{} // closed by Close; stops publishMetadata, announceCommits and watchRemoval
+	removed  chan struct{} // closed once this node is out of the committed configuration (removal.go)
 	wg       sync.WaitGroup
 	// announce asks announceCommits for a barrier (AnnounceCommit); one
 	// pending request stands for any number.
@@ -95,8 +98,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
-		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), announce: make(chan struct{}, 1),
-		client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
+		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
+		announce: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error
@@ -144,7 +147,9 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	n.health = newPeerHealth(n.log, cfg.HeartbeatTimeout)
+	n.rpc = newRPCTransport(n.trans, n.health)
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.rpc)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("start raft: %w", err)
@@ -156,7 +161,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 }
 
 // start bootstraps or joins as the data dir and configuration say, then
-// starts publishing this node's metadata.
+// starts publishing this node's metadata and watching for its removal.
 func (n *Node) start() error {
 	cfg := n.cfg
 	switch {
@@ -194,9 +199,10 @@ func (n *Node) start() error {
 		n.wg.Add(1)
 		go n.publishMetadata()
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.announceCommits()
 	go n.expireLeases()
+	go n.watchRemoval()
 	return nil
 }
 
@@ -314,6 +320,7 @@ func (n *Node) observe() {
 			case raft.PeerObservation:
 				if d.Removed {
 					n.setReachable(d.Peer.ID, true)
+					n.health.forget(d.Peer.ID)
 				}
 			}
 		}
@@ -555,7 +562,8 @@ func (n *Node) shutdown(handOver bool) error {
 			n.log.Warn("leadership transfer before shutdown failed", "err", err)
 		}
 	}
-	err := n.raft.Shutdown().Error()
+	f := n.raft.Shutdown()
+	err := f.Error()
 	n.raft.DeregisterObserver(n.observer)
 	close(n.obsCh)
 	<-n.obsDone

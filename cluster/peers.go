@@ -3,6 +3,8 @@ package cluster
 import (
 	"cmp"
 	"slices"
+
+	"github.com/kvselect/kvselect/fsm"
 )
 
 // PeerAddr is another member of the Raft configuration, as this node
@@ -32,14 +34,7 @@ func (n *Node) OtherMembers() ([]PeerAddr, error) {
 		if id == n.cfg.NodeID {
 			continue
 		}
-		p := PeerAddr{ID: id}
-		if m, ok := catalog.Node(id); ok {
-			p.HTTPAddr = m.HTTPAddr
-		}
-		if d, ok := n.cfg.PeerDial[id]; ok && d.HTTP != "" {
-			p.HTTPAddr = d.HTTP
-		}
-		out = append(out, p)
+		out = append(out, PeerAddr{ID: id, HTTPAddr: n.httpAddrIn(catalog, id)})
 	}
 	slices.SortFunc(out, func(a, b PeerAddr) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
@@ -50,3 +45,18 @@ func (n *Node) OtherMembers() ([]PeerAddr, error) {
 // the state they guard. A dropped leader observation delays the first, so
 // a waiter should also poll now and then.
 func (n *Node) Changes() (leader, catalog <-chan struct{}) { return n.changes() }
+
+// httpAddr is where this node dials member id's HTTP API: the --peer-dial
+// override, else the member's published metadata; "" while neither is
+// known.
+func (n *Node) httpAddr(id string) string { return n.httpAddrIn(n.Catalog(), id) }
+
+func (n *Node) httpAddrIn(catalog *fsm.Catalog, id string) string {
+	if d, ok := n.cfg.PeerDial[id]; ok && d.HTTP != "" {
+		return d.HTTP
+	}
+	if m, ok := catalog.Node(id); ok {
+		return m.HTTPAddr
+	}
+	return ""
+}

@@ -28,6 +28,11 @@
 // index it learned from it? /readyz is open like /health, since a probe
 // carries no token, and its 503 is an answer, not a logged failure.
 //
+// Every request is logged at DEBUG; a 5xx that is a failure is also a
+// WARN with its error. A 503 that is the node's ordinary answer is not:
+// /ready without a schedulable worker or on a node removed from the
+// cluster, and not_ready while the node cannot serve yet.
+//
 // Leader-only routes (catalog and membership writes, linearizable reads)
 // are forwarded by followers to the leader (forward.go). A forwarded
 // write's answer is relayed once this node has applied the write itself,

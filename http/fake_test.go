@@ -45,7 +45,8 @@ type fakeNode struct {
 	free            func(id string) error
 	reservation     func(id string) (scheduler.ReservationInfo, error)
 
-	announced atomic.Int64 // AnnounceCommit calls
+	announced atomic.Int64  // AnnounceCommit calls
+	removed   chan struct{} // Removed; nil: never
 }
 
 func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
@@ -134,6 +135,8 @@ func (f *fakeNode) Status() api.ClusterStatus {
 	}
 	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
 }
+
+func (f *fakeNode) Removed() <-chan struct{} { return f.removed }
 
 func (f *fakeNode) Join(ctx context.Context, req api.JoinRequest) error {
 	if f.join != nil {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -349,5 +350,33 @@ func Test_ForwardedWriteAnnouncesCommit(t *testing.T) {
 				t.Fatalf("%d announcements, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// Test_ReadyTurns503WhenRemoved: a node with schedulable workers is ready
+// until it is removed from the cluster; from then on /ready answers 503
+// with ready false while the node shuts down.
+func Test_ReadyTurns503WhenRemoved(t *testing.T) {
+	f := newFakeNode()
+	f.removed = make(chan struct{})
+	if _, err := f.log.Apply(fsm.UpsertWorker{Worker: fsm.Worker{WorkerID: 1, ModelName: "m", Endpoint: "http://w1",
+		BlockSize: 16, DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{0: "tcp://h:1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, f.service())
+	ready := func() (int, api.Ready) {
+		status, _, body := call(t, "GET", url+"/ready", "")
+		var r api.Ready
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("%d %s: %v", status, body, err)
+		}
+		return status, r
+	}
+	if status, r := ready(); status != 200 || !r.Ready || r.SchedulableWorkers != 1 {
+		t.Fatalf("before the removal: %d %+v", status, r)
+	}
+	close(f.removed)
+	if status, r := ready(); status != 503 || r.Ready || r.SchedulableWorkers != 1 {
+		t.Fatalf("after the removal: %d %+v", status, r)
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // ready is 200 only when this node can select: at least one schedulable
 // worker in its local catalog. It does not need a leader: selection works
-// without quorum.
+// without quorum. A node removed from the cluster is not ready: its
+// catalog is frozen, and it is about to shut down.
 func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 	c := s.cfg.Catalog.Catalog()
 	views := s.views(c, c.Workers("", ""))
@@ -22,11 +23,11 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 		}
 	}
 	st := s.cfg.Cluster.Status()
-	body := api.Ready{Ready: n > 0, SchedulableWorkers: n, Recovering: s.recovering(), Workers: views,
+	body := api.Ready{Ready: n > 0 && !s.removed(), SchedulableWorkers: n, Recovering: s.recovering(), Workers: views,
 		Cluster: api.ReadyCluster{NodeID: st.NodeID, State: st.State, Leader: st.Leader.ID,
 			AppliedIndex: st.AppliedIndex, CatalogIndex: st.CatalogIndex}}
 	status := http.StatusOK
-	if n == 0 {
+	if !body.Ready {
 		status = http.StatusServiceUnavailable
 	}
 	return writeJSON(w, status, body)
@@ -44,6 +45,16 @@ func allStale(ls map[uint32]api.ListenerStatus) bool {
 		}
 	}
 	return true
+}
+
+// removed reports whether this node has been removed from the cluster.
+func (s *Service) removed() bool {
+	select {
+	case <-s.cfg.Cluster.Removed():
+		return true
+	default:
+		return false
+	}
 }
 
 func (s *Service) loads(w http.ResponseWriter, r *http.Request) error {

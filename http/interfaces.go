@@ -61,6 +61,10 @@ type LeaseKeeper interface {
 // ClusterAdmin reports and changes the membership.
 type ClusterAdmin interface {
 	Status() api.ClusterStatus
+	// Removed is closed once this node is out of the committed
+	// configuration (cluster.Node.Removed): /ready answers 503 from then
+	// on, while the node shuts down.
+	Removed() <-chan struct{}
 	Join(ctx context.Context, req api.JoinRequest) error
 	Remove(ctx context.Context, id string) error
 	StepDown(ctx context.Context) error

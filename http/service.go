@@ -115,7 +115,11 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		}
 		s.metrics.observe(route, r.Method, sw.status, time.Since(start))
 		switch {
-		case sw.status >= 500 && err != nil:
+		// A 5xx is worth a warning when it is a failure. not_ready is the
+		// node answering as it should while it cannot serve yet (the
+		// caller asks another node or waits), like /ready's 503, which
+		// is no error at all: both are requests like any other.
+		case sw.status >= 500 && err != nil && codeOf(err) != api.CodeNotReady:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.status, "err", err)
 		default:
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,

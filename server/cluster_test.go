@@ -518,7 +518,9 @@ func Test_JoinRemoveAndReAdd(t *testing.T) {
 		}
 		return nil
 	})
-	// n3 keeps running but cannot bring its metadata back on its own.
+	// n3 keeps running (in-process nothing acts on its Removed channel;
+	// kvselect's main would stop it, Test_RemovedNodeExits) but cannot
+	// bring its metadata back on its own.
 	if r := call(t, "POST", leader.URL()+"/cluster/metadata", fmt.Sprintf(`{"id": "n3", "http_addr": %q}`, n3.Addr())); r.status != http.StatusConflict {
 		t.Fatalf("metadata of a removed node: %d %s", r.status, r.body)
 	}

@@ -2,8 +2,10 @@
 // node and catalog (cluster, fsm), the prefix index (indexer), selection
 // and load accounting (scheduler) and the HTTP API (http). It owns the
 // construction order, the goroutines that run beside the parts, and a
-// graceful shutdown. cmd/kvselect only turns flags into a Config; tests
-// build whole nodes in-process with the same code.
+// graceful shutdown. cmd/kvselect only turns flags into a Config and waits
+// for a signal or for Removed (the node was removed from the cluster: it
+// stops, as etcd's members do); tests build whole nodes in-process with
+// the same code.
 //
 // At every start a node recovers its KV index (recovery.go): the KV event
 // listeners are held while it loads another member's GET /dump (or the

@@ -271,6 +271,11 @@ func advertisable(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// Removed is closed once this node has been removed from the cluster
+// (cluster.Node.Removed): /ready answers 503 from then on, and the owner
+// shuts the node down with Close, as kvselect's main does.
+func (s *Server) Removed() <-chan struct{} { return s.Node.Removed() }
+
 // Addr is the address the API listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 

@@ -6,7 +6,9 @@
 //
 // Signals: SIGINT and SIGTERM shut the node down gracefully; SIGHUP reads
 // --auth-token-file again and rotates the token (a bad file keeps the
-// current one and is logged).
+// current one and is logged). A node removed from the cluster (kvselectctl
+// cluster remove) logs why, answers /ready with 503, shuts down the same
+// way and exits with status 0.
 //
 // `kvselect slot-tracker` runs Dynamo's standalone slot tracker API (seed
 // 003) instead of a node: in memory, on :8091, with its own flags

@@ -48,14 +48,30 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := <-sig
-	for ; s == syscall.SIGHUP; s = <-sig {
-		_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the token
-	}
-	cfg.Logger.Info("signal received, shutting down", "signal", s.String())
+	waitForStop(srv, sig, cfg.Logger)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Close(ctx)
+}
+
+// waitForStop returns on SIGINT or SIGTERM, or once the node has been
+// removed from the cluster: like a removed etcd member, it stops (and the
+// process exits 0) rather than serve a frozen catalog. SIGHUP reloads the
+// token file.
+func waitForStop(srv *server.Server, sig <-chan os.Signal, log *slog.Logger) {
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the token
+				continue
+			}
+			log.Info("signal received, shutting down", "signal", s.String())
+		case <-srv.Removed():
+			log.Info("removed from the cluster, shutting down")
+		}
+		return
+	}
 }
 
 // errVersion is what parseConfig returns for --version.

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/api"
+)
+
+// removalPoll is how often watchRemoval reads the configuration: raft
+// tells a follower of a configuration change by no channel.
+const removalPoll = 200 * time.Millisecond
+
+// removalAskTimeout bounds asking one member whether a removal committed.
+const removalAskTimeout = 2 * time.Second
+
+// Removed returns a channel closed once this node has been removed from
+// the cluster: the committed Raft configuration no longer lists it,
+// although it did while this process ran. A removed node's catalog and
+// member list are frozen and it can never take a write again, so its
+// owner shuts it down, as an etcd member removed from its cluster does
+// (kvselect's main exits 0). A node that is not listed at start, because
+// it is joining or waiting to be added again, is not removed.
+func (n *Node) Removed() <-chan struct{} { return n.removed }
+
+// watchRemoval closes n.removed once this node, having been a member,
+// finds itself out of the committed configuration.
+//
+// A follower learns the entry that removes it (the leader replicates up
+// to it before it stops replicating to the node), but seldom that the
+// entry committed: the commit index comes with the next append, and
+// there is none. An uncommitted removal may still be undone by a new
+// leader, and a node that left then would take a vote from the quorum.
+// So the removal counts once this node's commit index covers the entry,
+// or once a member it was listed with reports, with a leader known, a
+// commit index that covers it and a configuration without this node.
+func (n *Node) watchRemoval() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-n.stop
+		cancel()
+	}()
+	self := raft.ServerID(n.cfg.NodeID)
+	if servers, err := n.servers(); err == nil && !listed(servers, self) {
+		n.log.Info("this node is not in its raft configuration: it waits to be added (kvselectctl cluster join) and serves its last catalog meanwhile")
+	}
+	tick := time.NewTicker(removalPoll)
+	defer tick.Stop()
+	var (
+		member  []raft.Server // the latest configuration that listed this node
+		nextAsk time.Time     // when to ask the members again
+		backoff time.Duration
+	)
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		servers, err := n.servers()
+		switch {
+		case err != nil:
+			continue
+		case listed(servers, self):
+			member, nextAsk, backoff = servers, time.Time{}, 0
+			continue
+		case member == nil:
+			continue // not a member yet in this process
+		}
+		idx := n.configurationIndex()
+		if n.raft.CommitIndex() >= idx {
+			n.markRemoved(idx, n.cfg.NodeID, servers)
+			return
+		}
+		if time.Now().Before(nextAsk) {
+			continue
+		}
+		if backoff == 0 {
+			n.log.Debug("this node is out of the latest raft configuration; asking the members whether that committed", "config_index", idx)
+		}
+		backoff = min(max(2*backoff, 500*time.Millisecond), 10*time.Second)
+		nextAsk = time.Now().Add(backoff)
+		if by, st, ok := n.confirmRemoval(ctx, member, idx); ok {
+			n.markRemoved(idx, by, st)
+			return
+		}
+	}
+}
+
+// configurationIndex is the index of the latest configuration entry in
+// the local log (the one that removed this node), or the last index when
+// it is not among the last entries: comparing a commit index with a later
+// index only asks for more.
+func (n *Node) configurationIndex() uint64 {
+	last := n.raft.LastIndex()
+	for i := last; i > 0 && last-i < maxCoverScan; i-- {
+		var l raft.Log
+		if err := n.store.GetLog(i, &l); err != nil {
+			break
+		}
+		if l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return last
+}
+
+// confirmRemoval asks the other members of the configuration that last
+// listed this node for their status, and reports the first that confirms
+// the removal committed at idx, with its member list.
+func (n *Node) confirmRemoval(ctx context.Context, member []raft.Server, idx uint64) (by string, members []raft.Server, ok bool) {
+	for _, s := range member {
+		id := string(s.ID)
+		if id == n.cfg.NodeID {
+			continue
+		}
+		addr := n.httpAddr(id)
+		if addr == "" {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, removalAskTimeout)
+		st, err := n.client.status(actx, addr)
+		cancel()
+		if err != nil {
+			n.log.Debug("asking a member whether this node's removal committed", "member", id, "err", err)
+			continue
+		}
+		if st.Leader.ID == "" || st.CommitIndex < idx {
+			continue
+		}
+		if slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == n.cfg.NodeID }) {
+			continue // listed again: re-added, or the removal was undone
+		}
+		for _, m := range st.Members {
+			members = append(members, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+		}
+		return id, members, true
+	}
+	return "", nil, false
+}
+
+// markRemoved says why this node stops, once, and closes n.removed.
+func (n *Node) markRemoved(idx uint64, confirmedBy string, members []raft.Server) {
+	ids := make([]string, 0, len(members))
+	for _, s := range members {
+		ids = append(ids, string(s.ID))
+	}
+	n.log.Warn("this node was removed from the cluster: the committed raft configuration no longer lists it; "+
+		"it stops serving (to bring it back, start it again on its data dir and add it with kvselectctl cluster join)",
+		"config_index", idx, "confirmed_by", confirmedBy, "members", fmt.Sprint(ids))
+	close(n.removed)
+}
+
+func listed(servers []raft.Server, id raft.ServerID) bool {
+	return slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id })
+}

@@ -1,0 +1,110 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/servertest"
+)
+
+// isRemoved reports whether s's Removed channel is closed.
+func isRemoved(s *server.Server) bool {
+	select {
+	case <-s.Removed():
+		return true
+	default:
+		return false
+	}
+}
+
+// readyOf is s's GET /ready: the status and the body.
+func readyOf(t *testing.T, s *server.Server) (int, api.Ready) {
+	t.Helper()
+	r := call(t, "GET", s.URL()+"/ready", "")
+	var body api.Ready
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+		t.Fatalf("/ready on %s: %d %s: %v", s.Node.ID(), r.status, r.body, err)
+	}
+	return r.status, body
+}
+
+// Test_RemovedFollowerIsNotReady: a follower the leader removes sees the
+// removal (its Removed channel closes) and answers /ready with 503 from
+// then on; the others are neither removed nor unready. Stopped and
+// started again on its data dir, it is not in its configuration at start,
+// which is no removal: it waits, and an operator's join brings it back.
+func Test_RemovedFollowerIsNotReady(t *testing.T) {
+	c := servertest.StartCluster(t, 3, nil)
+	leader := c.Leader()
+	mustUpsert(t, leader.URL(), 1)
+	servertest.Eventually(t, "every node is ready", func() error {
+		for _, s := range c.Live() {
+			if status, body := readyOf(t, s); status != http.StatusOK {
+				return fmt.Errorf("%s: %d %+v", s.Node.ID(), status, body)
+			}
+		}
+		return nil
+	})
+	victim := c.Followers()[0]
+	for _, s := range c.Live() {
+		if isRemoved(s) {
+			t.Fatalf("%s removed before any removal", s.Node.ID())
+		}
+	}
+
+	if r := callIdempotent(t, "POST", leader.URL()+"/cluster/remove", fmt.Sprintf(`{"id": %q}`, victim.Node.ID())); r.status != http.StatusOK {
+		t.Fatalf("remove %s: %d %s", victim.Node.ID(), r.status, r.body)
+	}
+	select {
+	case <-victim.Removed():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s never saw its removal", victim.Node.ID())
+	}
+	if status, body := readyOf(t, victim); status != http.StatusServiceUnavailable || body.Ready || body.SchedulableWorkers != 1 {
+		t.Fatalf("/ready of the removed node: %d %+v", status, body)
+	}
+	for _, s := range c.Live() {
+		if s == victim {
+			continue
+		}
+		if isRemoved(s) {
+			t.Fatalf("%s sees itself removed", s.Node.ID())
+		}
+		if status, body := readyOf(t, s); status != http.StatusOK {
+			t.Fatalf("/ready of %s: %d %+v", s.Node.ID(), status, body)
+		}
+	}
+
+	// Stopped as main stops it, and started again on its data dir.
+	i := c.Index(victim)
+	c.Stop(i)
+	back := c.Restart(i)
+	join := fmt.Sprintf(`{"id": %q, "raft_addr": %q, "http_addr": %q}`, back.Node.ID(), back.Node.RaftAddr(), back.Addr())
+	if r := callIdempotent(t, "POST", leader.URL()+"/cluster/join", join); r.status != http.StatusOK {
+		t.Fatalf("re-add %s: %d %s", back.Node.ID(), r.status, r.body)
+	}
+	servertest.Eventually(t, "the node is a voter again and ready", func() error {
+		st := statusOf(t, c.WaitConverged())
+		voters := 0
+		for _, m := range st.Members {
+			if m.Suffrage == "Voter" {
+				voters++
+			}
+		}
+		if voters != 3 {
+			return fmt.Errorf("members %+v", st.Members)
+		}
+		if status, body := readyOf(t, back); status != http.StatusOK {
+			return fmt.Errorf("/ready of %s: %d %+v", back.Node.ID(), status, body)
+		}
+		return nil
+	})
+	if isRemoved(back) {
+		t.Fatalf("%s, started outside its configuration and added again, counts as removed", back.Node.ID())
+	}
+}
