@@ -25,6 +25,12 @@ func (s *Service) readyz(w http.ResponseWriter, r *http.Request) error {
 	if body.Reason == api.ReadyzApplying {
 		body = s.awaitApplied(r.Context(), st.CommitIndex)
 	}
+	if s.removed() {
+		// A removed follower may still list itself: the entry that
+		// removed it may never reach it. It is shutting down either way.
+		body.Ready, body.Member, body.Reason = false, false, api.ReadyzNotMember
+		body.Error, body.Code = "not ready: the node was removed from the cluster and is shutting down", api.CodeNotReady
+	}
 	status := http.StatusOK
 	if !body.Ready {
 		status = http.StatusServiceUnavailable

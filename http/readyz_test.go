@@ -41,6 +41,7 @@ func Test_Readyz(t *testing.T) {
 		suffrage string
 		member   bool
 		inError  string
+		removed  bool // the node saw itself removed (cluster.Node.Removed)
 	}{
 		{name: "caught-up follower", st: caughtUp, member: true, suffrage: api.SuffrageVoter},
 		{name: "leader", st: with(func(st *api.ClusterStatus) { st.State, st.Leader.ID = api.StateLeader, "n1" }),
@@ -51,6 +52,8 @@ func Test_Readyz(t *testing.T) {
 			reason: api.ReadyzShutDown, inError: "shut down"},
 		{name: "removed from the configuration", st: with(func(st *api.ClusterStatus) { st.Members = voters("n2", "n3") }),
 			reason: api.ReadyzNotMember, inError: "not in the Raft configuration"},
+		{name: "removed, though its own configuration still lists it", st: caughtUp, removed: true,
+			reason: api.ReadyzNotMember, suffrage: api.SuffrageVoter, inError: "removed from the cluster"},
 		{name: "a joiner not yet promoted", st: with(func(st *api.ClusterStatus) { st.Members[0].Suffrage = api.SuffrageNonvoter }),
 			reason: api.ReadyzNotVoter, member: true, suffrage: api.SuffrageNonvoter, inError: "Nonvoter"},
 		{name: "an election", st: with(func(st *api.ClusterStatus) { st.State, st.Leader.ID = api.StateCandidate, "" }),
@@ -73,6 +76,10 @@ func Test_Readyz(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNode()
+			if tc.removed {
+				f.removed = make(chan struct{})
+				close(f.removed)
+			}
 			var calls atomic.Int64
 			f.status = func() api.ClusterStatus {
 				if calls.Add(1) > 1 && tc.then != nil {
