@@ -35,17 +35,30 @@ type Figures struct {
 	Imbalance float64 `json:"load_imbalance"`
 	// RejectRate is Rejected over Requests (the 503 rate).
 	RejectRate float64 `json:"reject_rate"`
+	// How the router traded hits for load, at routing time, over the
+	// served requests: the share sent to an engine holding the longest
+	// cached prefix of any, and the prompt tokens cached on the chosen
+	// engines and on the best ones.
+	LongestPrefixShare float64 `json:"longest_prefix_share"`
+	RoutedPrefixRate   float64 `json:"routed_prefix_rate"`
+	BestPrefixRate     float64 `json:"best_prefix_rate"`
 }
 
 // Figures computes the summary of a replay.
 func (r *TimedResult) Figures() Figures {
 	f := Figures{Requests: len(r.Requests), Errors: r.Errors}
 	var ttft, e2e []time.Duration
-	var prompt, hit, out int64
+	var prompt, hit, out, routed, best int64
+	longest := 0
 	for _, q := range r.Requests {
 		switch q.Outcome {
 		case OutcomeServed:
 			f.Served++
+			routed += int64(q.RoutedPrefixTokens)
+			best += int64(q.BestPrefixTokens)
+			if q.RoutedPrefixTokens == q.BestPrefixTokens {
+				longest++
+			}
 			prompt += int64(q.InputTokens)
 			hit += int64(q.HitTokens)
 			out += int64(q.OutputTokens)
@@ -59,6 +72,11 @@ func (r *TimedResult) Figures() Figures {
 	}
 	if prompt > 0 {
 		f.HitRate = float64(hit) / float64(prompt)
+		f.RoutedPrefixRate = float64(routed) / float64(prompt)
+		f.BestPrefixRate = float64(best) / float64(prompt)
+	}
+	if f.Served > 0 {
+		f.LongestPrefixShare = float64(longest) / float64(f.Served)
 	}
 	slices.Sort(ttft)
 	slices.Sort(e2e)

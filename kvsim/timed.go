@@ -69,15 +69,20 @@ const (
 
 // RequestResult is what happened to one request.
 type RequestResult struct {
-	Index        int           `json:"index"`
-	Outcome      string        `json:"outcome"`
-	Rank         int           `json:"rank"` // fleet index, -1 when not served
-	InputTokens  int           `json:"input_tokens"`
-	OutputTokens int           `json:"output_tokens"`
-	HitTokens    int           `json:"hit_tokens"`
-	Arrival      time.Duration `json:"arrival_ns"`
-	TTFT         time.Duration `json:"ttft_ns"`
-	E2E          time.Duration `json:"e2e_ns"`
+	Index        int    `json:"index"`
+	Outcome      string `json:"outcome"`
+	Rank         int    `json:"rank"` // fleet index, -1 when not served
+	InputTokens  int    `json:"input_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	HitTokens    int    `json:"hit_tokens"`
+	// RoutedPrefixTokens is the cached prefix of the chosen engine when
+	// the request was routed, BestPrefixTokens the longest of any engine
+	// then: how the router traded cache hits for load.
+	RoutedPrefixTokens int           `json:"routed_prefix_tokens"`
+	BestPrefixTokens   int           `json:"best_prefix_tokens"`
+	Arrival            time.Duration `json:"arrival_ns"`
+	TTFT               time.Duration `json:"ttft_ns"`
+	E2E                time.Duration `json:"e2e_ns"`
 }
 
 // TimedResult is the record of a timed replay; Figures summarises it.
@@ -244,12 +249,26 @@ func (r *replay) arrive(ctx context.Context, i int) error {
 		return nil
 	}
 	req.Rank = rank
+	r.notePrefixes(req)
 	e := r.fleet.engines[rank]
 	e.submit(req)
 	if !e.stepping {
 		r.startStep(rank)
 	}
 	return nil
+}
+
+// notePrefixes records the routed engine's cached prefix and the
+// longest in the fleet at routing time (a look that touches no cache).
+func (r *replay) notePrefixes(req *TimedRequest) {
+	best := 0
+	for i := range r.fleet.Len() {
+		best = max(best, r.fleet.CachedPrefix(i, req))
+	}
+	bs, isl := r.fleet.cfg.BlockSize, len(req.Tokens)
+	res := &r.res.Requests[req.Index]
+	res.RoutedPrefixTokens = min(r.fleet.CachedPrefix(req.Rank, req)*bs, isl)
+	res.BestPrefixTokens = min(best*bs, isl)
 }
 
 func (r *replay) startStep(rank int) {
