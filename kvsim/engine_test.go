@@ -212,3 +212,34 @@ func Test_TimedReplayDeterministic(t *testing.T) {
 		t.Fatal("seeds 7 and 8 give the same run")
 	}
 }
+
+// With Realtime the replay paces arrivals by the wall clock: it cannot
+// end before its last arrival is due. (A bound from below only; how much
+// later it ends depends on the machine.)
+func Test_TimedReplayRealtime(t *testing.T) {
+	f, err := NewFleet(testEngineConfig(), 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []TraceRequest{traceReq(0, 8, 1, 1, 2), traceReq(30, 8, 2, 1, 2)}
+	res, err := TimedReplay(context.Background(), f, reqs, NewRoundRobin(f), TimedOptions{TraceBlockTokens: 4, Realtime: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fg := res.Figures(); fg.Served != 2 || res.Wall < 30*time.Millisecond {
+		t.Fatalf("served %d in %s, want 2 in at least 30ms", fg.Served, res.Wall)
+	}
+}
+
+// A cancelled context stops a replay with its error.
+func Test_TimedReplayCancelled(t *testing.T) {
+	f, err := NewFleet(testEngineConfig(), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := TimedReplay(ctx, f, []TraceRequest{traceReq(0, 8, 1, 1, 2)}, NewRoundRobin(f), TimedOptions{}); err != context.Canceled {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+}
