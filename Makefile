@@ -3,6 +3,7 @@
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
+#   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, an oracle (about 2 min)
 #   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs a kill-leader smoke
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run each fuzz target for FUZZTIME (default 30s)
@@ -25,7 +26,7 @@ FUZZTIME   ?= 30s
 SOAK_DURATION ?= 10m
 TESTFLAGS  ?=
 
-.PHONY: all build run test test-go test-python vet fmt-check bench soak jepsen fuzz tools interop-deps python-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench bench-routing soak jepsen fuzz tools interop-deps python-deps clean
 
 all: build
 
@@ -100,6 +101,18 @@ bench: build
 	  $(GO) test -run '^$$' -bench Propagation -benchtime 1x -count 1 ./zmqsync/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
+
+# Routing quality (SPEC §12): the Mooncake trace through kvsim's timed
+# engines in virtual time, routed by 3 in-process kvselect nodes (replica
+# sync on, then off) and by round-robin, random, least-loaded and an
+# oracle; one table, bench/results/routing.json and routing.svg. make test
+# runs a 50-request smoke of it (cmd/kvbench Test_RoutingSmoke).
+# ROUTING_FLAGS passes more, e.g. ROUTING_FLAGS='-speed 4 -limit 1000'.
+ROUTING_TRACE ?= ../shared/traces/mooncake_synthetic_trace.jsonl
+ROUTING_FLAGS ?=
+bench-routing: build
+	@mkdir -p bench/results
+	$(BIN)/kvbench routing -trace $(ROUTING_TRACE) -out bench/results/routing.json -svg bench/results/routing.svg $(ROUTING_FLAGS)
 
 # Not part of make test: real processes for SOAK_DURATION. Exits non-zero
 # unless memory and goroutines end flat, errors stay under 0.1 % and every

@@ -66,6 +66,27 @@ func (c *blockCache) admit(chain []uint64) admission {
 	return a
 }
 
+// prefix returns how many leading blocks of chain are cached, without
+// changing the recency order (an observer's look, as the oracle router's).
+func (c *blockCache) prefix(chain []uint64) int {
+	n := 0
+	for n < len(chain) && c.nodes[chain[n]] != nil {
+		n++
+	}
+	return n
+}
+
+// touchPrefix returns how many leading blocks of chain are cached and marks
+// them used (last block first, so that parents stay more recent than their
+// children), as an engine does when it schedules a prompt that reuses them.
+func (c *blockCache) touchPrefix(chain []uint64) int {
+	n := c.prefix(chain)
+	for i := n - 1; i >= 0; i-- {
+		c.moveToFront(c.nodes[chain[i]])
+	}
+	return n
+}
+
 // len returns the number of cached blocks.
 func (c *blockCache) len() int { return len(c.nodes) }
 

@@ -25,6 +25,16 @@
 // ReadTrace, TraceTokens and ReplayTrace replay a Mooncake trace through
 // the workers, either round-robin or as chosen by kvselect's /select.
 //
+// TimedReplay replays a trace in time: each rank runs a timed engine model
+// (EngineConfig: a token budget per step, a cap on running requests, a
+// waiting queue, a prefill cost per uncached token and a decode cost per
+// output token), requests arrive at their timestamps on a virtual clock
+// (or the wall clock), and a Router chooses each request's engine:
+// RoundRobin, Random, LeastLoaded, an Oracle that knows every cache, or
+// KvselectRouter, which books through kvselect nodes the way Ray does.
+// Figures summarises a run (hit rate, TTFT and end-to-end percentiles,
+// throughput, load imbalance, 503 rate).
+//
 // The command cmd/kvsim wraps this package with flags, an HTTP control API
 // and signal handling. DESIGN.md explains the invariants.
 package kvsim

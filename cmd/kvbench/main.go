@@ -31,6 +31,13 @@ func main() {
 			}
 			os.Exit(1)
 		}
+	case "routing":
+		if err := routing(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(os.Stderr, "kvbench routing:", err)
+			}
+			os.Exit(1)
+		}
 	case "report":
 		if err := report(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "kvbench report:", err)
@@ -42,7 +49,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench --version")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
 	os.Exit(2)
 }
 
