@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
@@ -16,9 +17,32 @@ const httpTimeout = 30 * time.Second
 
 // newClient returns a kvselect client for kvselectURL with the Sim's
 // token.
-func (s *Sim) newClient(kvselectURL string) (*client.Client, error) {
-	return client.New(client.Config{Addrs: []string{kvselectURL}, Token: s.cfg.AuthToken,
+func (s *Sim) newClient(kvselectURL ...string) (*client.Client, error) {
+	return client.New(client.Config{Addrs: kvselectURL, Token: s.cfg.AuthToken,
 		HTTPClient: &http.Client{Timeout: httpTimeout}})
+}
+
+// clusterClient is a client of kvselectURL and every member of its
+// cluster (their HTTP addresses, from /cluster/status), so that renewals
+// go on when the node kvsim registered through stops. When the status
+// cannot be read, the client knows kvselectURL alone.
+func (s *Sim) clusterClient(ctx context.Context, kvselectURL string) (*client.Client, error) {
+	c, err := s.newClient(kvselectURL)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.ClusterStatus(ctx)
+	if err != nil {
+		s.cfg.Log.Warn("could not list the cluster's members; renewing leases through one node", "url", kvselectURL, "err", err)
+		return c, nil
+	}
+	addrs := []string{kvselectURL}
+	for _, m := range st.Members {
+		if m.HTTPAddr != "" && !strings.Contains(kvselectURL, "//"+m.HTTPAddr) {
+			addrs = append(addrs, "http://"+m.HTTPAddr)
+		}
+	}
+	return s.newClient(addrs...)
 }
 
 // Register registers every worker with the kvselect node at kvselectURL
@@ -39,7 +63,8 @@ func (s *Sim) Register(ctx context.Context, kvselectURL string) error {
 }
 
 // KeepLeases renews every worker's lease with the kvselect cluster at
-// kvselectURL, in one request per round (POST /workers/keepalive), a
+// kvselectURL (through any member: it learns them all at the start), in
+// one request per round (POST /workers/keepalive), a
 // third of the TTL apart, until ctx ends. A worker the cluster no longer
 // knows (its lease lapsed while kvselect was unreachable, or someone
 // deleted it) is registered again, as a real worker process would. A round
@@ -49,7 +74,7 @@ func (s *Sim) KeepLeases(ctx context.Context, kvselectURL string) error {
 	if s.cfg.LeaseTTL == 0 {
 		return nil
 	}
-	c, err := s.newClient(kvselectURL)
+	c, err := s.clusterClient(ctx, kvselectURL)
 	if err != nil {
 		return fmt.Errorf("kvsim: %w", err)
 	}

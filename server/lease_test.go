@@ -114,8 +114,9 @@ func Test_LeaseLapseDropsWorkerAndReservations(t *testing.T) {
 
 // Test_KVSimKeepsLeasesAndLetsThemLapse: kvsim registers its workers with
 // a lease and renews them through a follower; a worker deleted behind its
-// back is registered again at the next round; once kvsim stops renewing,
-// every node drops its workers.
+// back is registered again at the next round, also once the node kvsim
+// registered through has stopped; once kvsim stops renewing, every node
+// drops its workers.
 func Test_KVSimKeepsLeasesAndLetsThemLapse(t *testing.T) {
 	c := servertest.StartCluster(t, 3, nil)
 	follower := c.Followers()[0]
@@ -162,6 +163,18 @@ func Test_KVSimKeepsLeasesAndLetsThemLapse(t *testing.T) {
 		t.Fatal(err)
 	}
 	everyNode("kvsim registers the deleted worker again", true, 2)
+
+	// The node kvsim registered through stops: renewals go on through
+	// the others (another deletion comes back again).
+	c.Stop(c.Index(follower))
+	cl, err = client.New(client.Config{Addrs: []string{c.Leader().URL()}, RetryTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.DeleteWorker(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	everyNode("kvsim registers it again through another node", true, 1, 2)
 
 	stop()
 	<-done
