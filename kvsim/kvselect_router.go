@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/backoff"
 )
 
 // Lifecycle says which node hears a booking's prefill_complete and free.
@@ -381,8 +382,8 @@ func (r *KvselectRouter) waitListeners(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kvsim: %s", missing)
 		}
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
-			return err
+		if !backoff.Sleep(ctx, 5*time.Millisecond) {
+			return ctx.Err()
 		}
 	}
 }
@@ -425,17 +426,6 @@ func (r *KvselectRouter) probeSync(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("after the replica-sync probe: %w", err)
 	}
 	return ok, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // HTTPObserver observes kvselect nodes through their API: GET /workers
