@@ -30,11 +30,12 @@ type Indexer struct {
 
 // partition is one index with its locks. apply serialises every change
 // of the partition (a whole batch, load batch, catalog change or
-// compaction) and is what everything but Match reads under. mu is the
-// match lock: Match holds it shared; a writer, holding apply, holds it
-// exclusively only while it changes what Match reads, in steps of at
-// most stepChanges membership changes (writeSteps). So every change
-// happens under both, and holding either one keeps the state still.
+// compaction); dumps, watermarks and block sizes are read under it. mu is
+// the match lock: Match (and Stats) hold it shared; a writer, holding
+// apply, holds it exclusively only while it changes what Match reads, in
+// steps of at most stepChanges membership changes (writeSteps). What
+// Match reads thus changes only under both, so either one keeps it still;
+// the rest (engine-hash tables, watermarks) changes under apply alone.
 type partition struct {
 	key       fsm.PartitionKey
 	apply     sync.Mutex
