@@ -11,7 +11,9 @@ const compactMinNodes = 1 << 14
 // without it a partition would keep the memory of its peak forever.
 //
 // Each rebuild is O(live) and happens only after the partition lost three
-// quarters of its peak, so its cost is amortised over those removals.
+// quarters of its peak, so its cost is amortised over those removals. It
+// keeps matches out only while the new storage is swapped in: it is built
+// from the old, which matches go on reading meanwhile.
 func (ix *partIndex) maybeCompact() bool {
 	if hw := int(ix.nodes.next); hw < compactMinNodes || ix.live*4 >= hw {
 		return false
@@ -23,6 +25,7 @@ func (ix *partIndex) maybeCompact() bool {
 // compact rebuilds the index in fresh storage, keeping every node, holder,
 // child count, engine hash and alias set; only node ids change.
 func (ix *partIndex) compact() {
+	ix.steps.release()
 	old := ix.nodes
 	free := make([]bool, old.next)
 	for _, id := range old.free {
@@ -63,15 +66,20 @@ func (ix *partIndex) compact() {
 		}
 		byKey.Put(n.key, nid)
 	}
-	for _, r := range ix.ranks {
+	blocks := make([]hashTable, len(ix.ranks))
+	for slot, r := range ix.ranks {
 		if r == nil {
 			continue
 		}
-		var blocks hashTable
 		for h, id := range r.blocks.All() {
-			blocks.Put(h, remap[id])
+			blocks[slot].Put(h, remap[id])
 		}
-		r.blocks = blocks
+	}
+	ix.steps.change()
+	for slot, r := range ix.ranks {
+		if r != nil {
+			r.blocks = blocks[slot]
+		}
 	}
 	ix.nodes, ix.pool, ix.byKey, ix.spill, ix.aliases = nodes, pool, byKey, spill, aliases
 }

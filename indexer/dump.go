@@ -85,10 +85,12 @@ func (x *Indexer) partitionsSorted() []*partition {
 	return parts
 }
 
-// take fills s with the partition's snapshot under its read lock.
+// take fills s with the partition's snapshot under its apply mutex, so
+// it holds whole batches and matches their watermarks; matches go on
+// meanwhile.
 func (p *partition) take(s *snapshot) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.lockApply()
+	defer p.unlockApply()
 	s.reset(p.key, p.blockSize)
 	// One block per (hash, tier) is written: the tier memberships, plus
 	// aliases. Sizing for them up front spares the copies of growth.

@@ -92,6 +92,7 @@ func (ix *partIndex) removeHash(r *rankState, hash uint64, tiers uint8) bool {
 	if !ok {
 		return false
 	}
+	ix.steps.change()
 	n := ix.nodes.at(id)
 	hi := ix.holderIdx(n, r.slot)
 	if hi < 0 { // cannot happen while the invariants hold; stay safe

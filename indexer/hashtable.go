@@ -68,14 +68,25 @@ func (t *hashTable) Get(h uint64) (nodeID, bool) {
 
 // Put names node id (not noNode) h, replacing what h named.
 func (t *hashTable) Put(h uint64, id nodeID) {
-	if (t.n+1)*4 > t.slots()*3 {
-		t.resize(max(keyTableMinSlots, 2*t.slots()))
-	}
+	t.reserve(1)
 	i, ok := t.find(h)
 	if !ok {
 		t.n++
 	}
 	t.set(i, h, id)
+}
+
+// reserve makes room for n more entries, so that Puts of them do not
+// resize the table.
+func (t *hashTable) reserve(n int) {
+	if (t.n+n)*4 <= t.slots()*3 {
+		return
+	}
+	slots := max(keyTableMinSlots, 2*t.slots())
+	for (t.n+n)*4 > slots*3 {
+		slots *= 2
+	}
+	t.resize(slots)
 }
 
 func (t *hashTable) resize(slots int) {

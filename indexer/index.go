@@ -25,7 +25,9 @@ import (
 //     not cover at L. A rank with no holes at L covers a prefix-closed set
 //     at L; matching exploits that (match.go).
 //
-// partIndex is not safe for concurrent use; Indexer guards it.
+// partIndex is not safe for concurrent use; Indexer guards it. A writer
+// calls steps.change before every change a match could see, so that
+// matches run between bounded steps of a long change (lock.go).
 
 type nodeID uint32
 
@@ -149,6 +151,7 @@ type partIndex struct {
 	clean       []uint8
 	memberships int
 	tierBlocks  [numTiers]int // (node, rank) memberships per tier
+	steps       writeSteps
 }
 
 func newPartIndex() *partIndex {
@@ -171,6 +174,7 @@ func (ix *partIndex) addRank(k RankKey) *rankState {
 	if len(ix.byRank) >= fsm.MaxRanksPerPartition {
 		return nil
 	}
+	ix.steps.change()
 	r := &rankState{key: k}
 	if n := len(ix.freeSlots); n > 0 {
 		r.slot = ix.freeSlots[n-1]
@@ -197,6 +201,7 @@ func (ix *partIndex) removeRank(k RankKey) {
 		return
 	}
 	ix.clearRank(r)
+	ix.steps.change()
 	delete(ix.byRank, k)
 	ix.order = slices.DeleteFunc(ix.order, func(slot uint32) bool { return slot == r.slot })
 	ix.ranks[r.slot] = nil
@@ -332,8 +337,13 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 	if ev.HasParent {
 		parent, _ = r.blocks.Get(ev.Parent)
 	}
+	// Growing a table rehashes it; the event's keys and engine hashes get
+	// room before its first step (the rank's table is the writer's own).
+	r.blocks.reserve(len(ev.Blocks))
+	ix.reserveKeys(len(ev.Blocks))
 	stale := false
 	for i, b := range ev.Blocks {
+		ix.steps.change()
 		key := b.Local
 		if parent != noNode {
 			key = ChainHash(ix.nodes.at(parent).key, b.Local)
@@ -359,6 +369,20 @@ func (ix *partIndex) applyStored(r *rankState, ev *Event, st *ApplyStats) {
 		st.BlocksStored++
 		parent = id
 	}
+}
+
+// reserveKeys makes room in byKey for n more keys before they are added.
+// Growing rehashes every key, tens of milliseconds at a million blocks:
+// the new table is built outside any step, since a match only reads the
+// old one, and swapped in by one. It ends the step under way, if any.
+func (ix *partIndex) reserveKeys(n int) {
+	if !ix.byKey.full(n) {
+		return
+	}
+	ix.steps.release()
+	t := ix.byKey.grown(n)
+	ix.steps.change()
+	ix.byKey = t
 }
 
 func (ix *partIndex) newNode(key, local uint64, parent nodeID) nodeID {

@@ -227,6 +227,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			ix := newPartIndex()
+			ix.steps.mu = new(matchLock) // steps and warming run as under an Indexer
 			var ranks []*rankState
 			for w := range 4 {
 				for r := range 2 {
@@ -251,6 +252,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 				if step%50 == 49 {
 					ix.compact() // renumbers every node; nothing else may change
 				}
+				ix.steps.release()
 				if err := ix.check(); err != nil {
 					t.Fatalf("step %d (%v): %v", step, ev.Kind, err)
 				}

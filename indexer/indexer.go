@@ -15,9 +15,11 @@ import (
 // schedulable workers are indexed, and events for any other rank are
 // dropped.
 //
-// Locking: mu guards the partition maps; each partition has its own
-// RWMutex, so applies to one partition never block matches on another.
-// Lock order is Indexer.mu, then partition.mu.
+// Locking: mu guards the partition maps. Each partition has two locks of
+// its own (see partition), so applies to one partition never block
+// matches on another, and within a partition a match waits for at most
+// one bounded step of an apply. Lock order is Indexer.mu, then
+// partition.apply, then partition.mu.
 type Indexer struct {
 	mu       sync.RWMutex
 	parts    map[fsm.PartitionKey]*partition
@@ -26,12 +28,43 @@ type Indexer struct {
 	log      *slog.Logger
 }
 
+// partition is one index with its locks. apply serialises every change
+// of the partition (a whole batch, load batch, catalog change or
+// compaction); dumps, watermarks and block sizes are read under it. mu is
+// the match lock: Match (and Stats) hold it shared; a writer, holding
+// apply, holds it exclusively only while it changes what Match reads, in
+// steps of at most stepChanges membership changes (writeSteps). What
+// Match reads thus changes only under both, so either one keeps it still;
+// the rest (engine-hash tables, watermarks) changes under apply alone.
 type partition struct {
 	key       fsm.PartitionKey
-	mu        sync.RWMutex
+	apply     sync.Mutex
+	mu        matchLock
 	blockSize uint32
 	ix        *partIndex
 	workers   map[uint64][]uint32 // indexed worker → its ranks
+}
+
+func newPartition(key fsm.PartitionKey, blockSize uint32) *partition {
+	p := &partition{key: key, blockSize: blockSize, workers: map[uint64][]uint32{}}
+	p.ix = p.newIndex()
+	return p
+}
+
+// newIndex returns an empty index that steps under p's match lock.
+func (p *partition) newIndex() *partIndex {
+	ix := newPartIndex()
+	ix.steps.mu = &p.mu
+	return ix
+}
+
+// lockApply takes p.apply; unlockApply ends any step the writer still
+// holds and releases it.
+func (p *partition) lockApply() { p.apply.Lock() }
+
+func (p *partition) unlockApply() {
+	p.ix.steps.release()
+	p.apply.Unlock()
 }
 
 // New returns an empty indexer.
@@ -75,25 +108,28 @@ func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 		x.countUnknown(b.Events, &st)
 		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
 	}
-	p.mu.Lock()
+	p.lockApply()
 	r, ok := p.ix.byRank[rk]
 	if !ok {
-		p.mu.Unlock()
+		p.unlockApply()
 		x.countUnknown(b.Events, &st)
 		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
 	}
 	if b.BlockSize != 0 && b.BlockSize != p.blockSize {
-		p.mu.Unlock()
+		p.unlockApply()
 		return st, fmt.Errorf("%w: batch for %d, partition has %d", ErrBlockSizeChanged, b.BlockSize, p.blockSize)
 	}
 	if b.Reset {
 		st.BlocksRemoved += p.ix.clearRank(r)
 		r.seq, r.hasSeq = 0, false
+		p.ix.steps.release()
 	}
 	var outcomes [8]Outcome // most batches hold a handful of events
 	out := outcomes[:0]
 	for i := range b.Events {
 		o := p.ix.applyEvent(r, &b.Events[i], &st)
+		// The next event's checks only read: no step needed for them.
+		p.ix.steps.release()
 		st.Events[o]++
 		out = append(out, o)
 	}
@@ -103,7 +139,7 @@ func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 	if st.BlocksRemoved > 0 {
 		p.ix.maybeCompact()
 	}
-	p.mu.Unlock()
+	p.unlockApply()
 	for i, o := range out {
 		x.metrics.record(b.Events[i].Kind, o)
 	}
@@ -163,18 +199,21 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		return
 	}
 	if p == nil {
-		p = &partition{key: key, ix: newPartIndex(), workers: map[uint64][]uint32{}, blockSize: cp.BlockSize}
+		p = newPartition(key, cp.BlockSize)
 		x.parts[key] = p
 		x.log.Info("partition created", "partition", key.String(), "block_size", cp.BlockSize)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.lockApply()
+	defer p.unlockApply()
 	if p.blockSize != cp.BlockSize {
 		// Block boundaries moved: every indexed block is meaningless now.
 		x.log.Warn("partition block size changed; index reset", "partition", key.String(),
 			"old", p.blockSize, "new", cp.BlockSize)
 		x.forgetWorkers(p)
-		p.ix, p.blockSize, p.workers = newPartIndex(), cp.BlockSize, map[uint64][]uint32{}
+		p.ix.steps.change()
+		old := p.ix
+		p.ix, p.blockSize, p.workers = p.newIndex(), cp.BlockSize, map[uint64][]uint32{}
+		old.steps.release()
 	}
 	for id, ranks := range p.workers {
 		want := desired[id]
@@ -248,23 +287,17 @@ func (x *Indexer) Stats() []PartitionStats {
 	return out
 }
 
-// withRank runs fn on a rank's state under its partition's lock (write
-// lock when write is set); it reports false, without calling fn, when the
-// rank is not indexed.
-func (x *Indexer) withRank(rk RankKey, write bool, fn func(p *partition, r *rankState)) bool {
+// withRank runs fn on a rank's state under its partition's apply mutex;
+// it reports false, without calling fn, when the rank is not indexed.
+func (x *Indexer) withRank(rk RankKey, fn func(p *partition, r *rankState)) bool {
 	x.mu.RLock()
 	p := x.byWorker[rk.Worker]
 	x.mu.RUnlock()
 	if p == nil {
 		return false
 	}
-	if write {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-	} else {
-		p.mu.RLock()
-		defer p.mu.RUnlock()
-	}
+	p.lockApply()
+	defer p.unlockApply()
 	r, ok := p.ix.byRank[rk]
 	if ok {
 		fn(p, r)
@@ -274,7 +307,7 @@ func (x *Indexer) withRank(rk RankKey, write bool, fn func(p *partition, r *rank
 
 // BlockSize returns the block size of the partition a rank is indexed in.
 func (x *Indexer) BlockSize(rk RankKey) (bs uint32, ok bool) {
-	ok = x.withRank(rk, false, func(p *partition, _ *rankState) { bs = p.blockSize })
+	ok = x.withRank(rk, func(p *partition, _ *rankState) { bs = p.blockSize })
 	return bs, ok
 }
 
@@ -282,12 +315,12 @@ func (x *Indexer) BlockSize(rk RankKey) (bs uint32, ok bool) {
 // (for a batch whose events a dp_rank override sent to another rank). It
 // reports whether the rank is indexed.
 func (x *Indexer) SetWatermark(rk RankKey, seq uint64) bool {
-	return x.withRank(rk, true, func(_ *partition, r *rankState) { r.seq, r.hasSeq = seq, true })
+	return x.withRank(rk, func(_ *partition, r *rankState) { r.seq, r.hasSeq = seq, true })
 }
 
 // Watermark returns the sequence number of the last batch applied for a
 // rank, if any.
 func (x *Indexer) Watermark(rk RankKey) (seq uint64, ok bool) {
-	x.withRank(rk, false, func(_ *partition, r *rankState) { seq, ok = r.seq, r.hasSeq })
+	x.withRank(rk, func(_ *partition, r *rankState) { seq, ok = r.seq, r.hasSeq })
 	return seq, ok
 }

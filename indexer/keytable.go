@@ -74,12 +74,15 @@ func (t *keyTable) Get(key uint64) (nodeID, bool) {
 // Put adds key → id; key must not be in the table, and node id must
 // already hold key.
 func (t *keyTable) Put(key uint64, id nodeID) {
-	if (t.n+1)*4 > len(t.slots)*3 {
-		t.grow()
+	if t.full(1) {
+		*t = t.grown(1)
 	}
 	t.place(slotOf(key, id), key)
 	t.n++
 }
+
+// full reports whether n more keys would take the table past 3/4.
+func (t *keyTable) full(n int) bool { return (t.n+n)*4 > len(t.slots)*3 }
 
 func (t *keyTable) place(s, key uint64) {
 	mask := uint64(len(t.slots) - 1)
@@ -90,15 +93,18 @@ func (t *keyTable) place(s, key uint64) {
 	t.slots[i] = s
 }
 
-func (t *keyTable) grow() {
-	old := t.slots
-	t.alloc(2 * len(old) * 3 / 4)
-	for _, s := range old {
+// grown returns a copy of the table with room for n more keys. It only
+// reads t, so t stays usable (by matches) until the copy replaces it.
+func (t *keyTable) grown(n int) keyTable {
+	g := keyTable{nodes: t.nodes, seed: t.seed}
+	g.alloc(max(2*len(t.slots)*3/4, t.n+n))
+	for _, s := range t.slots {
 		if s != 0 {
-			t.place(s, t.nodes.at(nodeID(s)).key)
-			t.n++
+			g.place(s, t.nodes.at(nodeID(s)).key)
+			g.n++
 		}
 	}
+	return g
 }
 
 // Delete removes key, whose node must still hold it. Later entries of its

@@ -57,9 +57,9 @@ type LoadOptions struct {
 	// Progress, when set, is called after every applied batch with the
 	// totals so far (from the loading goroutine; keep it short).
 	Progress func(LoadStats)
-	// BatchBlocks is how many blocks are applied under one partition lock
-	// acquisition (default 4096): large enough to make locking cheap, small
-	// enough that matches on the partition never wait long.
+	// BatchBlocks is how many blocks are applied under one acquisition of
+	// the partition's apply mutex (default 4096). Matches are not held up
+	// by it: they wait for one step of the batch at most (writeSteps).
 	BatchBlocks int
 	// MaxValueBytes bounds one JSON value of the dump (default
 	// MaxDumpValueBytes).
@@ -420,8 +420,8 @@ func (b *loadBatch) clear() {
 	b.ranks, b.events, b.blocks, b.skipped = b.ranks[:0], b.events[:0], b.blocks[:0], 0
 }
 
-// applyLoadBatch applies a batch to a partition under one lock
-// acquisition and clears it. Every event of a partition that is gone or
+// applyLoadBatch applies a batch to a partition under one hold of its
+// apply mutex and clears it. Every event of a partition that is gone or
 // has another block size now (the catalog moved on during the load) is
 // skipped. touched, when not nil, collects the ranks that changed.
 func (x *Indexer) applyLoadBatch(key fsm.PartitionKey, blockSize uint32, b *loadBatch, st *LoadStats, touched map[RankKey]bool) {
@@ -441,8 +441,8 @@ func (x *Indexer) applyLoadBatch(key fsm.PartitionKey, blockSize uint32, b *load
 		st.Skipped += len(b.events)
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.lockApply()
+	defer p.unlockApply()
 	if p.blockSize != blockSize {
 		st.Skipped += len(b.events)
 		return
@@ -455,7 +455,9 @@ func (x *Indexer) applyLoadBatch(key fsm.PartitionKey, blockSize uint32, b *load
 			continue
 		}
 		before := as.BlocksStored
-		if p.ix.applyEvent(r, &b.events[i], &as) != OutcomeOK {
+		o := p.ix.applyEvent(r, &b.events[i], &as)
+		p.ix.steps.release()
+		if o != OutcomeOK {
 			st.Skipped++
 			continue
 		}
@@ -479,8 +481,8 @@ func (x *Indexer) setWatermarks(key fsm.PartitionKey, ws []Watermark, touched ma
 	if p == nil {
 		return 0
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.lockApply()
+	defer p.unlockApply()
 	n := 0
 	for _, w := range ws {
 		if r, ok := p.ix.byRank[RankKey{Worker: w.WorkerID, Rank: w.DPRank}]; ok {
@@ -497,7 +499,7 @@ func (x *Indexer) setWatermarks(key fsm.PartitionKey, ws []Watermark, touched ma
 // resetRanks clears ranks back to empty: no blocks, no watermark.
 func (x *Indexer) resetRanks(ranks map[RankKey]bool) {
 	for rk := range ranks {
-		x.withRank(rk, true, func(p *partition, r *rankState) {
+		x.withRank(rk, func(p *partition, r *rankState) {
 			p.ix.clearRank(r)
 			r.seq, r.hasSeq = 0, false
 			p.ix.maybeCompact()

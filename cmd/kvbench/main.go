@@ -137,17 +137,7 @@ func figures(rs map[string]Result) []Figure {
 		out = append(out, Figure{Name: fmt.Sprintf("match p99 (512-block query, %.1f M blocks, 256 ranks)", blocks/1e6),
 			Value: v / 1000, Unit: "us", Target: "<= 10", Met: v <= 10_000, Compared: fmt.Sprintf("p50 %.1f us", p50/1000)})
 	}
-	if v, ok := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "p99-ns"); ok {
-		f := Figure{Name: "match p99 while blocks are applied to the same partition (asked: 1 M blocks/s)", Value: v / 1000, Unit: "us"}
-		if q, ok := get("BenchmarkMatchUnderApply/quiet-baseline", "p99-ns"); ok {
-			f.Target, f.Met = fmt.Sprintf("<= 2x quiet (%.1f us)", 2*q/1000), v <= 2*q
-			f.Baseline = fmt.Sprintf("quiet: p99 %.1f us", q/1000)
-		}
-		p50, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "p50-ns")
-		rate, _ := get("BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "applied-blocks/s")
-		f.Compared = fmt.Sprintf("under apply: p50 %.1f us, %.0f blocks/s applied meanwhile", p50/1000, rate)
-		out = append(out, f)
-	}
+	out = append(out, matchUnderApplyFigures(get)...)
 	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
 		blocks, _ := get("BenchmarkMemory", "blocks")
 		members, _ := get("BenchmarkMemory", "memberships")
@@ -221,6 +211,43 @@ func figures(rs map[string]Result) []Figure {
 	}
 	out = append(out, recoveryFigures(get)...)
 	out = append(out, replicaSyncFigures(get)...)
+	return out
+}
+
+// matchUnderApplyFigures is SPEC §12's "while 1 M blocks/s are being
+// applied concurrently, p99 within 2× of the quiet figure", with the p50
+// beside it (no SPEC target; its ratio to quiet is shown), from
+// BenchmarkMatchUnderApply (indexer): matches on the 1 M-block index while
+// another goroutine churns the same partition, against the quiet matches
+// of the same run. The target holds only if the applier reached the rate
+// asked of it (stored and removed blocks alike): when it cannot keep up,
+// the matches ran under a lighter load than the target names.
+func matchUnderApplyFigures(get func(name, unit string) (float64, bool)) []Figure {
+	const run, quiet = "BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "BenchmarkMatchUnderApply/quiet-baseline"
+	const enough = 0.95e6 // of the 1 M blocks/s asked
+	rate, _ := get(run, "applied-blocks/s")
+	applier := fmt.Sprintf("applier reached %.2f M blocks/s of the 1 M asked", rate/1e6)
+	if p99, ok := get(run, "apply-p99-ns"); ok {
+		applier += fmt.Sprintf(", its p99 per event %.0f us", p99/1000)
+	}
+	var out []Figure
+	for _, pct := range []string{"p50", "p99"} {
+		v, ok := get(run, pct+"-ns")
+		if !ok {
+			continue
+		}
+		f := Figure{Name: "match " + pct + " while 1 M blocks/s are applied to the same partition", Value: v / 1000,
+			Unit: "us", Compared: applier}
+		if q, ok := get(quiet, pct+"-ns"); ok {
+			f.Baseline = fmt.Sprintf("quiet: %s %.1f us", pct, q/1000)
+			f.Compared = fmt.Sprintf("%.2fx quiet; %s", v/q, applier)
+			if pct == "p99" {
+				f.Target = fmt.Sprintf("<= 2x quiet (%.1f us) at >= %.2f M blocks/s applied", 2*q/1000, enough/1e6)
+				f.Met = v <= 2*q && rate >= enough
+			}
+		}
+		out = append(out, f)
+	}
 	return out
 }
 
