@@ -14,6 +14,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/benchutil"
+	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -60,7 +61,9 @@ func httpDocTokens(d int) []uint32 {
 // runs in the same process on the same two cores, as wrk on the same
 // machine would. Run it with -benchtime 1x.
 func BenchmarkSelectHTTP(b *testing.B) {
-	c := servertest.StartCluster(b, 1, nil)
+	// Its workers have no engines (the index is filled directly), so their
+	// listeners never connect: keep them from turning stale mid-run.
+	c := servertest.StartCluster(b, 1, func(_ int, cfg *server.Config) { cfg.Ingest.StaleAfter = time.Hour })
 	s := c.Leader()
 	hc := benchutil.NewLoadClient(httpConns)
 	for w := range httpWorkers {
