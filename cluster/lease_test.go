@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -60,16 +59,7 @@ func (r *removals) index(node string, id uint64) (uint64, bool) {
 // leaseCluster starts three in-process nodes sharing clock.
 func leaseCluster(t *testing.T, clock *fakeClock, rm *removals) []*Node {
 	t.Helper()
-	var peers []Peer
-	var lns []net.Listener
-	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()})
-	}
+	peers, lns := bindPeers(t, 3)
 	var nodes []*Node
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())

@@ -97,18 +97,28 @@ func (n *Node) selfMeta() fsm.NodeMeta {
 	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: n.cfg.ReplicaSyncAdvertise}
 }
 
+// untilStop is a context that ends when Close stops the node's
+// background work (or when cancel is called).
+func (n *Node) untilStop() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // publishMetadata keeps this node's metadata in the catalog: the leader
 // writes its own, a follower asks the leader through POST
 // /cluster/metadata. It runs until Close, re-checking on every leader or
 // catalog change, with backoff while it cannot succeed.
 func (n *Node) publishMetadata() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStop()
 	defer cancel()
-	go func() {
-		<-n.stop
-		cancel()
-	}()
 	backoff := 50 * time.Millisecond
 	for {
 		leaderCh, catalogCh := n.changes()

@@ -457,16 +457,7 @@ func startProxy(t *testing.T, target string) *tcpProxy {
 // Test_PeerDialRoutesRaftThroughProxy: with --peer-dial, n1 reaches n2's
 // Raft through a proxy while the configuration keeps n2's own address.
 func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
-	lns := make([]net.Listener, 2)
-	var peers []Peer
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i] = ln
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()})
-	}
+	peers, lns := bindPeers(t, 2)
 	proxy := startProxy(t, peers[1].RaftAddr)
 	var nodes []*Node
 	for i, p := range peers {
@@ -515,6 +506,22 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 			t.Fatalf("the override leaked into the configuration: %+v", m)
 		}
 	}
+}
+
+// bindPeers binds n Raft listeners on loopback (OS-chosen ports) and
+// names them n1..n, ready for InitialCluster and Config.RaftListener.
+func bindPeers(t *testing.T, n int) ([]Peer, []net.Listener) {
+	t.Helper()
+	peers, lns := make([]Peer, n), make([]net.Listener, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() }) // a no-op once the transport owns and closes it
+		lns[i], peers[i] = ln, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()}
+	}
+	return peers, lns
 }
 
 // waitLeader polls until one of nodes leads and returns it.

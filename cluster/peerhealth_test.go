@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -139,16 +138,7 @@ func Test_PeerHealth(t *testing.T) {
 // upgrade that renames them shows) stays at DEBUG, and nothing is logged
 // at ERROR.
 func Test_PeerOutageLogs(t *testing.T) {
-	var peers []Peer
-	var lns []net.Listener
-	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()})
-	}
+	peers, lns := bindPeers(t, 3)
 	logs := make([]*logCapture, 3)
 	cfgs := make([]Config, 3)
 	nodes := make([]*Node, 3)

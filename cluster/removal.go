@@ -40,12 +40,8 @@ func (n *Node) Removed() <-chan struct{} { return n.removed }
 // commit index that covers it and a configuration without this node.
 func (n *Node) watchRemoval() {
 	defer n.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := n.untilStop()
 	defer cancel()
-	go func() {
-		<-n.stop
-		cancel()
-	}()
 	self := raft.ServerID(n.cfg.NodeID)
 	if servers, err := n.servers(); err == nil && !listed(servers, self) {
 		n.log.Info("this node is not in its raft configuration: it waits to be added (kvselectctl cluster join) and serves its last catalog meanwhile")

@@ -3,9 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -74,16 +72,7 @@ func Test_SkippableUnknownEntry(t *testing.T) {
 // each logging through a handler that counts its skipped-entry warnings.
 func openCluster(t *testing.T, size int) ([]*Node, []*atomic.Int64) {
 	t.Helper()
-	var peers []Peer
-	var lns []net.Listener
-	for i := range size {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: ln.Addr().String()})
-	}
+	peers, lns := bindPeers(t, size)
 	var nodes []*Node
 	var warnings []*atomic.Int64
 	for i, p := range peers {

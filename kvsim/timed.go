@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/backoff"
 )
 
 // Router chooses an engine for each request of a timed replay and hears
@@ -405,14 +407,10 @@ func (c realClock) wait(ctx context.Context, at time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !backoff.Sleep(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // sortedRanks returns the indexes of engines with the lowest key, in
