@@ -141,6 +141,7 @@ func (n *Node) KeepAlive(ctx context.Context, ids []uint64) ([]LeaseState, []err
 	b.ready = true
 	states := make([]LeaseState, len(ids))
 	errs := make([]error, len(ids))
+	renewed := false
 	for i, id := range ids {
 		states[i].WorkerID = id
 		l := b.leases[id]
@@ -156,6 +157,21 @@ func (n *Node) KeepAlive(ctx context.Context, ids []uint64) ([]LeaseState, []err
 		default:
 			l.deadline = now.Add(l.ttl)
 			states[i].TTL, states[i].ExpiresIn = l.ttl, l.ttl
+			renewed = true
+		}
+	}
+	if renewed {
+		// A leader deposed while it was paused still thinks it leads, and
+		// its renewal would not reach the new leader's book: confirm with
+		// a quorum before acknowledging (one round trip per batch).
+		b.mu.Unlock()
+		err := n.raft.VerifyLeader().Error()
+		b.mu.Lock()
+		if err != nil {
+			return nil, nil, n.readError(err)
+		}
+		if n.raft.CurrentTerm() != term {
+			return nil, nil, n.notLeaderError()
 		}
 	}
 	return states, errs, nil
@@ -251,12 +267,20 @@ func (n *Node) expireLease(cmd fsm.ExpireLease) {
 		// Re-registered, patched or deleted meanwhile: the book follows
 		// the catalog on the next tick.
 		n.log.Debug("lease expiry overtaken", "worker_id", cmd.WorkerID, "err", err)
-	default:
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader):
+		// Nothing was appended: the lease may be renewed again, and the
+		// next leader starts its own book anyway.
 		n.log.Warn("lease expiry not replicated; will retry while leading", "worker_id", cmd.WorkerID, "err", err)
 		n.leases.mu.Lock()
 		if l := n.leases.leases[cmd.WorkerID]; l != nil && l.modify == cmd.ModifyIndex {
 			l.expiring = false
 		}
 		n.leases.mu.Unlock()
+	default:
+		// The expiry may still commit (unknown outcome): keep refusing
+		// keepalives, or one could be acknowledged just before it does.
+		// Once the catalog shows the outcome, the book follows it.
+		n.log.Warn("lease expiry outcome unknown; the worker's keepalives stay refused until the catalog shows it",
+			"worker_id", cmd.WorkerID, "err", err)
 	}
 }

@@ -35,9 +35,11 @@ func (n *Node) Removed() <-chan struct{} { return n.removed }
 // entry committed: the commit index comes with the next append, and
 // there is none. An uncommitted removal may still be undone by a new
 // leader, and a node that left then would take a vote from the quorum.
-// So the removal counts once this node's commit index covers the entry,
-// or once a member it was listed with reports, with a leader known, a
-// commit index that covers it and a configuration without this node.
+// So the removal counts once a member it was listed with reports, with a
+// leader known, a commit index that covers it and a configuration without
+// this node. That a local commit index covers the entry only makes it ask
+// at once: a node rejoining after its removal applies the removing entry
+// a moment before the one that adds it again.
 func (n *Node) watchRemoval() {
 	defer n.wg.Done()
 	ctx, cancel := n.untilStop()
@@ -69,12 +71,12 @@ func (n *Node) watchRemoval() {
 		case member == nil:
 			continue // not a member yet in this process
 		}
+		// Even a committed removal is confirmed with a member: a node
+		// rejoining after its removal may apply the removing entry (its
+		// commit index covering it) a moment before the entry that adds
+		// it again, which the members already hold.
 		idx := n.configurationIndex()
-		if n.raft.CommitIndex() >= idx {
-			n.markRemoved(idx, n.cfg.NodeID, servers)
-			return
-		}
-		if time.Now().Before(nextAsk) {
+		if n.raft.CommitIndex() < idx && time.Now().Before(nextAsk) {
 			continue
 		}
 		if backoff == 0 {

@@ -82,6 +82,10 @@ func (l *listener) start(parent context.Context) {
 		l.last, l.hasLast = seq, true
 		l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
 	}
+	// Down counts from the start, not from creation: a listener held
+	// while the node recovers its index from a peer is not stale for it.
+	now := l.m.cfg.Now()
+	l.count(func(s *RankStatus) { s.DownSince = now })
 	ctx, cancel := context.WithCancel(parent)
 	l.cancel = cancel
 	go l.run(ctx)

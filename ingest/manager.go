@@ -278,9 +278,10 @@ type RankStatus struct {
 	QueuedMessages  int
 	QueuedBytes     int64
 	QueuedBytesPeak int64
-	// DownSince is when the listener was created or last stopped being
-	// active (zero while it is active); Stale says it has been down
-	// longer than Config.StaleAfter.
+	// DownSince is when the listener started (not while held) or last
+	// stopped being active (zero while it is active); Stale says it has
+	// been down longer than Config.StaleAfter. A listener that gets
+	// through and drops again at once restarts the count each time.
 	DownSince time.Time
 	Stale     bool
 }

@@ -47,8 +47,8 @@ type Scheduler struct {
 	handles atomic.Uint64
 
 	// stale is the ranks this node does not select (SetStale), read when
-	// a rank is created; guarded by mu.
-	stale map[indexer.RankKey]struct{}
+	// a rank is created; the map is replaced, never changed.
+	stale atomic.Pointer[map[indexer.RankKey]struct{}]
 }
 
 type partition struct {
@@ -132,7 +132,6 @@ func (s *Scheduler) ApplyCatalog(ch *fsm.Change) {
 func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 	cp, inCatalog := cur.Partition(key)
 	s.mu.Lock()
-	stale := s.stale // replaced, never modified, by SetStale
 	p := s.parts[key]
 	if p == nil {
 		if !inCatalog {
@@ -175,7 +174,9 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 			rl := p.byKey[rk]
 			if rl == nil {
 				rl = &rankLoad{key: rk, slot: p.allocSlot()}
-				_, rl.stale = stale[rk]
+				if stale := s.stale.Load(); stale != nil {
+					_, rl.stale = (*stale)[rk] // read under p.mu: SetStale publishes before it visits
+				}
 				p.byKey[rk] = rl
 			}
 			rl.worker, rl.schedulable = w, true

@@ -9,13 +9,13 @@ import "github.com/kvselect/kvselect/indexer"
 // load, and is selected again once its listener is back. The judgement is
 // local: other nodes may still reach the worker.
 func (s *Scheduler) SetStale(stale map[indexer.RankKey]struct{}) {
-	s.mu.Lock()
-	s.stale = stale
+	s.stale.Store(&stale) // before the visits: a rank created meanwhile reads it under p.mu
+	s.mu.RLock()
 	parts := make([]*partition, 0, len(s.parts))
 	for _, p := range s.parts {
 		parts = append(parts, p)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for _, p := range parts {
 		p.mu.Lock()
 		for k, rl := range p.byKey {
