@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/indexer"
 )
 
 // sizedWorker registers a worker of model m with ranks dp ranks and the
@@ -133,6 +134,17 @@ func Test_LoadShedding(t *testing.T) {
 			{do: func(f *fixture) { noPrefill(f, "c", 2, 1, blocks(4, 6)) }, rejected: true, busyNow: []string{"1/0", "2/0", "2/1"}},
 			{do: free("b"), chosen: []uint64{2}, busyNow: []string{"1/0", "2/1"}},
 			{do: free("a2"), chosen: []uint64{1, 2}, busyNow: []string{"2/1"}},
+		}},
+		{"a stale rank still counts for its worker's busy test", 10, nil, []step{
+			{do: func(f *fixture) { f.apply(fsm.SetThresholds{Model: "m", ActiveDecodeBlocks: f64(0.5)}) }},
+			// Worker 2's rank 1 is idle but stale here: worker 2 is not
+			// busy, so its busy rank 0 stays a candidate (rank 1 is
+			// never chosen).
+			{do: func(f *fixture) {
+				noPrefill(f, "b", 2, 0, blocks(3, 6))
+				f.s.SetStale(map[indexer.RankKey]struct{}{{Worker: 2, Rank: 1}: {}})
+			}, chosen: []uint64{1, 2}, busyNow: []string{"2/0"}},
+			{do: func(f *fixture) { noPrefill(f, "c", 2, 1, blocks(4, 6)) }, chosen: []uint64{1}, busyNow: []string{"2/0", "2/1"}},
 		}},
 		{"shared blocks count once", 10, nil, []step{
 			{do: func(f *fixture) { f.apply(fsm.SetThresholds{Model: "m", ActiveDecodeBlocks: f64(0.5)}) }},

@@ -93,11 +93,23 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
 	scored := s.score(p, &req.Prompt, overlaps, weight)
-	if len(scored) == 0 {
+	fresh := 0
+	for i := range scored {
+		if !scored[i].rank.stale {
+			fresh++
+		}
+	}
+	if fresh == 0 {
 		return Selection{}, fmt.Errorf("%w in %s: the KV event listener of every schedulable rank is stale on this node",
 			ErrNotReady, req.Partition)
 	}
+	// Busy is judged over every rank of a worker, stale ones included (a
+	// worker is busy only when all its ranks are); stale ranks are then
+	// left out of the choice.
 	cands := s.shed(p, scored)
+	if fresh < len(scored) {
+		cands = withoutStale(cands)
+	}
 	if len(cands) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrOverloaded, req.Partition)
 	}
@@ -166,9 +178,6 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 	p.cands = p.cands[:0]
 	oi := 0
 	for _, rl := range p.ranks {
-		if rl.stale {
-			continue
-		}
 		c := candidate{rank: rl}
 		for oi < len(overlaps) && compareRankKeys(indexer.RankKey{Worker: overlaps[oi].Worker, Rank: overlaps[oi].Rank}, rl.key) < 0 {
 			oi++
@@ -191,6 +200,17 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 		p.cands = append(p.cands, c)
 	}
 	return p.cands
+}
+
+// withoutStale drops, in place, the candidates whose rank is stale here.
+func withoutStale(cands []candidate) []candidate {
+	out := cands[:0]
+	for _, c := range cands {
+		if !c.rank.stale {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // credit is a rank's cache credit in blocks (SPEC §6.2): device blocks
