@@ -79,20 +79,12 @@ func leaseCluster(t *testing.T, clock *fakeClock, rm *removals) []*Node {
 func waitLeaseRounds(t *testing.T, n *Node, k uint64) {
 	t.Helper()
 	target := n.leaseTicks.Load() + k
-	waitUntil(t, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() bool { return n.leaseTicks.Load() >= target })
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for wait := ctx(t); !cond(); {
-		select {
-		case <-wait.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
+	waitFor(t, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() error {
+		if got := n.leaseTicks.Load(); got < target {
+			return fmt.Errorf("at round %d", got)
 		}
-	}
+		return nil
+	})
 }
 
 func leasedWorker(id uint64, ttl uint32) fsm.Worker {
@@ -133,13 +125,13 @@ func Test_LeaseExpiresOnEveryNodeAtOneIndex(t *testing.T) {
 	}
 
 	clock.Advance(2 * time.Second)
-	waitUntil(t, "worker 1 gone on every node", func() bool {
+	waitFor(t, "worker 1 gone on every node", func() error {
 		for _, n := range nodes {
 			if present(n, 1) {
-				return false
+				return fmt.Errorf("%s still has it", n.ID())
 			}
 		}
-		return true
+		return nil
 	})
 	want, _ := rm.index(nodes[0].ID(), 1)
 	for _, n := range nodes {
@@ -173,14 +165,14 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next *Node
-	waitUntil(t, "another leader", func() bool {
+	waitFor(t, "another leader", func() error {
 		for _, n := range nodes {
 			if n != old && n.IsLeader() {
 				next = n
-				return true
+				return nil
 			}
 		}
-		return false
+		return errors.New("none yet")
 	})
 	waitLeaseRounds(t, next, 2) // the new book holds the lease from "now"
 
@@ -192,7 +184,12 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		}
 	}
 	clock.Advance(2 * time.Second)
-	waitUntil(t, "worker 1 gone after the grace", func() bool { return !present(next, 1) })
+	waitFor(t, "worker 1 gone after the grace", func() error {
+		if present(next, 1) {
+			return errors.New("still there")
+		}
+		return nil
+	})
 }
 
 // Test_KeepAliveAnswers: per id, an unknown worker and one without a lease
