@@ -129,8 +129,13 @@ func (n *Node) SetMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 	return fmt.Errorf("%w: %s is not a member of the cluster", ErrMembership, meta.ID)
 }
 
-// putMetadata writes meta unless the catalog already holds it.
+// putMetadata writes meta unless the catalog already holds it. Writers
+// take turns: an operator's join and the joining node's own request for
+// promotion carry the same metadata and often arrive together, and the
+// second must find the first's write rather than repeat it.
 func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
+	n.metaMu.Lock()
+	defer n.metaMu.Unlock()
 	if cur, ok := n.Catalog().Node(meta.ID); ok && cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync {
 		return nil
 	}

@@ -38,6 +38,8 @@ type Node struct {
 	observer *raft.Observer
 	obsDone  chan struct{}
 
+	metaMu sync.Mutex // serialises putMetadata's check and write
+
 	mu            sync.Mutex
 	leaderChanged chan struct{} // closed and replaced on every leader change
 	barrierTerm   uint64        // term whose entries are known applied on this leader
@@ -53,6 +55,9 @@ type Node struct {
 	// announce asks announceCommits for a barrier (AnnounceCommit); one
 	// pending request stands for any number.
 	announce chan struct{}
+	// announced is the commit index a completed announcement carried to
+	// the followers: writes up to it need no barrier of their own.
+	announced atomic.Uint64
 	// leases is the leader's lease deadlines (lease.go).
 	leases leaseBook
 	// leaseTicks counts expireLeases rounds (tests wait on it).
@@ -214,8 +219,13 @@ func (n *Node) start() error {
 // wait that long. A barrier is a log entry: replicating it carries the
 // commit index at once. Requests are coalesced, and it returns at once; on
 // a follower, or while a barrier is refused, it does nothing useful and no
-// harm.
-func (n *Node) AnnounceCommit() {
+// harm. index is the catalog index of the write being answered: one that an
+// earlier announcement already covered (a write that changed nothing
+// answers with the current index) costs no log entry.
+func (n *Node) AnnounceCommit(index uint64) {
+	if index <= n.announced.Load() {
+		return
+	}
 	select {
 	case n.announce <- struct{}{}:
 	default: // one is pending: it will cover this write too
@@ -234,6 +244,14 @@ func (n *Node) announceCommits() {
 		if !n.IsLeader() {
 			continue
 		}
+		// Every write answered before this point is applied here, so the
+		// barrier's append carries a commit index at least this high. The
+		// catalog index, unlike the commit index, does not count barriers:
+		// a second request for the same write finds it covered.
+		upTo := n.CatalogIndex()
+		if upTo <= n.announced.Load() {
+			continue
+		}
 		f := n.raft.Barrier(n.cfg.ApplyTimeout)
 		done := make(chan error, 1)
 		go func() { done <- f.Error() }() // answered by raft at the latest when it shuts down
@@ -243,7 +261,9 @@ func (n *Node) announceCommits() {
 		case err := <-done:
 			if err != nil {
 				n.log.Debug("commit announcement barrier failed", "err", err)
+				continue
 			}
+			n.announced.Store(upTo) // one goroutine stores, in increasing order
 		}
 	}
 }

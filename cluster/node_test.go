@@ -542,3 +542,51 @@ func waitLeader(t *testing.T, nodes []*Node) *Node {
 		}
 	}
 }
+
+// Test_AnnounceCommitOnlyForNewWrites: announcing a write's commit costs
+// one barrier entry, and only once. A write that changed nothing answers
+// with an index an earlier announcement covered; announcing it again
+// writes nothing to the log (a repeated join or metadata publish through
+// a follower used to add an entry every time).
+func Test_AnnounceCommitOnlyForNewWrites(t *testing.T) {
+	n := mustOpen(t, TestConfig("n1", t.TempDir()), nil)
+	// The lease loop writes its once-per-term barrier first; after it
+	// nothing writes on its own.
+	waitFor(t, "the term's barrier is written", func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if term := n.raft.CurrentTerm(); n.barrierTerm != term {
+			return fmt.Errorf("barrier term %d, current %d", n.barrierTerm, term)
+		}
+		return nil
+	})
+	announced := func(idx uint64) {
+		t.Helper()
+		n.AnnounceCommit(idx)
+		waitFor(t, fmt.Sprintf("index %d is announced", idx), func() error {
+			if got := n.announced.Load(); got < idx {
+				return fmt.Errorf("announced up to %d", got)
+			}
+			return nil
+		})
+	}
+	for round := range 3 {
+		res, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(uint64(round + 1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		announced(res.Index)
+		if got := n.raft.LastIndex(); got != res.Index+1 {
+			t.Fatalf("round %d: write at %d, last index %d: want one barrier entry", round, res.Index, got)
+		}
+		for range 3 {
+			n.AnnounceCommit(res.Index)
+			if len(n.announce) != 0 {
+				t.Fatalf("round %d: a covered index asked for another barrier", round)
+			}
+		}
+		if got := n.raft.LastIndex(); got != res.Index+1 {
+			t.Fatalf("round %d: repeated announcements moved the last index to %d", round, got)
+		}
+	}
+}

@@ -45,8 +45,9 @@ type fakeNode struct {
 	free            func(id string) error
 	reservation     func(id string) (scheduler.ReservationInfo, error)
 
-	announced atomic.Int64  // AnnounceCommit calls
-	removed   chan struct{} // Removed; nil: never
+	announced   atomic.Int64  // AnnounceCommit calls
+	announcedAt atomic.Uint64 // the index of the last one
+	removed     chan struct{} // Removed; nil: never
 }
 
 func newFakeNode() *fakeNode { return &fakeNode{id: "n1", log: fsm.NewLog()} }
@@ -127,7 +128,10 @@ func (f *fakeNode) WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, e
 
 func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
 
-func (f *fakeNode) AnnounceCommit() { f.announced.Add(1) }
+func (f *fakeNode) AnnounceCommit(index uint64) {
+	f.announced.Add(1)
+	f.announcedAt.Store(index)
+}
 
 func (f *fakeNode) Status() api.ClusterStatus {
 	if f.status != nil {

@@ -57,8 +57,10 @@ func (s *Service) leaderRoute(h handler) handler {
 				w.Header().Set(api.HeaderServedBy, node.ID())
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				err := h(w, r)
-				if forwarded && err == nil && followerWaits(r.Method, w.Header().Get(api.HeaderIndex)) {
-					node.AnnounceCommit()
+				if idx := w.Header().Get(api.HeaderIndex); forwarded && err == nil && followerWaits(r.Method, idx) {
+					if n, perr := strconv.ParseUint(idx, 10, 64); perr == nil {
+						node.AnnounceCommit(n)
+					}
 				}
 				if forwarded || !errors.Is(err, cluster.ErrNotLeader) {
 					return err

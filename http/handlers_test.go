@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -342,12 +343,15 @@ func Test_ForwardedWriteAnnouncesCommit(t *testing.T) {
 					t.Fatalf("register: %d %s", status, body)
 				}
 			}
-			status, _, body := call(t, tt.method, url+tt.path, tt.body, tt.headers...)
+			status, hdr, body := call(t, tt.method, url+tt.path, tt.body, tt.headers...)
 			if (status < 300) == tt.fail {
 				t.Fatalf("%s %s = %d %s", tt.method, tt.path, status, body)
 			}
 			if got := f.announced.Load(); got != tt.want {
 				t.Fatalf("%d announcements, want %d", got, tt.want)
+			}
+			if at := strconv.FormatUint(f.announcedAt.Load(), 10); tt.want > 0 && at != hdr.Get(api.HeaderIndex) {
+				t.Fatalf("announced index %s, the answer carries %s", at, hdr.Get(api.HeaderIndex))
 			}
 		})
 	}

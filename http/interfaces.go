@@ -48,7 +48,7 @@ type Leadership interface {
 	// AnnounceCommit has the leader tell followers its commit index now,
 	// so that a follower waiting to apply a write it forwarded need not
 	// wait for Raft's next append (cluster.Node.AnnounceCommit).
-	AnnounceCommit()
+	AnnounceCommit(index uint64)
 }
 
 // LeaseKeeper renews worker leases on the leader (cluster.Node.KeepAlive):
