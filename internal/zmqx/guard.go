@@ -173,7 +173,19 @@ type guardConn struct {
 	// blocked sums the time spent in Write.
 	window  time.Time
 	blocked time.Duration
+
+	// Reads go through rbuf: zmq4 reads every frame's header and body
+	// separately, which unbuffered is a syscall each (six per KV event
+	// message). rbuf[rpos:rend] is read from the connection and not yet
+	// passed on; rerr is the error that came with it, held until then.
+	rbuf       []byte
+	rpos, rend int
+	rerr       error
 }
+
+// readBufBytes sizes a connection's read buffer, allocated on its first
+// read: one syscall brings in up to this many bytes of frames.
+const readBufBytes = 32 << 10
 
 // Write writes within WriteTimeout, or closes the connection and fails
 // with ErrStalled. The error is deliberately not a net.Error timeout:
@@ -206,7 +218,7 @@ func (c *guardConn) Read(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
-	n, err := c.Conn.Read(p)
+	n, err := c.fill(p)
 	if n > 0 {
 		handshook := c.g.handshook
 		if gerr := c.g.feed(p[:n]); gerr != nil {
@@ -222,6 +234,33 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// fill reads into p from the buffer, refilling it with one read of the
+// connection when it is empty; a read as large as the buffer bypasses it.
+// The guard sees exactly the bytes passed on, as it would unbuffered.
+func (c *guardConn) fill(p []byte) (int, error) {
+	if c.rpos == c.rend {
+		if err := c.rerr; err != nil {
+			c.rerr = nil
+			return 0, err
+		}
+		if len(p) >= readBufBytes {
+			return c.Conn.Read(p)
+		}
+		if c.rbuf == nil {
+			c.rbuf = make([]byte, readBufBytes)
+		}
+		n, err := c.Conn.Read(c.rbuf)
+		c.rpos, c.rend = 0, n
+		if n == 0 {
+			return 0, err
+		}
+		c.rerr = err
+	}
+	n := copy(p, c.rbuf[c.rpos:c.rend])
+	c.rpos += n
+	return n, nil
 }
 
 // ZMTP 3 framing (rfc.zeromq.org/spec/23): a 64-byte greeting, then

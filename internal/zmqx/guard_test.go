@@ -256,3 +256,114 @@ func Test_SlowReaderCut(t *testing.T) {
 		})
 	}
 }
+
+// chunkConn serves a byte stream in the chunks given, then err, and
+// counts the reads it answers.
+type chunkConn struct {
+	net.Conn
+	chunks [][]byte
+	err    error
+	reads  int
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	c.reads++
+	if len(c.chunks) == 0 {
+		return 0, c.err
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+func (c *chunkConn) SetDeadline(time.Time) error { return nil }
+func (c *chunkConn) Close() error                { return nil }
+
+// Test_GuardConnBufferedReads: reads through the connection's buffer pass
+// on the same bytes, in order, as unbuffered reads would, whatever sizes
+// the reader asks for; frames before a violation are passed on and the
+// violation is reported where its bytes are reached; the connection's
+// error comes after its data; and a message of small frames costs one
+// read of the connection, not one per header and body.
+func Test_GuardConnBufferedReads(t *testing.T) {
+	msg := slices(frame(flagMore, []byte("kv-events")), frame(flagMore, make([]byte, 8)), frame(0, bytes.Repeat([]byte{7}, 300)))
+	stream := slices(greeting(), readyCmd("PUB"), msg, msg, msg)
+	huge := slices(greeting(), readyCmd("PUB"), msg, longHeader(0, MaxFrameBytes+1))
+	for _, tt := range []struct {
+		name    string
+		chunks  [][]byte
+		sizes   []int // read sizes, cycled
+		want    []byte
+		wantErr error
+		prefix  bool // got may stop short of want: a read that reaches a violation passes nothing on
+	}{
+		{"zmq4's pattern: header then body", [][]byte{stream}, []int{2, 9, 8, 300}, stream, io.EOF, false},
+		{"one byte at a time", [][]byte{stream}, []int{1}, stream, io.EOF, false},
+		{"large reads bypass the buffer", [][]byte{stream[:10], stream[10:]}, []int{readBufBytes}, stream, io.EOF, false},
+		{"stream split oddly", [][]byte{stream[:1], stream[1:70], stream[70:71], stream[71:]}, []int{3, 64, 2}, stream, io.EOF, false},
+		{"violation after good frames", [][]byte{huge}, []int{2, 9, 300}, huge[:len(huge)-9], ErrFrameTooLarge, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := &chunkConn{chunks: slices0(tt.chunks), err: io.EOF}
+			c, err := newGuardConn(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			for i := 0; ; i++ {
+				p := make([]byte, tt.sizes[i%len(tt.sizes)])
+				n, err := c.Read(p)
+				got = append(got, p[:n]...)
+				if err != nil {
+					if !errors.Is(err, tt.wantErr) {
+						t.Fatalf("error %v, want %v", err, tt.wantErr)
+					}
+					break
+				}
+				if i > 1<<16 {
+					t.Fatal("no end")
+				}
+			}
+			if tt.prefix && bytes.HasPrefix(tt.want, got) && len(got) >= greetingBytes {
+				return
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Fatalf("passed on %d bytes, want %d (equal prefix: %v)", len(got), len(tt.want), bytes.HasPrefix(tt.want, got))
+			}
+		})
+	}
+	t.Run("one read of the connection per buffered message", func(t *testing.T) {
+		raw := &chunkConn{chunks: [][]byte{slices(greeting(), readyCmd("PUB")), slices(msg, msg, msg, msg)}, err: io.EOF}
+		c, err := newGuardConn(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, 300)
+		for _, n := range []int{greetingBytes, len(readyCmd("PUB"))} {
+			if _, err := io.ReadFull(c, p[:n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := raw.reads
+		for range 4 { // as zmq4 reads: each frame's header, then its body
+			for _, n := range []int{2, 9, 2, 8, 9, 300} {
+				if _, err := io.ReadFull(c, p[:n]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if got := raw.reads - before; got != 1 {
+			t.Fatalf("%d reads of the connection for four messages, want 1", got)
+		}
+	})
+}
+
+// slices0 copies chunks, which chunkConn consumes.
+func slices0(chunks [][]byte) [][]byte {
+	out := make([][]byte, len(chunks))
+	for i, c := range chunks {
+		out[i] = append([]byte(nil), c...)
+	}
+	return out
+}
