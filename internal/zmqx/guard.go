@@ -157,7 +157,7 @@ func newGuardConn(c net.Conn) (*guardConn, error) {
 		c.Close()
 		return nil, err
 	}
-	return &guardConn{Conn: c, g: zmtpGuard{greeting: greetingBytes}}, nil
+	return &guardConn{Conn: c, g: zmtpGuard{greeting: greetingBytes}, out: zmtpGuard{greeting: greetingBytes}}, nil
 }
 
 // guardConn checks the peer's bytes as zmq4 reads them. On a violation
@@ -181,17 +181,78 @@ type guardConn struct {
 	rbuf       []byte
 	rpos, rend int
 	rerr       error
+
+	// Writes are gathered into wbuf until a message is complete: zmq4
+	// writes every frame's header and body apart (six writes for a
+	// three-frame message), and buffers written by SendMulti reach a
+	// wrapped connection one by one too. out follows the framing of what
+	// is written, to tell where a message (or the greeting) ends; a
+	// writer whose framing it cannot follow gets unbuffered writes.
+	out     zmtpGuard
+	wbuf    []byte
+	wdirect bool
 }
 
 // readBufBytes sizes a connection's read buffer, allocated on its first
 // read: one syscall brings in up to this many bytes of frames.
 const readBufBytes = 32 << 10
 
-// Write writes within WriteTimeout, or closes the connection and fails
+// writeBufBytes bounds the bytes gathered before a write: a message
+// larger than this goes out in several.
+const writeBufBytes = 64 << 10
+
+// Write gathers p until the message it belongs to is complete, then
+// writes the message at once (writeNow). An error of that write is the
+// error of the Write that completed the message; zmq4 drops the
+// connection on it, so the bytes reported written before do not matter.
+func (c *guardConn) Write(p []byte) (int, error) {
+	if c.wdirect {
+		return c.writeNow(p)
+	}
+	if err := c.out.feed(p); err != nil {
+		// Not framing this guard can follow: stop gathering.
+		c.wdirect = true
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+		return c.writeNow(p)
+	}
+	done := c.out.atBoundary()
+	if done && len(c.wbuf) == 0 {
+		return c.writeNow(p) // a whole message in one write: no copy
+	}
+	if len(c.wbuf)+len(p) > writeBufBytes {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+		if len(p) >= writeBufBytes {
+			return c.writeNow(p)
+		}
+	}
+	c.wbuf = append(c.wbuf, p...)
+	if done {
+		if err := c.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// flush writes what Write gathered.
+func (c *guardConn) flush() error {
+	if len(c.wbuf) == 0 {
+		return nil
+	}
+	_, err := c.writeNow(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	return err
+}
+
+// writeNow writes within WriteTimeout, or closes the connection and fails
 // with ErrStalled. The error is deliberately not a net.Error timeout:
 // zmq4 keeps a connection whose write timed out, though a frame may be
 // half written, and drops it on any other error.
-func (c *guardConn) Write(p []byte) (int, error) {
+func (c *guardConn) writeNow(p []byte) (int, error) {
 	start := time.Now()
 	if err := c.Conn.SetWriteDeadline(start.Add(WriteTimeout)); err != nil {
 		return 0, err
@@ -285,6 +346,12 @@ type zmtpGuard struct {
 	msgFrames int    // frames of the current message so far
 	msgBytes  uint64 // body bytes of the current message so far
 	handshook bool   // a complete command (READY) has been seen
+}
+
+// atBoundary reports whether the bytes fed so far end a message, a
+// command or the greeting.
+func (g *zmtpGuard) atBoundary() bool {
+	return g.greeting == 0 && g.hdrN == 0 && g.body == 0 && g.msgFrames == 0
 }
 
 func (g *zmtpGuard) feed(b []byte) error {
