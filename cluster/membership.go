@@ -130,12 +130,19 @@ func (n *Node) SetMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 }
 
 // putMetadata writes meta unless the catalog already holds it. Writers
-// take turns: an operator's join and the joining node's own request for
-// promotion carry the same metadata and often arrive together, and the
-// second must find the first's write rather than repeat it.
+// take turns (metaTurn, given up when ctx ends): an operator's join and
+// the joining node's own request for promotion carry the same metadata
+// and often arrive together, and the second must find the first's write
+// rather than repeat it.
 func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
-	n.metaMu.Lock()
-	defer n.metaMu.Unlock()
+	select {
+	case n.metaTurn <- struct{}{}:
+		defer func() { <-n.metaTurn }()
+	case <-ctx.Done():
+		// The write ahead of this one has not committed either: nothing
+		// was sent, and the cluster is not taking writes.
+		return fmt.Errorf("%w: another metadata write is still pending: %v", ErrNoLeader, ctx.Err())
+	}
 	if cur, ok := n.Catalog().Node(meta.ID); ok && cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync {
 		return nil
 	}

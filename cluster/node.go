@@ -38,7 +38,7 @@ type Node struct {
 	observer *raft.Observer
 	obsDone  chan struct{}
 
-	metaMu sync.Mutex // serialises putMetadata's check and write
+	metaTurn chan struct{} // one slot: putMetadata's check and write take turns
 
 	mu            sync.Mutex
 	leaderChanged chan struct{} // closed and replaced on every leader change
@@ -57,7 +57,8 @@ type Node struct {
 	announce chan struct{}
 	// announced is the commit index a completed announcement carried to
 	// the followers: writes up to it need no barrier of their own.
-	announced atomic.Uint64
+	// requested is the highest index AnnounceCommit was asked to carry.
+	announced, requested atomic.Uint64
 	// leases is the leader's lease deadlines (lease.go).
 	leases leaseBook
 	// leaseTicks counts expireLeases rounds (tests wait on it).
@@ -104,7 +105,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
-		announce: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
+		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error
@@ -226,6 +227,11 @@ func (n *Node) AnnounceCommit(index uint64) {
 	if index <= n.announced.Load() {
 		return
 	}
+	for cur := n.requested.Load(); index > cur; cur = n.requested.Load() {
+		if n.requested.CompareAndSwap(cur, index) {
+			break
+		}
+	}
 	select {
 	case n.announce <- struct{}{}:
 	default: // one is pending: it will cover this write too
@@ -244,11 +250,11 @@ func (n *Node) announceCommits() {
 		if !n.IsLeader() {
 			continue
 		}
-		// Every write answered before this point is applied here, so the
-		// barrier's append carries a commit index at least this high. The
-		// catalog index, unlike the commit index, does not count barriers:
-		// a second request for the same write finds it covered.
-		upTo := n.CatalogIndex()
+		// Every index asked for is of a committed write, so the barrier's
+		// append carries a commit index at least this high. Barriers do
+		// not count: a second request for the same write finds it
+		// covered.
+		upTo := n.requested.Load()
 		if upTo <= n.announced.Load() {
 			continue
 		}

@@ -203,9 +203,14 @@ const writeBufBytes = 64 << 10
 
 // Write gathers p until the message it belongs to is complete, then
 // writes the message at once (writeNow). An error of that write is the
-// error of the Write that completed the message; zmq4 drops the
-// connection on it, so the bytes reported written before do not matter.
+// error of the Write that completed the message. Every such error leaves
+// the connection unusable (writeNow closes it on a stall; any other is
+// the connection's own), so the bytes reported written before do not
+// matter.
 func (c *guardConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // zmq4 writes an empty frame's body too
+	}
 	if c.wdirect {
 		return c.writeNow(p)
 	}
@@ -251,7 +256,8 @@ func (c *guardConn) flush() error {
 // writeNow writes within WriteTimeout, or closes the connection and fails
 // with ErrStalled. The error is deliberately not a net.Error timeout:
 // zmq4 keeps a connection whose write timed out, though a frame may be
-// half written, and drops it on any other error.
+// half written. ErrStalled is not one zmq4 acts on either; what ends the
+// connection is the close here, on which its next read or write fails.
 func (c *guardConn) writeNow(p []byte) (int, error) {
 	start := time.Now()
 	if err := c.Conn.SetWriteDeadline(start.Add(WriteTimeout)); err != nil {
