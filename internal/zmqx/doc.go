@@ -3,4 +3,11 @@
 // before zmq4 allocates anything (zmq4 itself sizes a buffer from the
 // peer's length header), a handshake deadline, and the endpoint helpers
 // shared by KV event listeners and kvsim.
+//
+// The guarded connection also batches I/O that zmq4 does piecemeal: reads
+// go through a 32 KiB buffer (zmq4 reads each frame's header and body
+// apart, six syscalls per KV event message), and writes are gathered
+// until a message, a command or the greeting is complete, then written at
+// once. The guard follows the framing in both directions, so it sees
+// exactly the bytes passed on and never holds back the end of a message.
 package zmqx
