@@ -28,6 +28,12 @@ type ClusterStatus struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	CatalogIndex uint64 `json:"catalog_index"`
+	// ConfigIndex is the log index of the configuration Members lists, or
+	// a later index when that entry is not among the last 64 (an upper
+	// bound either way). The configuration is committed once CommitIndex
+	// reaches it. A node that never received the entry removing it learns
+	// of its removal from this.
+	ConfigIndex uint64 `json:"config_index"`
 	// LastContactMs is a follower's time since it last heard from the
 	// leader (-1: never; 0 on the leader).
 	LastContactMs int64    `json:"last_contact_ms"`

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 )
 
 func worker(id uint64) fsm.Worker {
@@ -396,75 +395,17 @@ func Test_JoinNeverRisksQuorum(t *testing.T) {
 	}
 }
 
-// tcpProxy forwards every connection to target and counts them.
-type tcpProxy struct {
-	ln    net.Listener
-	conns atomic.Int64
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	open  []net.Conn
-}
-
-// close stops the proxy and cuts every connection: raft's transport keeps
-// pooled connections open past its Close, so they would never end.
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.open {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func startProxy(t *testing.T, target string) *tcpProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.conns.Add(1)
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.open = append(p.open, in, out)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			for _, pair := range [][2]net.Conn{{in, out}, {out, in}} {
-				go func() {
-					defer p.wg.Done()
-					_, _ = io.Copy(pair[0], pair[1])
-					pair[0].Close()
-					pair[1].Close()
-				}()
-			}
-		}
-	}()
-	return p
-}
-
 // Test_PeerDialRoutesRaftThroughProxy: with --peer-dial, n1 reaches n2's
 // Raft through a proxy while the configuration keeps n2's own address.
 func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 	peers, lns := bindPeers(t, 2)
-	proxy := startProxy(t, peers[1].RaftAddr)
+	proxy := tcpproxy.Start(t, peers[1].RaftAddr)
 	var nodes []*Node
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())
 		cfg.RaftListener, cfg.InitialCluster = lns[i], peers
 		if i == 0 {
-			cfg.PeerDial = map[string]PeerDial{"n2": {Raft: proxy.ln.Addr().String()}}
+			cfg.PeerDial = map[string]PeerDial{"n2": {Raft: proxy.Addr()}}
 		}
 		n, err := Open(cfg, nil)
 		if err != nil {
@@ -476,7 +417,6 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 		for _, n := range nodes {
 			n.Close()
 		}
-		proxy.close()
 	})
 	leader := waitLeader(t, nodes)
 	// Only n1 has the override, so n1 must lead for its replication to
@@ -498,7 +438,7 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if proxy.conns.Load() == 0 {
+	if proxy.Conns() == 0 {
 		t.Fatal("n1 never dialled n2 through the proxy")
 	}
 	for _, m := range nodes[0].Status().Members {

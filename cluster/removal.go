@@ -18,6 +18,11 @@ const removalPoll = 200 * time.Millisecond
 // removalAskTimeout bounds asking one member whether a removal committed.
 const removalAskTimeout = 2 * time.Second
 
+// orphanHeartbeats is how many heartbeat timeouts a node that its own
+// configuration lists may go without a leader before it asks the members
+// whether it was removed without hearing of it.
+const orphanHeartbeats = 5
+
 // Removed returns a channel closed once this node has been removed from
 // the cluster: the committed Raft configuration no longer lists it,
 // although it did while this process ran. A removed node's catalog and
@@ -40,6 +45,14 @@ func (n *Node) Removed() <-chan struct{} { return n.removed }
 // this node. That a local commit index covers the entry only makes it ask
 // at once: a node rejoining after its removal applies the removing entry
 // a moment before the one that adds it again.
+//
+// Nor is the removing entry itself sure to arrive: the leader stops
+// replicating to a removed node with one last append, and when that one
+// fails the node holds a configuration that still lists it, hears from
+// no leader again, and asks for votes nobody grants. So a listed node
+// that has had no leader for orphanHeartbeats heartbeat timeouts asks the
+// members too; it counts as removed once one reports, with a leader known,
+// a configuration without this node whose index its commit index covers.
 func (n *Node) watchRemoval() {
 	defer n.wg.Done()
 	ctx, cancel := n.untilStop()
@@ -51,10 +64,15 @@ func (n *Node) watchRemoval() {
 	tick := time.NewTicker(removalPoll)
 	defer tick.Stop()
 	var (
-		member  []raft.Server // the latest configuration that listed this node
-		nextAsk time.Time     // when to ask the members again
-		backoff time.Duration
+		member     []raft.Server // the latest configuration that listed this node
+		nextAsk    time.Time     // when to ask the members again
+		backoff    time.Duration
+		leaderless time.Time // since when a listed node has known no leader
 	)
+	ask := func() {
+		backoff = min(max(2*backoff, 500*time.Millisecond), 10*time.Second)
+		nextAsk = time.Now().Add(backoff)
+	}
 	for {
 		select {
 		case <-n.stop:
@@ -66,11 +84,30 @@ func (n *Node) watchRemoval() {
 		case err != nil:
 			continue
 		case listed(servers, self):
-			member, nextAsk, backoff = servers, time.Time{}, 0
+			member = servers
+			if addr, _ := n.raft.LeaderWithID(); addr != "" {
+				nextAsk, backoff, leaderless = time.Time{}, 0, time.Time{}
+				continue
+			}
+			if leaderless.IsZero() {
+				leaderless = time.Now()
+			}
+			if time.Since(leaderless) < orphanHeartbeats*n.cfg.HeartbeatTimeout || time.Now().Before(nextAsk) {
+				continue
+			}
+			if backoff == 0 {
+				n.log.Info("no leader for a while: asking the members whether this node was removed", "since", leaderless.Format(time.RFC3339))
+			}
+			ask()
+			if by, idx, st, ok := n.confirmRemoval(ctx, member, 0); ok {
+				n.markRemoved(idx, by, st)
+				return
+			}
 			continue
 		case member == nil:
 			continue // not a member yet in this process
 		}
+		leaderless = time.Time{}
 		// Even a committed removal is confirmed with a member: a node
 		// rejoining after its removal may apply the removing entry (its
 		// commit index covering it) a moment before the entry that adds
@@ -82,9 +119,8 @@ func (n *Node) watchRemoval() {
 		if backoff == 0 {
 			n.log.Debug("this node is out of the latest raft configuration; asking the members whether that committed", "config_index", idx)
 		}
-		backoff = min(max(2*backoff, 500*time.Millisecond), 10*time.Second)
-		nextAsk = time.Now().Add(backoff)
-		if by, st, ok := n.confirmRemoval(ctx, member, idx); ok {
+		ask()
+		if by, _, st, ok := n.confirmRemoval(ctx, member, idx); ok {
 			n.markRemoved(idx, by, st)
 			return
 		}
@@ -94,7 +130,8 @@ func (n *Node) watchRemoval() {
 // configurationIndex is the index of the latest configuration entry in
 // the local log (the one that removed this node), or the last index when
 // it is not among the last entries: comparing a commit index with a later
-// index only asks for more.
+// index only asks for more. Status reports it as ConfigIndex (raft's own
+// GetConfiguration leaves the index at 0).
 func (n *Node) configurationIndex() uint64 {
 	last := n.raft.LastIndex()
 	for i := last; i > 0 && last-i < maxCoverScan; i-- {
@@ -111,8 +148,10 @@ func (n *Node) configurationIndex() uint64 {
 
 // confirmRemoval asks the other members of the configuration that last
 // listed this node for their status, and reports the first that confirms
-// the removal committed at idx, with its member list.
-func (n *Node) confirmRemoval(ctx context.Context, member []raft.Server, idx uint64) (by string, members []raft.Server, ok bool) {
+// the removal committed at idx, with the index and its member list. With
+// idx 0 (a removal this node never received) the member's own
+// configuration index stands for it.
+func (n *Node) confirmRemoval(ctx context.Context, member []raft.Server, idx uint64) (by string, at uint64, members []raft.Server, ok bool) {
 	for _, s := range member {
 		id := string(s.ID)
 		if id == n.cfg.NodeID {
@@ -129,7 +168,11 @@ func (n *Node) confirmRemoval(ctx context.Context, member []raft.Server, idx uin
 			n.log.Debug("asking a member whether this node's removal committed", "member", id, "err", err)
 			continue
 		}
-		if st.Leader.ID == "" || st.CommitIndex < idx {
+		at = idx
+		if at == 0 {
+			at = st.ConfigIndex // 0 from a node that does not report it: no answer
+		}
+		if st.Leader.ID == "" || at == 0 || st.CommitIndex < at {
 			continue
 		}
 		if slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == n.cfg.NodeID }) {
@@ -138,9 +181,9 @@ func (n *Node) confirmRemoval(ctx context.Context, member []raft.Server, idx uin
 		for _, m := range st.Members {
 			members = append(members, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
 		}
-		return id, members, true
+		return id, at, members, true
 	}
-	return "", nil, false
+	return "", 0, nil, false
 }
 
 // markRemoved says why this node stops, once, and closes n.removed.

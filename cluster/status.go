@@ -33,6 +33,7 @@ func (n *Node) Status() api.ClusterStatus {
 	}
 	catalog := n.Catalog()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		st.ConfigIndex = n.configurationIndex() // raft's f.Index() is always 0 here
 		n.mu.Lock()
 		for _, s := range f.Configuration().Servers {
 			m := api.Member{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: s.Suffrage.String(),

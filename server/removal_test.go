@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -106,5 +108,59 @@ func Test_RemovedFollowerIsNotReady(t *testing.T) {
 	})
 	if isRemoved(back) {
 		t.Fatalf("%s, started outside its configuration and added again, counts as removed", back.Node.ID())
+	}
+}
+
+// Test_RemovedFollowerThatMissedItsRemoval: the leader stops replicating
+// to a node it removes with one last append; when that append is lost the
+// node never holds the entry that removes it. It still sees itself listed,
+// hears from no leader again, and must find out from the members instead
+// of running on forever with a frozen catalog. Every node reaches the
+// others' Raft through a proxy; the victim's is cut before the removal and
+// stays cut (healing it could let the leader's last, retried append
+// through), while the victim can still reach the members over HTTP.
+func Test_RemovedFollowerThatMissedItsRemoval(t *testing.T) {
+	const n = 3
+	proxies := make([]*tcpproxy.Proxy, n)
+	for i := range proxies {
+		proxies[i] = tcpproxy.Start(t, "")
+	}
+	c := servertest.StartCluster(t, n, func(i int, cfg *server.Config) {
+		cfg.Cluster.PeerDial = map[string]cluster.PeerDial{}
+		for j, p := range cfg.Cluster.InitialCluster {
+			proxies[j].SetTarget(p.RaftAddr)
+			if j != i {
+				cfg.Cluster.PeerDial[p.ID] = cluster.PeerDial{Raft: proxies[j].Addr()}
+			}
+		}
+	})
+	leader := c.Leader()
+	mustUpsert(t, leader.URL(), 1)
+	victim := c.Followers()[0]
+	servertest.Eventually(t, "the victim has the write", func() error {
+		if victim.Node.CatalogIndex() < leader.Node.CatalogIndex() {
+			return fmt.Errorf("at %d, leader at %d", victim.Node.CatalogIndex(), leader.Node.CatalogIndex())
+		}
+		return nil
+	})
+	before := victim.Node.Status().ConfigIndex
+
+	proxies[c.Index(victim)].Cut()
+	if r := callIdempotent(t, "POST", leader.URL()+"/cluster/remove", fmt.Sprintf(`{"id": %q}`, victim.Node.ID())); r.status != http.StatusOK {
+		t.Fatalf("remove %s: %d %s", victim.Node.ID(), r.status, r.body)
+	}
+	select {
+	case <-victim.Removed():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s never found out it was removed (its configuration index %d, before the removal %d)",
+			victim.Node.ID(), victim.Node.Status().ConfigIndex, before)
+	}
+	if got := victim.Node.Status().ConfigIndex; got != before {
+		t.Fatalf("the victim received its removal after all (configuration index %d -> %d): the test proves nothing", before, got)
+	}
+	for _, s := range c.Live() {
+		if s != victim && isRemoved(s) {
+			t.Fatalf("%s sees itself removed", s.Node.ID())
+		}
 	}
 }
