@@ -74,6 +74,7 @@ func Test_Progress(t *testing.T) {
   "commit_index": 0,
   "applied_index": 0,
   "catalog_index": 0,
+  "config_index": 0,
   "last_contact_ms": 0,
   "members": null
 }
