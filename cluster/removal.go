@@ -96,7 +96,10 @@ func (n *Node) watchRemoval() {
 				continue
 			}
 			if backoff == 0 {
-				n.log.Info("no leader for a while: asking the members whether this node was removed", "since", leaderless.Format(time.RFC3339))
+				// Debug: a cluster starting one node at a time, or one
+				// without quorum, passes here too; only a confirmed
+				// removal is worth an operator's attention (markRemoved).
+				n.log.Debug("no leader for a while: asking the members whether this node is still one of them", "since", leaderless.Format(time.RFC3339))
 			}
 			ask()
 			if by, idx, st, ok := n.confirmRemoval(ctx, member, 0); ok {
