@@ -388,9 +388,39 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 		return nil
 	}
 	restart := func() error { return c.SimPost(ctx, "/restart", map[string]any{"worker_id": w}) }
+	// live publishes until the victim has applied one more message. A
+	// node that has just reconnected (after restart-all, say) may not
+	// have its subscription in place yet, and a PUB drops what it
+	// publishes before that: the victim would then miss the new engine's
+	// first message too, and with it the restart this nemesis needs it to
+	// see (seen once in make test's smoke run, right after restart-all).
+	live := func() error {
+		seq0, _, err := c.listenerState(ctx, victim, w)
+		if err != nil {
+			return err
+		}
+		for range 20 {
+			if err := serve(1); err != nil {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := poll(pctx, NodeID(victim)+" applies a new message", func(ctx context.Context) error {
+				seq, _, err := c.listenerState(ctx, victim, w)
+				if err == nil && seq == seq0 {
+					err = fmt.Errorf("%s still at seq %d of worker %d", NodeID(victim), seq, w)
+				}
+				return err
+			})
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%s applied none of 20 messages of worker %d", NodeID(victim), w)
+	}
 	before, err := c.listenerRestarts(ctx, victim, w)
 	for _, step := range []func() error{
-		func() error { return serve(1) }, // the old engine has published
+		live, // the old engine has published, and the victim follows it
 		restart,
 		func() error { return serve(1) }, // the new one's seq 0 shows the restart
 		func() error {

@@ -248,21 +248,28 @@ func simPost(ctx context.Context, hc *http.Client, simURL, path string, body any
 // listenerRestarts is how many engine restarts node i has counted on
 // worker w's listeners.
 func (c *Cluster) listenerRestarts(ctx context.Context, i int, w uint64) (uint64, error) {
+	_, restarts, err := c.listenerState(ctx, i, w)
+	return restarts, err
+}
+
+// listenerState is node i's view of worker w's event streams: the highest
+// sequence number applied, and the engine restarts counted, over its ranks.
+func (c *Cluster) listenerState(ctx context.Context, i int, w uint64) (lastSeq, restarts uint64, err error) {
 	ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for _, wk := range ws {
 		if wk.WorkerID != w {
 			continue
 		}
-		var n uint64
 		for _, l := range wk.Listeners {
-			n += l.Restarts
+			lastSeq = max(lastSeq, l.LastSeq)
+			restarts += l.Restarts
 		}
-		return n, nil
+		return lastSeq, restarts, nil
 	}
-	return 0, fmt.Errorf("%s does not list worker %d", NodeID(i), w)
+	return 0, 0, fmt.Errorf("%s does not list worker %d", NodeID(i), w)
 }
 
 // AddIndexProbe adds a prompt to those IndexProbes returns.
