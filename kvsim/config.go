@@ -1,6 +1,7 @@
 package kvsim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,40 +117,20 @@ var ErrInvalidConfig = errors.New("kvsim: invalid config")
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
-	if cfg.Workers == 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	if cfg.FirstWorkerID == 0 {
-		cfg.FirstWorkerID = DefaultFirstWorkerID
-	}
-	if cfg.DPSize == 0 {
-		cfg.DPSize = DefaultDPSize
-	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = DefaultBlockSize
-	}
-	if cfg.CacheBlocks == 0 {
-		cfg.CacheBlocks = DefaultCacheBlocks
-	}
-	if cfg.ReplayBuffer == 0 {
-		cfg.ReplayBuffer = DefaultReplayBuffer
-	}
-	if cfg.Host == "" {
-		cfg.Host = DefaultHost
-	}
+	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
+	cfg.FirstWorkerID = cmp.Or(cfg.FirstWorkerID, DefaultFirstWorkerID)
+	cfg.DPSize = cmp.Or(cfg.DPSize, DefaultDPSize)
+	cfg.BlockSize = cmp.Or(cfg.BlockSize, DefaultBlockSize)
+	cfg.CacheBlocks = cmp.Or(cfg.CacheBlocks, DefaultCacheBlocks)
+	cfg.ReplayBuffer = cmp.Or(cfg.ReplayBuffer, DefaultReplayBuffer)
+	cfg.Host = cmp.Or(cfg.Host, DefaultHost)
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = advertiseFor(cfg.Host)
 	}
 	cfg.EndpointBase = strings.TrimRight(cfg.EndpointBase, "/")
-	if cfg.Model == "" {
-		cfg.Model = DefaultName
-	}
-	if cfg.Tenant == "" {
-		cfg.Tenant = DefaultName
-	}
-	if cfg.Topic == "" {
-		cfg.Topic = DefaultTopic
-	}
+	cfg.Model = cmp.Or(cfg.Model, DefaultName)
+	cfg.Tenant = cmp.Or(cfg.Tenant, DefaultName)
+	cfg.Topic = cmp.Or(cfg.Topic, DefaultTopic)
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

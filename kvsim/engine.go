@@ -1,6 +1,7 @@
 package kvsim
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -50,27 +51,13 @@ const (
 
 // WithDefaults returns cfg with zero fields set to their defaults.
 func (cfg EngineConfig) WithDefaults() EngineConfig {
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = DefaultBlockSize
-	}
-	if cfg.CacheBlocks == 0 {
-		cfg.CacheBlocks = DefaultCacheBlocks
-	}
-	if cfg.MaxBatchTokens == 0 {
-		cfg.MaxBatchTokens = DefaultMaxBatchTokens
-	}
-	if cfg.MaxRunning == 0 {
-		cfg.MaxRunning = DefaultMaxRunning
-	}
-	if cfg.PrefillPerToken == 0 {
-		cfg.PrefillPerToken = DefaultPrefillPerToken
-	}
-	if cfg.DecodePerToken == 0 {
-		cfg.DecodePerToken = DefaultDecodePerToken
-	}
-	if cfg.StepOverhead == 0 {
-		cfg.StepOverhead = DefaultStepOverhead
-	}
+	cfg.BlockSize = cmp.Or(cfg.BlockSize, DefaultBlockSize)
+	cfg.CacheBlocks = cmp.Or(cfg.CacheBlocks, DefaultCacheBlocks)
+	cfg.MaxBatchTokens = cmp.Or(cfg.MaxBatchTokens, DefaultMaxBatchTokens)
+	cfg.MaxRunning = cmp.Or(cfg.MaxRunning, DefaultMaxRunning)
+	cfg.PrefillPerToken = cmp.Or(cfg.PrefillPerToken, DefaultPrefillPerToken)
+	cfg.DecodePerToken = cmp.Or(cfg.DecodePerToken, DefaultDecodePerToken)
+	cfg.StepOverhead = cmp.Or(cfg.StepOverhead, DefaultStepOverhead)
 	return cfg
 }
 

@@ -15,13 +15,14 @@ func testEngineConfig() EngineConfig {
 }
 
 // fixedRouter sends request i to ranks[i % len(ranks)].
-type fixedRouter struct{ ranks []int }
+type fixedRouter struct {
+	stateless
+	ranks []int
+}
 
 func (r fixedRouter) Route(_ context.Context, req *TimedRequest) (int, error) {
 	return r.ranks[req.Index%len(r.ranks)], nil
 }
-func (fixedRouter) FirstToken(context.Context, *TimedRequest) error { return nil }
-func (fixedRouter) Finished(context.Context, *TimedRequest) error   { return nil }
 
 // traceReq builds a request of InputLength tokens over the given hash ids,
 // with one trace block per engine block (traceBlockTokens 4).

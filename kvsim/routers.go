@@ -9,8 +9,16 @@ import (
 // compared with, and the oracle that bounds its hit rate. Each breaks ties
 // with its own seeded source, so a run is the same for the same seed.
 
+// stateless gives a router that keeps no bookings its lifecycle calls:
+// the baselines read the fleet's own state when they route.
+type stateless struct{}
+
+func (stateless) FirstToken(context.Context, *TimedRequest) error { return nil }
+func (stateless) Finished(context.Context, *TimedRequest) error   { return nil }
+
 // RoundRobin routes request i to engine i mod n.
 type RoundRobin struct {
+	stateless
 	fleet *Fleet
 	next  int
 }
@@ -24,11 +32,9 @@ func (r *RoundRobin) Route(context.Context, *TimedRequest) (int, error) {
 	return i, nil
 }
 
-func (*RoundRobin) FirstToken(context.Context, *TimedRequest) error { return nil }
-func (*RoundRobin) Finished(context.Context, *TimedRequest) error   { return nil }
-
 // Random routes each request to an engine drawn uniformly.
 type Random struct {
+	stateless
 	fleet *Fleet
 	rng   *rand.Rand
 }
@@ -42,12 +48,10 @@ func (r *Random) Route(context.Context, *TimedRequest) (int, error) {
 	return r.rng.IntN(r.fleet.Len()), nil
 }
 
-func (*Random) FirstToken(context.Context, *TimedRequest) error { return nil }
-func (*Random) Finished(context.Context, *TimedRequest) error   { return nil }
-
 // LeastLoaded routes each request to an engine with the fewest active
 // requests (waiting or running), ties drawn uniformly.
 type LeastLoaded struct {
+	stateless
 	fleet *Fleet
 	rng   *rand.Rand
 }
@@ -62,15 +66,13 @@ func (r *LeastLoaded) Route(context.Context, *TimedRequest) (int, error) {
 	return best[r.rng.IntN(len(best))], nil
 }
 
-func (*LeastLoaded) FirstToken(context.Context, *TimedRequest) error { return nil }
-func (*LeastLoaded) Finished(context.Context, *TimedRequest) error   { return nil }
-
 // Oracle knows every engine's cache exactly and routes each request to
 // the longest cached prefix, ties to the fewest active requests, then
 // drawn uniformly. It maximises each request's hit, greedily: an upper
 // bound for a router's hit rate, not for its latency (it piles popular
 // prefixes on one engine).
 type Oracle struct {
+	stateless
 	fleet *Fleet
 	rng   *rand.Rand
 }
@@ -94,9 +96,6 @@ func (r *Oracle) Route(_ context.Context, req *TimedRequest) (int, error) {
 	best := sortedRanks(n, func(i int) int { return -hits[i]*(maxActive+1) + r.fleet.Active(i) })
 	return best[r.rng.IntN(len(best))], nil
 }
-
-func (*Oracle) FirstToken(context.Context, *TimedRequest) error { return nil }
-func (*Oracle) Finished(context.Context, *TimedRequest) error   { return nil }
 
 func newRNG(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
