@@ -66,7 +66,11 @@ func Test_LeaseLapseDropsWorkerAndReservations(t *testing.T) {
 
 	servertest.Eventually(t, "worker 1's lease lapses on every node", func() error {
 		for _, s := range c.Live() {
-			if _, ok := s.Node.Catalog().Worker(1); ok {
+			cat, err := servertest.Catalog(s)
+			if err != nil {
+				return err
+			}
+			if _, ok := cat.Worker(1); ok {
 				return fmt.Errorf("%s still has worker 1", s.Node.ID())
 			}
 		}
@@ -142,8 +146,12 @@ func Test_KVSimKeepsLeasesAndLetsThemLapse(t *testing.T) {
 		t.Helper()
 		servertest.Eventually(t, what, func() error {
 			for _, s := range c.Live() {
+				cat, err := servertest.Catalog(s)
+				if err != nil {
+					return err
+				}
 				for _, id := range ids {
-					if _, ok := s.Node.Catalog().Worker(id); ok != want {
+					if _, ok := cat.Worker(id); ok != want {
 						return fmt.Errorf("%s: worker %d present=%v", s.Node.ID(), id, ok)
 					}
 				}

@@ -56,7 +56,9 @@ func (sc *syncCluster) waitMeshed() {
 	leader := sc.c.Leader()
 	servertest.Eventually(sc.t, "every node follows every other node's replica sync", func() error {
 		for _, s := range sc.c.Live() {
-			if s.Node.Catalog().Index() < leader.Node.Catalog().Index() {
+			if cat, err := servertest.Catalog(s); err != nil {
+				return err
+			} else if cat.Index() < leader.Node.Catalog().Index() {
 				return fmt.Errorf("%s is behind the leader's catalog", s.Node.ID())
 			}
 			var want []string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/server"
 )
 
@@ -116,8 +117,12 @@ func (c *Cluster) WaitConverged() *server.Server {
 			if got := s.Node.Leader().ID; got != leader.Node.ID() {
 				return fmt.Errorf("%s sees leader %q, want %s", s.Node.ID(), got, leader.Node.ID())
 			}
+			cat, err := Catalog(s)
+			if err != nil {
+				return err
+			}
 			for _, o := range live {
-				m, ok := s.Node.Catalog().Node(o.Node.ID())
+				m, ok := cat.Node(o.Node.ID())
 				if !ok || m.HTTPAddr != o.Addr() {
 					return fmt.Errorf("%s does not know %s at %s yet", s.Node.ID(), o.Node.ID(), o.Addr())
 				}
@@ -217,6 +222,21 @@ func (c *Cluster) stopAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// Catalog returns the catalog s has applied, once s has also delivered it
+// to its parts (indexer, scheduler, KV listeners, replica sync), else an
+// error to poll on. The FSM's catalog runs a moment ahead of the parts:
+// the cluster's watcher hands each change on after the apply, so a test
+// that sees a write in Node.Catalog and then asks the scheduler or the
+// index would race the hand-over. Node.CatalogIndex is the delivered index,
+// the one the API's min_catalog_index waits for.
+func Catalog(s *server.Server) (*fsm.Catalog, error) {
+	cat := s.Node.Catalog()
+	if got := s.Node.CatalogIndex(); got < cat.Index() {
+		return nil, fmt.Errorf("%s has applied catalog index %d but delivered only %d", s.Node.ID(), cat.Index(), got)
+	}
+	return cat, nil
 }
 
 // Eventually polls cond until it returns nil, failing the test with the

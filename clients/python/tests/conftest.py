@@ -85,7 +85,9 @@ def node(tmp_path) -> Iterator[str]:
              str(tmp_path / "n1.log"))
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for("the node leads", lambda: (get_json(url + "/cluster/status") or {}).get("state") == "leader")
+        # Ready, not just leading: a new leader learns its commit index a
+        # moment after it wins the election.
+        wait_for("the node leads and is ready", lambda: (get_json(url + "/readyz") or {}).get("state") == "leader")
         yield url
     finally:
         p.stop()
