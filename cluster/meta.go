@@ -25,9 +25,27 @@ type LeaderInfo struct {
 	DialHTTP string
 }
 
+// knownLeader is raft's leader, except while this node campaigns: a
+// candidate knows no leader. hashicorp/raft (v1.7.3) can leave a stale one
+// set there. A leader handing over sends the target TimeoutNow, which
+// clears the leader and makes it a candidate; a heartbeat the old leader
+// sent a moment earlier, handled on the transport's fast path beside the
+// main loop, then sets the old leader again, and a candidate clears it
+// only when its state next changes. With the others gone that is never,
+// and the node would name a dead leader, forward writes to it and pass
+// for led (Test_NoQuorum caught it under load). Every reading of the
+// leader in this package goes through here.
+func (n *Node) knownLeader() (raft.ServerAddress, raft.ServerID) {
+	addr, id := n.raft.LeaderWithID()
+	if n.raft.State() == raft.Candidate {
+		return "", ""
+	}
+	return addr, id
+}
+
 // Leader returns what this node knows about the current leader.
 func (n *Node) Leader() LeaderInfo {
-	_, id := n.raft.LeaderWithID()
+	_, id := n.knownLeader()
 	info := LeaderInfo{ID: string(id)}
 	switch {
 	case id == "":

@@ -371,7 +371,7 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 		n.mu.Lock()
 		ch := n.leaderChanged
 		n.mu.Unlock()
-		if addr, _ := n.raft.LeaderWithID(); addr != "" {
+		if addr, _ := n.knownLeader(); addr != "" {
 			return nil
 		}
 		select {
@@ -445,7 +445,7 @@ func (n *Node) leaderOnly(ctx context.Context) error {
 	if n.raft.State() == raft.Shutdown {
 		return ErrClosed
 	}
-	if addr, _ := n.raft.LeaderWithID(); addr == "" {
+	if addr, _ := n.knownLeader(); addr == "" {
 		wctx, cancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
 		err := n.WaitForLeader(wctx)
 		cancel()
@@ -460,7 +460,7 @@ func (n *Node) leaderOnly(ctx context.Context) error {
 }
 
 func (n *Node) notLeaderError() error {
-	addr, id := n.raft.LeaderWithID()
+	addr, id := n.knownLeader()
 	if addr == "" {
 		return ErrNoLeader
 	}

@@ -85,7 +85,7 @@ func (n *Node) watchRemoval() {
 			continue
 		case listed(servers, self):
 			member = servers
-			if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			if addr, _ := n.knownLeader(); addr != "" {
 				nextAsk, backoff, leaderless = time.Time{}, 0, time.Time{}
 				continue
 			}

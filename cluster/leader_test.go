@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/api"
+)
+
+// Test_CandidateKnowsNoLeader: a node that campaigns names no leader, even
+// when hashicorp/raft keeps a stale one. A leader handing over sends the
+// target TimeoutNow and may have sent it a heartbeat a moment before; when
+// the heartbeat is handled after the TimeoutNow, raft sets the old leader
+// again on a node that is by then a candidate, and leaves it there for as
+// long as the node campaigns. The test plays the old leader, n2, from a
+// bare raft transport against n1, the one live node of a three-node
+// configuration, with the messages in that order. Before knownLeader,
+// n1's status named n2, a node that was gone, for good (Test_NoQuorum in
+// the server package caught it on a loaded machine).
+func Test_CandidateKnowsNoLeader(t *testing.T) {
+	peers, lns := bindPeers(t, 3)
+	cfg := TestConfig("n1", t.TempDir())
+	cfg.RaftListener, cfg.InitialCluster = lns[0], peers
+	cfg.LeaderWait = 50 * time.Millisecond // leaderOnly's wait below
+	n, err := Open(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	lns[1].Close() // n2 and n3 never run; n2's address is the ghost's
+	lns[2].Close()
+
+	ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ghost.Close() })
+	target, from := raft.ServerAddress(peers[0].RaftAddr), raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(peers[1].RaftAddr)}
+
+	waitFor(t, "n1 campaigns with n2's heartbeat taken after its TimeoutNow", func() error {
+		if n.raft.State() != raft.Candidate {
+			return fmt.Errorf("n1 is %s", n.raft.State())
+		}
+		if _, id := n.raft.LeaderWithID(); id == "n2" {
+			return nil // the stale leader is in place
+		}
+		// The hand-over, then the heartbeat at the term the hand-over's
+		// election moved to. Another election between the two moves the
+		// term again; the next round catches up.
+		if err := ghost.TimeoutNow("n1", target, &raft.TimeoutNowRequest{RPCHeader: from},
+			&raft.TimeoutNowResponse{}); err != nil {
+			return fmt.Errorf("timeout now: %w", err)
+		}
+		hb := &raft.AppendEntriesRequest{RPCHeader: from, Term: n.raft.CurrentTerm(), Leader: from.Addr}
+		if err := ghost.AppendEntries("n1", target, hb, &raft.AppendEntriesResponse{}); err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		return fmt.Errorf("not yet")
+	})
+	if n.raft.State() != raft.Candidate { // nothing else talks to n1
+		t.Fatalf("n1 left the candidate state: %s", n.raft.State())
+	}
+	if got := n.Leader(); got.ID != "" {
+		t.Fatalf("a candidate names leader %+v", got)
+	}
+	if st := n.Status(); st.Leader.ID != "" || st.State != api.StateCandidate {
+		t.Fatalf("a candidate's status: state %s, leader %+v", st.State, st.Leader)
+	}
+	if err := n.leaderOnly(ctx(t)); err == nil {
+		t.Fatal("a candidate took a leader-only request")
+	}
+}
