@@ -201,6 +201,15 @@ type fakeBookings struct {
 	selects atomic.Int64
 	stopAt  int64
 	stop    context.CancelFunc
+	servers []*httptest.Server
+}
+
+// quiesce closes the fake nodes, waiting for the requests they are still
+// serving: the run's end cancels the clients, not the handlers.
+func (f *fakeBookings) quiesce() {
+	for _, srv := range f.servers {
+		srv.Close()
+	}
 }
 
 func (f *fakeBookings) node(t *testing.T, self int, lagging bool) string {
@@ -241,6 +250,7 @@ func (f *fakeBookings) node(t *testing.T, self int, lagging bool) string {
 	mux.HandleFunc("DELETE /reservations/{id}", booking(true))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	f.servers = append(f.servers, srv)
 	return srv.URL
 }
 
@@ -253,12 +263,18 @@ func Test_RunSelectionClients(t *testing.T) {
 	if err := RunSelectionClients(ctx, urls, time.Now(), h); err != nil {
 		t.Fatal(err)
 	}
-	counts := map[string]int{}
+	f.quiesce()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	counts, cutShort := map[string]int{}, map[string]bool{}
 	for _, op := range h.Ops() {
 		// The run's end may cut the last selections short.
 		cut := op.Kind == KindSelectAndReserve && op.Result == ResultUnknown && strings.Contains(op.Error, "context canceled")
 		if op.Result != ResultOK && !cut {
 			t.Fatalf("op failed on a healthy fake: %+v", op)
+		}
+		if cut {
+			cutShort[op.ReservationID] = true
 		}
 		counts[op.Kind+" "+op.Result]++
 	}
@@ -270,8 +286,13 @@ func Test_RunSelectionClients(t *testing.T) {
 	if len(f.seen) == 0 {
 		t.Error("no booking call met the lagging node")
 	}
-	if len(f.booked) != 0 {
-		t.Fatalf("bookings left: %v", f.booked)
+	// A selection cut short may still be booked by its handler after the
+	// client's free found nothing there: a booking a real node would let
+	// expire. Any other booking left was not freed.
+	for rid := range f.booked {
+		if !cutShort[rid] {
+			t.Fatalf("booking %s left: %v", rid, f.booked)
+		}
 	}
 	if u := MaxUnavailability(h.Ops(), len(urls), nil); u[0] != 0 || u[1] != 0 || u[2] != 0 {
 		t.Fatalf("unavailability %v on healthy fakes", u)
