@@ -109,9 +109,13 @@ func (s RunSummary) Passed() bool {
 // selections failed: from the call of a failed select_and_reserve to the
 // call of the next successful one on that node (or the return of the last
 // failed one). Unknown attempts are ignored, and so are a node's failures
-// called inside a window that took that very node down (Window.Down): a
-// killed or paused node cannot answer, and its own downtime is the fault,
-// not a failure of the cluster's promise that every live node selects.
+// in flight during a window that took that very node down (Window.Down):
+// a killed or paused node cannot answer, and its own downtime is the
+// fault, not a failure of the cluster's promise that every live node
+// selects. In flight, not just called inside: a selection the node was
+// serving when it was killed fails with a reset connection, and it is
+// often called a fraction of a millisecond before the window's recorded
+// start (the kill is logged after it is sent).
 func MaxUnavailability(ops []Op, nodes int, windows []Window) []time.Duration {
 	out := make([]time.Duration, nodes)
 	start := make([]time.Duration, nodes)
@@ -124,7 +128,7 @@ func MaxUnavailability(ops []Op, nodes int, windows []Window) []time.Duration {
 			continue
 		}
 		n := op.Node
-		if op.Result == ResultFail && tookDown(windows, n, op.Call) {
+		if op.Result == ResultFail && tookDown(windows, n, op.Call, op.Return) {
 			continue
 		}
 		switch op.Result {
@@ -148,10 +152,11 @@ func MaxUnavailability(ops []Op, nodes int, windows []Window) []time.Duration {
 	return out
 }
 
-// tookDown reports whether a window holding t took node n down.
-func tookDown(windows []Window, n int, t time.Duration) bool {
+// tookDown reports whether a window overlapping [call, ret] took node n
+// down.
+func tookDown(windows []Window, n int, call, ret time.Duration) bool {
 	for _, w := range windows {
-		if t >= w.Start && t <= w.End && slices.Contains(w.Down, n) {
+		if call <= w.End && ret >= w.Start && slices.Contains(w.Down, n) {
 			return true
 		}
 	}

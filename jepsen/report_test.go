@@ -33,9 +33,13 @@ func Test_MaxUnavailability(t *testing.T) {
 		{"node 2 down", []Window{{Start: 90 * ms, End: 130 * ms, Down: []int{2}}}, []time.Duration{30 * ms, 0, 0}},
 		// A window taking node 1 down leaves node 0's failures counted.
 		{"other node down", []Window{{Start: 0, End: 100 * ms, Down: []int{1}}}, []time.Duration{30 * ms, 0, 70 * ms}},
-		// Node 0 down from 15 to 30 ms: the failure at 10 still opens the
-		// stretch, the one at 20 is skipped, the OK at 40 ends it.
-		{"partly down", []Window{{Start: 15 * ms, End: 30 * ms, Down: []int{0}}}, []time.Duration{30 * ms, 0, 70 * ms}},
+		// Node 0 down from 16 to 30 ms: the failure over 10-15 ms came
+		// before it and still opens the stretch, the one at 20 is
+		// skipped, the OK at 40 ends it.
+		{"partly down", []Window{{Start: 16 * ms, End: 30 * ms, Down: []int{0}}}, []time.Duration{30 * ms, 0, 70 * ms}},
+		// Node 0 killed at 12 ms, while it served the selection called at
+		// 10: that failure is the kill's too. What is left is 50-60 ms.
+		{"killed in flight", []Window{{Start: 12 * ms, End: 30 * ms, Down: []int{0}}}, []time.Duration{10 * ms, 0, 70 * ms}},
 		// A window with no node down changes nothing.
 		{"partition", []Window{{Start: 0, End: 200 * ms}}, []time.Duration{30 * ms, 0, 70 * ms}},
 	} {
