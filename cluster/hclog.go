@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -74,10 +75,11 @@ var peerFailureMessages = map[string]bool{
 
 // shuttingDown reports whether a line's error is this node's transport
 // closing (raft logs a connection it was serving as "failed to decode
-// incoming command" then): part of every shutdown, no error.
+// incoming command" then), or a connection this node cut itself (the
+// stream layer's drain, on the way out): part of every shutdown, no error.
 func shuttingDown(args []any) bool {
 	for i := 1; i < len(args); i += 2 {
-		if err, ok := args[i].(error); ok && errors.Is(err, raft.ErrTransportShutdown) {
+		if err, ok := args[i].(error); ok && (errors.Is(err, raft.ErrTransportShutdown) || errors.Is(err, net.ErrClosed)) {
 			return true
 		}
 	}

@@ -97,6 +97,7 @@ func Test_HCLogDemotesPeerFailures(t *testing.T) {
 		{hclog.Warn, "failed to contact", []any{"server-id", peer.ID, "time", 600 * time.Millisecond}, slog.LevelDebug},
 		{hclog.Error, "failed to decode incoming command", []any{"error", raft.ErrTransportShutdown}, slog.LevelDebug},
 		{hclog.Error, "failed to decode incoming command", []any{"error", io.ErrUnexpectedEOF}, slog.LevelError},
+		{hclog.Error, "failed to decode incoming command", []any{"error", &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}}, slog.LevelDebug},
 		{hclog.Error, "failed to commit logs", []any{"error", refused}, slog.LevelError},
 		{hclog.Warn, "failed to contact quorum of nodes, stepping down", nil, slog.LevelWarn},
 		{hclog.Info, "entering leader state", nil, slog.LevelInfo},

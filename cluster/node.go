@@ -29,6 +29,7 @@ type Node struct {
 	fsm     *fsm.FSM
 	store   *raftboltdb.BoltStore
 	trans   *raft.NetworkTransport
+	stream  *tcpStream // n.trans's stream layer
 	watcher *watcher
 	metrics *metrics
 	health  *peerHealth   // outages of peers, from raft's RPCs (peerhealth.go)
@@ -121,7 +122,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	if n.trans, err = newTransport(cfg, n.provider, hl); err != nil {
+	if n.trans, n.stream, err = newTransport(cfg, n.provider, hl); err != nil {
 		n.store.Close()
 		return nil, err
 	}
@@ -316,6 +317,7 @@ func claimDataDir(dir, id string) error {
 func (n *Node) closeStores() {
 	if n.trans != nil {
 		n.trans.Close()
+		n.stream.drain()
 	}
 	n.store.Close()
 }
@@ -597,6 +599,7 @@ func (n *Node) shutdown(handOver bool) error {
 	if cerr := n.trans.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
+	n.stream.drain() // raft's connection handlers may still use the store
 	if cerr := n.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,9 +15,78 @@ import (
 // caller bind the Raft port before it knows the whole cluster (tests bind
 // three ports, then build --initial-cluster from them) and lets the
 // advertised address differ from the bound one.
+//
+// It also keeps the connections it accepted, so drain can wait out raft's
+// handlers of them before the node closes its stores.
 type tcpStream struct {
 	net.Listener
 	advertise net.Addr
+
+	mu      sync.Mutex
+	drained bool
+	conns   map[*servedConn]struct{}
+	serving sync.WaitGroup // one per accepted connection not yet closed
+}
+
+// Accept hands raft an inbound connection it will serve until it closes
+// it (NetworkTransport's handleConn closes it on the way out).
+func (s *tcpStream) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drained {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	if s.conns == nil {
+		s.conns = map[*servedConn]struct{}{}
+	}
+	sc := &servedConn{Conn: c, s: s}
+	s.conns[sc] = struct{}{}
+	s.serving.Add(1)
+	return sc, nil
+}
+
+// drain cuts every accepted connection and waits until raft's handlers of
+// them have returned; call it after the transport is closed (no new
+// connection is served) and before the stores close. hashicorp/raft
+// (v1.7.3) answers heartbeats on the connection's goroutine, beside its
+// main loop, and neither Raft.Shutdown nor NetworkTransport.Close waits
+// for those goroutines: a heartbeat that passed raft's shutdown check as
+// the node stopped went on to save the current term in a store already
+// closed, and raft panics on that ("failed to save current term: database
+// not open", seen once under load). A cut connection ends its handler at
+// its next read; a heartbeat it is answering finishes first.
+func (s *tcpStream) drain() {
+	s.mu.Lock()
+	s.drained = true
+	for c := range s.conns {
+		c.Conn.Close() // the raw connection: the handler's own Close marks it done
+	}
+	s.mu.Unlock()
+	s.serving.Wait()
+}
+
+// servedConn is an accepted connection; its first Close tells the stream
+// the handler is done with it.
+type servedConn struct {
+	net.Conn
+	s    *tcpStream
+	once sync.Once
+}
+
+func (c *servedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		c.s.serving.Done()
+	})
+	return err
 }
 
 func (s *tcpStream) Addr() net.Addr {
@@ -66,12 +136,12 @@ func (p *dialProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) 
 
 // newTransport builds the Raft transport on cfg.RaftListener, or on a new
 // listener bound to cfg.RaftBind.
-func newTransport(cfg Config, provider *dialProvider, logger hclog.Logger) (*raft.NetworkTransport, error) {
+func newTransport(cfg Config, provider *dialProvider, logger hclog.Logger) (*raft.NetworkTransport, *tcpStream, error) {
 	ln := cfg.RaftListener
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", cfg.RaftBind); err != nil {
-			return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
+			return nil, nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftBind, err)
 		}
 	}
 	stream := &tcpStream{Listener: ln}
@@ -80,7 +150,7 @@ func newTransport(cfg Config, provider *dialProvider, logger hclog.Logger) (*raf
 	}
 	if err := CheckAdvertise(stream.Addr().String()); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("raft address: %w (set --raft-advertise)", err)
+		return nil, nil, fmt.Errorf("raft address: %w (set --raft-advertise)", err)
 	}
 	// MaxRPCsInFlight 1 turns off hashicorp/raft's pipelined replication.
 	// Its netPipeline can deadlock when a follower answers Success=false:
@@ -98,5 +168,5 @@ func newTransport(cfg Config, provider *dialProvider, logger hclog.Logger) (*raf
 	if len(cfg.PeerDial) > 0 {
 		tc.ServerAddressProvider = provider
 	}
-	return raft.NewNetworkTransportWithConfig(tc), nil
+	return raft.NewNetworkTransportWithConfig(tc), stream, nil
 }
