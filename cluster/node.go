@@ -152,6 +152,18 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 			return nil, err
 		}
 	}
+	if conf, ok := n.bootstrapConfiguration(); ok {
+		// Written to the stores before raft runs (hashicorp/raft's static
+		// bootstrap), not through a running raft: the transport already
+		// listens, and a peer of --initial-cluster that campaigned before
+		// a live bootstrap was handled left a term behind, so the node
+		// refused to bootstrap ("bootstrap only works on new clusters",
+		// seen once under load).
+		if err := raft.BootstrapCluster(rc, n.store, n.store, snaps, n.trans, conf); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
 	n.health = newPeerHealth(n.log, cfg.HeartbeatTimeout)
@@ -167,7 +179,30 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	return n, nil
 }
 
-// start bootstraps or joins as the data dir and configuration say, then
+// bootstrapConfiguration is the configuration a node without raft state
+// starts a cluster with: --initial-cluster, or itself alone when it joins
+// none. A node that joins, or resumes, bootstraps nothing.
+func (n *Node) bootstrapConfiguration() (raft.Configuration, bool) {
+	cfg := n.cfg
+	switch {
+	case n.hadState || len(cfg.InitialCluster) == 0 && len(cfg.Join) > 0:
+		return raft.Configuration{}, false
+	case len(cfg.InitialCluster) > 0:
+		conf := raft.Configuration{}
+		for _, p := range cfg.InitialCluster {
+			conf.Servers = append(conf.Servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		return conf, true
+	default:
+		return raft.Configuration{Servers: []raft.Server{{
+			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
+		}}}, true
+	}
+}
+
+// start joins as the data dir and configuration say (openParts wrote a
+// bootstrap's configuration already), then
 // starts publishing this node's metadata and watching for its removal.
 func (n *Node) start() error {
 	cfg := n.cfg
@@ -178,15 +213,7 @@ func (n *Node) start() error {
 		}
 		n.log.Info("resuming existing raft state", "raft_addr", n.RaftAddr())
 	case len(cfg.InitialCluster) > 0:
-		conf := raft.Configuration{}
-		for _, p := range cfg.InitialCluster {
-			conf.Servers = append(conf.Servers, raft.Server{
-				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-		}
-		if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
-			return fmt.Errorf("bootstrap: %w", err)
-		}
-		n.log.Info("bootstrapped new cluster", "members", len(conf.Servers), "raft_addr", n.RaftAddr())
+		n.log.Info("bootstrapped new cluster", "members", len(cfg.InitialCluster), "raft_addr", n.RaftAddr())
 	case len(cfg.Join) > 0:
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.JoinTimeout)
 		defer cancel()
@@ -194,12 +221,6 @@ func (n *Node) start() error {
 			return err
 		}
 	default:
-		conf := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: raft.ServerID(cfg.NodeID), Address: n.trans.LocalAddr(),
-		}}}
-		if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
-			return fmt.Errorf("bootstrap: %w", err)
-		}
 		n.log.Info("bootstrapped new single-node cluster", "raft_addr", n.RaftAddr())
 	}
 	if cfg.HTTPAdvertise != "" {

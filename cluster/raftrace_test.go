@@ -1,5 +1,8 @@
 package cluster
 
+// Races between hashicorp/raft's goroutines and what this package reads or
+// writes, each played in the order that once went wrong.
+
 import (
 	"fmt"
 	"io"
@@ -73,5 +76,46 @@ func Test_CandidateKnowsNoLeader(t *testing.T) {
 	}
 	if err := n.leaderOnly(ctx(t)); err == nil {
 		t.Fatal("a candidate took a leader-only request")
+	}
+}
+
+// Test_BootstrapBeforeAPeerCampaigns: a node of --initial-cluster whose
+// peers already campaign is asked for its vote the moment its transport
+// listens, before Open has started it. The vote leaves a term in its
+// store; with the bootstrap made through the running raft after that,
+// raft refused it ("bootstrap only works on new clusters") and the node
+// failed to start (kvbench's routing smoke test met it on a loaded
+// machine). openParts now writes the bootstrap before raft runs, so the
+// vote is answered by a member that knows its cluster.
+func Test_BootstrapBeforeAPeerCampaigns(t *testing.T) {
+	peers, lns := bindPeers(t, 3)
+	cfg := TestConfig("n3", t.TempDir())
+	cfg.RaftListener, cfg.InitialCluster = lns[2], peers
+	n, err := openParts(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+
+	ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ghost.Close() })
+	from := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte(peers[0].RaftAddr)}
+	var vote raft.RequestVoteResponse
+	if err := ghost.RequestVote("n3", raft.ServerAddress(peers[2].RaftAddr),
+		&raft.RequestVoteRequest{RPCHeader: from, Term: 5, LastLogIndex: 10, LastLogTerm: 4}, &vote); err != nil {
+		t.Fatal(err)
+	}
+	if n.raft.CurrentTerm() != 5 {
+		t.Fatalf("the vote left term %d, want 5", n.raft.CurrentTerm())
+	}
+	if err := n.start(); err != nil {
+		t.Fatalf("start after a peer's vote request: %v", err)
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil || len(f.Configuration().Servers) != 3 {
+		t.Fatalf("configuration %+v (%v), want the three of --initial-cluster", f.Configuration(), err)
 	}
 }
