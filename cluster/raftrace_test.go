@@ -37,13 +37,8 @@ func Test_CandidateKnowsNoLeader(t *testing.T) {
 	lns[1].Close() // n2 and n3 never run; n2's address is the ghost's
 	lns[2].Close()
 
-	ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ghost.Close() })
-	target, from := raft.ServerAddress(peers[0].RaftAddr), raft.RPCHeader{
-		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(peers[1].RaftAddr)}
+	ghost, from := ghostPeer(t, peers[1])
+	target := raft.ServerAddress(peers[0].RaftAddr)
 
 	waitFor(t, "n1 campaigns with n2's heartbeat taken after its TimeoutNow", func() error {
 		if n.raft.State() != raft.Candidate {
@@ -97,12 +92,7 @@ func Test_BootstrapBeforeAPeerCampaigns(t *testing.T) {
 	}
 	t.Cleanup(func() { n.Close() })
 
-	ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, time.Second, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ghost.Close() })
-	from := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n1"), Addr: []byte(peers[0].RaftAddr)}
+	ghost, from := ghostPeer(t, peers[0])
 	var vote raft.RequestVoteResponse
 	if err := ghost.RequestVote("n3", raft.ServerAddress(peers[2].RaftAddr),
 		&raft.RequestVoteRequest{RPCHeader: from, Term: 5, LastLogIndex: 10, LastLogTerm: 4}, &vote); err != nil {
@@ -118,4 +108,17 @@ func Test_BootstrapBeforeAPeerCampaigns(t *testing.T) {
 	if err := f.Error(); err != nil || len(f.Configuration().Servers) != 3 {
 		t.Fatalf("configuration %+v (%v), want the three of --initial-cluster", f.Configuration(), err)
 	}
+}
+
+// ghostPeer is a bare raft transport that speaks as member p: it sends the
+// RPCs a real peer would, in the order a test wants them. Closed when the
+// test ends.
+func ghostPeer(t *testing.T, p Peer) (*raft.NetworkTransport, raft.RPCHeader) {
+	t.Helper()
+	ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ghost.Close() })
+	return ghost, raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(p.ID), Addr: []byte(p.RaftAddr)}
 }

@@ -3,11 +3,9 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -96,11 +94,7 @@ func Test_CloseWhileAPeerSendsHeartbeats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ghost, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		from := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte(peers[1].RaftAddr)}
+		ghost, from := ghostPeer(t, peers[1])
 		target := raft.ServerAddress(peers[0].RaftAddr)
 		beat := func(term uint64) error {
 			return ghost.AppendEntries("n1", target, &raft.AppendEntriesRequest{RPCHeader: from, Term: term, Leader: from.Addr},
@@ -137,6 +131,5 @@ func Test_CloseWhileAPeerSendsHeartbeats(t *testing.T) {
 		}
 		close(stop)
 		<-done
-		ghost.Close()
 	}
 }
