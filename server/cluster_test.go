@@ -249,14 +249,20 @@ func Test_FollowerForwardsWrites(t *testing.T) {
 // CommitTimeout later. With a CommitTimeout far longer than the follower's
 // wait, a forwarded write still comes back applied on the follower: the
 // leader announces the commit at once (cluster.Node.AnnounceCommit).
+//
+// Both keep the default CatalogWait (2 s): a 300 ms wait once ran out on
+// a loaded machine (three CI runs side by side) before the follower had
+// applied. The slow CommitTimeout (5 s, so 5-10 s before the next append)
+// still lies far past the wait, so the second test fails without the
+// announcement.
 func Test_ReadYourWritesOnTheFollower(t *testing.T) {
-	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.CatalogWait = 300 * time.Millisecond })
+	c := servertest.StartCluster(t, 3, nil)
 	checkReadYourWritesOnFollower(t, c)
 }
 
 func Test_ForwardedWriteWithSlowCommitTimeout(t *testing.T) {
 	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) {
-		cfg.CatalogWait = 300 * time.Millisecond
+		cfg.CatalogWait = 2 * time.Second // the default, named: it must stay below CommitTimeout
 		cfg.Cluster.CommitTimeout = 5 * time.Second
 	})
 	checkReadYourWritesOnFollower(t, c)
