@@ -106,6 +106,10 @@ func Test_ValidateID(t *testing.T) {
 		{"a\tb", `invalid id: byte 1 is '\t'; ids are printable ASCII without spaces`},
 		{"a\x7f", `invalid id: byte 1 is '\x7f'; ids are printable ASCII without spaces`},
 		{"a?b", `invalid id: byte 1 is '?'; ids must not contain '/', '?', '#' or '%'`},
+		{".", `invalid id: "." is a dot segment, which cannot name a resource in a path`},
+		{"..", `invalid id: ".." is a dot segment, which cannot name a resource in a path`},
+		{"...", ""},
+		{".a", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {

@@ -38,11 +38,16 @@ func (id *ID) UnmarshalJSON(raw []byte) error {
 }
 
 // ValidateID checks a reservation or selection id: 1 to MaxIDLen bytes of
-// printable ASCII without '/', '?', '#', '%' or space, so that every id can
-// stand in a path segment as it is (SPEC §3).
+// printable ASCII without '/', '?', '#', '%' or space, and never "." or
+// "..", so that every id can stand in a path segment as it is (SPEC §3): a
+// dot segment names another resource, and the API refuses such paths, so a
+// booking under one could never be freed by id.
 func ValidateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: must not be empty", ErrBadID)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("%w: %q is a dot segment, which cannot name a resource in a path", ErrBadID, id)
 	}
 	if len(id) > MaxIDLen {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadID, len(id), MaxIDLen)
