@@ -25,6 +25,10 @@ const (
 	// CodeConflict: a reservation id already booked, or a membership
 	// change that is not possible.
 	CodeConflict Code = "conflict"
+	// CodeCapacity: the booking would pass the node's bounds on the
+	// bookings it holds (--max-reservations, --max-reserved-blocks).
+	// Nothing was booked; retry after Retry-After, on this node or another.
+	CodeCapacity Code = "capacity"
 	// CodeNotReady: no schedulable worker in the partition; on GET
 	// /readyz, the node is not a caught-up member of the cluster.
 	CodeNotReady Code = "not_ready"
@@ -58,6 +62,7 @@ var codeStatus = map[Code]int{
 	CodeNotFound:         http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeConflict:         http.StatusConflict,
+	CodeCapacity:         http.StatusTooManyRequests,
 	CodeNotReady:         http.StatusServiceUnavailable,
 	CodeOverloaded:       http.StatusServiceUnavailable,
 	CodeNotLeader:        http.StatusServiceUnavailable,

@@ -192,13 +192,15 @@ var operations = []op{
 		params: []param{hIndex}, body: api.SelectRequest{},
 		resps: []resp{{"200", "The choice, booked.", api.Selection{}, nil}, promptErrors[0],
 			{"409", "The reservation id is already booked.", api.Error{}, nil},
+			{"429", "`capacity`: the booking would pass the node's bounds (--max-reservations, --max-reserved-blocks); nothing was booked.", api.Error{}, []string{"Retry-After"}},
 			{"503", "`not_ready`, `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
 	{method: "POST", path: api.PathReservations, id: "reserve", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "Book a request on a worker rank",
 		desc:   "Either selection_id alone (books the choice a /select with that id remembered; single use) or the worker, rank and prompt. effective_prefill_tokens, when given, is booked as it is (at most isl_tokens); otherwise the node computes it from its index.",
 		params: []param{hIndex}, body: api.ReserveRequest{}, required: []string{"reservation_id"},
 		resps: with(promptErrors, resp{"201", "Booked.", api.Reservation{}, nil},
 			resp{"404", "The worker or rank is not schedulable, or no pending selection has that id.", api.Error{}, nil},
-			resp{"409", "The reservation id is already booked.", api.Error{}, nil})},
+			resp{"409", "The reservation id is already booked.", api.Error{}, nil},
+			resp{"429", "`capacity`: the booking would pass the node's bounds (--max-reservations, --max-reserved-blocks); nothing was booked.", api.Error{}, []string{"Retry-After"}})},
 	{method: "GET", path: api.PathReservations, id: "listReservations", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "List bookings",
 		desc:   "This node's bookings (local and mirrored), sorted by id, one page at a time.",
 		params: []param{qModel, qTenant, qGroup, qWorker, qLimit, qCursor},
@@ -625,7 +627,7 @@ func buildOpenAPI() schema {
 		"components": schema{
 			"schemas": b.schemas,
 			"responses": schema{"Error": schema{
-				"description": "An error (400 bad_request, 401 unauthorized, 404 not_found, 405 method_not_allowed with Allow, 409 conflict, 413 payload_too_large, 500 internal, 503 with Retry-After).",
+				"description": "An error (400 bad_request, 401 unauthorized, 404 not_found, 405 method_not_allowed with Allow, 409 conflict, 413 payload_too_large, 429 capacity with Retry-After, 500 internal, 503 with Retry-After).",
 				"headers": schema{
 					api.HeaderServedBy: schema{"description": respHeaders[api.HeaderServedBy], "schema": schema{"type": "string"}},
 					"Allow":            schema{"description": respHeaders["Allow"], "schema": schema{"type": "string"}},

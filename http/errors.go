@@ -61,6 +61,7 @@ var errorCodes = []struct {
 	{scheduler.ErrReservationNotFound, api.CodeNotFound},
 	{scheduler.ErrNoPendingSelection, api.CodeNotFound},
 	{scheduler.ErrDuplicateReservation, api.CodeConflict},
+	{scheduler.ErrCapacity, api.CodeCapacity},
 	{indexer.ErrUnknownPartition, api.CodeNotFound},
 	{cluster.ErrNotLeader, api.CodeNotLeader},
 	{cluster.ErrNoLeader, api.CodeNoLeader},

@@ -145,7 +145,7 @@ func authorized(r *http.Request, token string) bool {
 // load-shedding 503 as api.Busy).
 func (s *Service) fail(w http.ResponseWriter, err error) {
 	code := codeOf(err)
-	if code.Status() == http.StatusServiceUnavailable {
+	if st := code.Status(); st == http.StatusServiceUnavailable || st == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	if code == api.CodeOverloaded {

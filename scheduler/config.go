@@ -23,6 +23,10 @@ type Config struct {
 	TrackPrefillTokens bool
 	// ActiveRequestExpiry frees reservations this long after admission.
 	ActiveRequestExpiry time.Duration
+	// MaxReservations and MaxReservedBlocks bound the bookings the node
+	// holds, its own and mirrored ones together (capacity.go).
+	MaxReservations   int64
+	MaxReservedBlocks int64
 	// Seed makes tie-breaking and temperature sampling reproducible; 0
 	// seeds from the clock.
 	Seed uint64
@@ -39,6 +43,8 @@ func DefaultConfig() Config {
 		DiskCacheHitWeight:  0.25,
 		TrackPrefillTokens:  true,
 		ActiveRequestExpiry: 300 * time.Second,
+		MaxReservations:     DefaultMaxReservations,
+		MaxReservedBlocks:   DefaultMaxReservedBlocks,
 	}
 }
 
@@ -57,6 +63,13 @@ func (c *Config) Validate() error {
 	}
 	if c.ActiveRequestExpiry <= 0 {
 		return fmt.Errorf("active request expiry must be positive, got %v", c.ActiveRequestExpiry)
+	}
+	// Two: mirrors may use half of each bound, and half of one is none.
+	if c.MaxReservations < 2 {
+		return fmt.Errorf("max reservations must be at least 2, got %d", c.MaxReservations)
+	}
+	if c.MaxReservedBlocks < 2 {
+		return fmt.Errorf("max reserved blocks must be at least 2, got %d", c.MaxReservedBlocks)
 	}
 	return nil
 }

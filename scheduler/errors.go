@@ -19,6 +19,10 @@ var (
 	ErrReservationNotFound = errors.New("reservation not found")
 	// ErrDuplicateReservation: the id is already booked on this node.
 	ErrDuplicateReservation = errors.New("reservation already exists")
+	// ErrCapacity: the booking would pass the node's bounds on what it
+	// holds (--max-reservations, --max-reserved-blocks); nothing was
+	// booked, and a retry succeeds once bookings end.
+	ErrCapacity = errors.New("booking capacity reached")
 	// ErrNoPendingSelection: no remembered /select choice has that
 	// selection_id (never made, expired, or already booked).
 	ErrNoPendingSelection = errors.New("no pending selection")

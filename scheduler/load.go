@@ -77,6 +77,9 @@ type reservation struct {
 	// origin is the id of the node that booked it when it was mirrored
 	// from a peer by replica sync; "" for a booking made here.
 	origin string
+	// charged is the blocks it counts against the node's bounds
+	// (capacity.go): its sequence hashes as booked.
+	charged int64
 	// blocks are the request's sequence hashes, without repeats.
 	blocks []uint64
 	// verified: the sequence hashes were checked to chain the request's

@@ -52,6 +52,8 @@ func (m *metrics) observeSelect(reserve bool, err error, d time.Duration) {
 		m.rejected.Inc()
 	case errors.Is(err, ErrDuplicateReservation):
 		outcome = "conflict"
+	case errors.Is(err, ErrCapacity):
+		outcome = "capacity"
 	case err != nil:
 		outcome = "invalid"
 	}
@@ -90,5 +92,5 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Collectors returns the scheduler's metrics for registration.
 func (s *Scheduler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, s.metrics.rejected, loadCollector{s}}
+	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, s.metrics.rejected, loadCollector{s}, capacityCollector{s}}
 }

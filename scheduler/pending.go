@@ -131,7 +131,7 @@ func (s *Scheduler) reserveSelection(id, selectionID string) (Booking, error) {
 	if rl == nil || !rl.schedulable {
 		return Booking{}, fmt.Errorf("%w: worker %d dp_rank %d in %s", ErrWorkerNotFound, sel.rank.Worker, sel.rank.Rank, sel.partition)
 	}
-	if err := s.claimID(id, p); err != nil {
+	if err := s.claimID(id, p, len(sel.seq)); err != nil {
 		return Booking{}, err
 	}
 	s.book(p, id, rl, sel.seq, sel.verified, sel.isl, sel.prefill)

@@ -72,12 +72,15 @@ const (
 	DropUnknownReservation = "unknown_reservation"
 	DropOtherBooking       = "other_booking"
 	DropExpired            = "expired"
+	// DropCapacity: mirrored bookings already use their half of the
+	// node's booking bounds (capacity.go).
+	DropCapacity = "capacity"
 )
 
 // DropReasons lists every reason ApplyPeerEvent may give.
 func DropReasons() []string {
 	return []string{DropUnknownPartition, DropUnknownRank, DropBlockSize, DropDuplicate,
-		DropUnknownReservation, DropOtherBooking, DropExpired}
+		DropUnknownReservation, DropOtherBooking, DropExpired, DropCapacity}
 }
 
 // ApplyPeerEvent applies another node's lifecycle event to this node's
@@ -126,7 +129,7 @@ func (s *Scheduler) endFromPeer(ev *zmqsync.Event) string {
 		return DropOtherBooking
 	case ev.Kind == zmqsync.KindFree:
 		p.unbook(r)
-		s.forget(r.id)
+		s.forget(r)
 	default:
 		p.completePrefill(r)
 	}
@@ -155,20 +158,20 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	if rl == nil || !rl.schedulable {
 		return DropUnknownRank
 	}
-	if why := s.claimMirrored(ev.ReservationID, p, now); why != "" {
+	if why := s.claimMirrored(ev.ReservationID, p, now, len(ev.SequenceHashes)); why != "" {
 		return why
 	}
 	p.book(&reservation{
-		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin,
+		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin, charged: int64(len(ev.SequenceHashes)),
 		isl: ev.ISL, prefill: ev.PrefillTokens, admitted: admitted, verified: ev.Chained,
 	}, ev.SequenceHashes)
 	return ""
 }
 
 // claimMirrored claims a peer booking's id like claimID, unless it is
-// taken or a free already ended it (its tombstone is used up); p.mu is
-// held.
-func (s *Scheduler) claimMirrored(id string, p *partition, now time.Time) string {
+// taken, a free already ended it (its tombstone is used up) or mirrors
+// hold their share of the node's bounds; p.mu is held.
+func (s *Scheduler) claimMirrored(id string, p *partition, now time.Time, blocks int) string {
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
 	switch {
@@ -176,6 +179,8 @@ func (s *Scheduler) claimMirrored(id string, p *partition, now time.Time) string
 		return DropDuplicate
 	case s.tombstones.take(id, now):
 		return DropUnknownReservation // freed on another node before its admission reached us
+	case s.capacity.take(true, int64(blocks)) != nil:
+		return DropCapacity
 	}
 	s.resIndex[id] = p
 	return ""

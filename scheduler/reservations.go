@@ -10,14 +10,18 @@ import (
 	"github.com/kvselect/kvselect/zmqsync"
 )
 
-// claimID registers a reservation id on this node, or fails if it is taken.
-// Called with p.mu held, so the claim and the booking are one step for any
-// other request on this partition.
-func (s *Scheduler) claimID(id string, p *partition) error {
+// claimID registers a reservation id on this node and charges a booking of
+// blocks against the node's bounds (capacity.go), or fails if the id is
+// taken or the node is full. Called with p.mu held, so the claim and the
+// booking are one step for any other request on this partition.
+func (s *Scheduler) claimID(id string, p *partition, blocks int) error {
 	s.resMu.Lock()
 	defer s.resMu.Unlock()
 	if _, taken := s.resIndex[id]; taken {
 		return fmt.Errorf("%w: %q", ErrDuplicateReservation, id)
+	}
+	if err := s.capacity.take(false, int64(blocks)); err != nil {
+		return err
 	}
 	s.resIndex[id] = p
 	return nil
@@ -27,7 +31,7 @@ func (s *Scheduler) claimID(id string, p *partition) error {
 // verified says whether seq was checked to chain the prompt's block hashes.
 func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, verified bool, isl, prefill int64) {
 	res := &reservation{
-		id: id, handle: s.handles.Add(1), rank: rl,
+		id: id, handle: s.handles.Add(1), rank: rl, charged: int64(len(seq)),
 		isl: isl, prefill: prefill, admitted: s.now(), verified: verified,
 	}
 	p.book(res, seq)
@@ -115,7 +119,7 @@ func (s *Scheduler) reserveRank(req ReserveRequest) (int64, error) {
 	case s.cfg.TrackPrefillTokens:
 		prefill = req.Prompt.ISL - s.cachedTokens(p, rl.key, overlaps, req.Prompt.ISL)
 	}
-	if err := s.claimID(req.ID, p); err != nil {
+	if err := s.claimID(req.ID, p, len(req.Prompt.SequenceHashes)); err != nil {
 		return 0, err
 	}
 	s.bookLocked(p, req.ID, rl, &req.Prompt, prefill)
@@ -176,7 +180,7 @@ func (s *Scheduler) OutputBlock(id string, decay *float64) error {
 func (s *Scheduler) Free(id string) error {
 	return s.withReservation(id, func(p *partition, r *reservation) {
 		p.unbook(r)
-		s.forget(id)
+		s.forget(r)
 		s.publishEnd(zmqsync.KindFree, r)
 	})
 }
@@ -194,7 +198,7 @@ func (s *Scheduler) SweepExpired() int {
 	s.mu.RUnlock()
 	freed := 0
 	for _, p := range parts {
-		var ids []string
+		var ended []*reservation
 		p.mu.Lock()
 		for e := p.fifo.Front(); e != nil; e = p.fifo.Front() {
 			r := e.Value.(*reservation)
@@ -202,11 +206,11 @@ func (s *Scheduler) SweepExpired() int {
 				break
 			}
 			p.unbook(r)
-			ids = append(ids, r.id)
+			ended = append(ended, r)
 		}
-		s.forget(ids...)
+		s.forget(ended...)
 		p.mu.Unlock()
-		freed += len(ids)
+		freed += len(ended)
 	}
 	s.pending.sweep(s.now())
 	if freed > 0 {

@@ -35,6 +35,9 @@ type Scheduler struct {
 
 	resMu    sync.Mutex
 	resIndex map[string]*partition
+	// capacity counts the bookings held against the node's bounds
+	// (capacity.go); resMu guards it.
+	capacity capacity
 
 	pending *pendingSelections
 
@@ -94,6 +97,7 @@ func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error)
 		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
 		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
 		pending: newPendingSelections(), tombstones: newTombstones(),
+		capacity: newCapacity(cfg.MaxReservations, cfg.MaxReservedBlocks),
 	}, nil
 }
 
@@ -197,12 +201,12 @@ func (s *Scheduler) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 
 // dropRank frees every reservation on the rank and forgets it.
 func (s *Scheduler) dropRank(p *partition, rl *rankLoad) {
-	var dropped []string
+	var dropped []*reservation
 	for e := p.fifo.Front(); e != nil; {
 		next := e.Next()
 		if res := e.Value.(*reservation); res.rank == rl {
 			p.unbook(res)
-			dropped = append(dropped, res.id)
+			dropped = append(dropped, res)
 		}
 		e = next
 	}
@@ -225,13 +229,15 @@ func (p *partition) allocSlot() int {
 	return p.slots - 1
 }
 
-func (s *Scheduler) forget(ids ...string) {
-	if len(ids) == 0 {
+// forget releases the ids and the capacity of ended reservations.
+func (s *Scheduler) forget(ended ...*reservation) {
+	if len(ended) == 0 {
 		return
 	}
 	s.resMu.Lock()
-	for _, id := range ids {
-		delete(s.resIndex, id)
+	for _, r := range ended {
+		delete(s.resIndex, r.id)
+		s.capacity.release(r.origin != "", r.charged)
 	}
 	s.resMu.Unlock()
 }

@@ -117,7 +117,7 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 		if req.ReservationID == "" {
 			req.ReservationID = newReservationID()
 		}
-		if err := s.claimID(req.ReservationID, p); err != nil {
+		if err := s.claimID(req.ReservationID, p, len(req.Prompt.SequenceHashes)); err != nil {
 			return Selection{}, err
 		}
 	}

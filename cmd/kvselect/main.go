@@ -153,6 +153,8 @@ func parseConfig(args []string) (server.Config, error) {
 		diskWeight    = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
 		trackPrefill  = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
 		expirySecs    = fs.Float64("active-request-expiry-secs", defaults.ActiveRequestExpiry.Seconds(), "free reservations this long after admission")
+		maxRes        = fs.Int64("max-reservations", defaults.MaxReservations, "bookings this node holds at most, its own and mirrored from peers (mirrors use at most half); past it a booking gets 429 capacity")
+		maxBlocks     = fs.Int64("max-reserved-blocks", defaults.MaxReservedBlocks, "booked blocks (sequence hashes) this node holds at most, its own and mirrored (mirrors use at most half); about 116 bytes of memory each")
 		thresholds    server.InitialThresholds
 	)
 	fs.Func("active-decode-blocks-threshold", "initial busy threshold of every model: a fraction 0-1 of a rank's total_kv_blocks (later set through /busy_threshold; default: none)",
@@ -226,6 +228,11 @@ func parseConfig(args []string) (server.Config, error) {
 	sc.HostCacheHitWeight, sc.DiskCacheHitWeight = *hostWeight, *diskWeight
 	sc.TrackPrefillTokens = *trackPrefill
 	sc.ActiveRequestExpiry = time.Duration(*expirySecs * float64(time.Second))
+	sc.MaxReservations, sc.MaxReservedBlocks = *maxRes, *maxBlocks
+	if *maxRes < 2 || *maxBlocks < 2 {
+		return server.Config{}, fmt.Errorf("--max-reservations (env %s) and --max-reserved-blocks (env %s) must be at least 2, got %d and %d",
+			envflag.Name(env.Prefix, "max-reservations"), envflag.Name(env.Prefix, "max-reserved-blocks"), *maxRes, *maxBlocks)
+	}
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,

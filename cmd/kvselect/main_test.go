@@ -16,7 +16,8 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		}
 		if cfg.HTTPAddr != "0.0.0.0:8092" || cfg.Cluster.RaftBind != "127.0.0.1:7092" ||
 			cfg.Cluster.RaftAdvertise != "127.0.0.1:7092" || cfg.Cluster.DataDir != "./kvselect-data" ||
-			cfg.Scheduler.OverlapScoreWeight != 1 || cfg.Scheduler.ActiveRequestExpiry != 300*time.Second {
+			cfg.Scheduler.OverlapScoreWeight != 1 || cfg.Scheduler.ActiveRequestExpiry != 300*time.Second ||
+			cfg.Scheduler.MaxReservations != 1<<17 || cfg.Scheduler.MaxReservedBlocks != 1<<22 {
 			t.Fatalf("defaults = %+v", cfg)
 		}
 	})
@@ -61,6 +62,10 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		if err != nil || cfg.Ingest.Dial["127.0.0.1:5557"] != "127.0.0.1:6001" {
 			t.Fatalf("kv dial = %v, %v", cfg.Ingest.Dial, err)
 		}
+		cfg, err = parseConfig([]string{"--max-reservations", "10", "--max-reserved-blocks", "640"})
+		if err != nil || cfg.Scheduler.MaxReservations != 10 || cfg.Scheduler.MaxReservedBlocks != 640 {
+			t.Fatalf("bounds = %d %d, %v", cfg.Scheduler.MaxReservations, cfg.Scheduler.MaxReservedBlocks, err)
+		}
 		cfg, err = parseConfig([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
 		if err != nil || len(cfg.Cluster.InitialCluster) != 2 || cfg.Cluster.InitialCluster[1].RaftAddr != "h2:7000" {
 			t.Fatalf("initial cluster = %+v, %v", cfg.Cluster.InitialCluster, err)
@@ -69,7 +74,8 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 	for _, bad := range [][]string{
 		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"}, {"stray"},
 		{"--initial-cluster", "n1"}, {"--initial-cluster", "n1=0.0.0.0:7000"}, {"--peer-dial", "n2=a/b/c/d"},
-		{"--kv-dial", "127.0.0.1:5557"},
+		{"--kv-dial", "127.0.0.1:5557"}, {"--max-reservations", "1"}, {"--max-reserved-blocks", "0"},
+		{"--max-reservations", "-5"},
 	} {
 		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
 			if _, err := parseConfig(bad); err == nil {

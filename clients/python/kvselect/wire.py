@@ -79,6 +79,7 @@ CODE_UNAUTHORIZED = "unauthorized"
 CODE_NOT_FOUND = "not_found"
 CODE_METHOD_NOT_ALLOWED = "method_not_allowed"
 CODE_CONFLICT = "conflict"
+CODE_CAPACITY = "capacity"
 CODE_NOT_READY = "not_ready"
 CODE_OVERLOADED = "overloaded"
 CODE_NOT_LEADER = "not_leader"
@@ -106,10 +107,13 @@ _ID_FORBIDDEN = set("/?#%")
 def validate_id(ident: str) -> None:
     """Raises ValueError unless ident is a valid reservation or selection
     id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or
-    space."""
+    space, and not "." or ".." (dot segments cannot name a resource in a
+    path)."""
     if not isinstance(ident, str) or not ident:
         raise ValueError("an id must be a non-empty string")
     if len(ident) > MAX_ID_LEN:
         raise ValueError(f"id of {len(ident)} characters; at most {MAX_ID_LEN}")
     if not _ID.match(ident) or _ID_FORBIDDEN & set(ident):
         raise ValueError(f"id {ident!r}: printable ASCII without spaces, '/', '?', '#' or '%'")
+    if ident in (".", ".."):
+        raise ValueError(f"id {ident!r} is a dot segment, which cannot name a resource in a path")

@@ -221,7 +221,7 @@ def test_error_bodies(fakes):
 def test_bad_input_fails_before_sending(fakes):
     n = fakes()
     kv = Client(n.url)
-    for bad in ("", "a/b", "a b", "x" * 257, "50%"):
+    for bad in ("", "a/b", "a b", "x" * 257, "50%", ".", ".."):
         with pytest.raises(ValueError):
             kv.reserve_selection(bad, "s")
     with pytest.raises(TypeError, match="tokenids"):
