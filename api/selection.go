@@ -17,8 +17,14 @@ type Prompt struct {
 	TokenIDs       TokenIDs `json:"token_ids,omitempty"`
 	LoraName       string   `json:"lora_name,omitempty"`
 	// MinCatalogIndex makes the node wait (up to 2 s) until it has
-	// applied this catalog index; HeaderIndex does the same.
+	// applied this catalog index; HeaderIndex does the same. A node that
+	// does not get there answers from its own catalog all the same, with
+	// HeaderCatalogBehind, unless RequireCatalog.
 	MinCatalogIndex uint64 `json:"min_catalog_index,omitempty"`
+	// RequireCatalog makes a node that has not reached MinCatalogIndex
+	// in time answer 503 catalog_behind instead of selecting from the
+	// catalog it has.
+	RequireCatalog bool `json:"require_catalog,omitempty"`
 }
 
 // RouterConfigOverride adjusts one selection's scheduling.

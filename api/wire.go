@@ -24,6 +24,16 @@ const (
 	// leader; its receiver never forwards it again, so two nodes with
 	// stale views of the leader cannot bounce a request between them.
 	HeaderForwardedBy = "X-Kvselect-Forwarded-By"
+	// HeaderCatalogBehind is set on a selection answered from a local
+	// catalog that had not reached the request's min_catalog_index within
+	// the wait (a node cut off from the leader keeps selecting): its value
+	// is the index the node had applied. require_catalog turns this case
+	// into 503 catalog_behind instead.
+	HeaderCatalogBehind = "X-Kvselect-Catalog-Behind"
+	// HeaderReplayed is "true" on a /select_and_reserve answer that
+	// repeats an earlier booking of the same reservation_id and prompt (a
+	// retry after a lost answer): nothing new was booked.
+	HeaderReplayed = "X-Kvselect-Replayed"
 )
 
 // Authentication (SPEC §11): admin routes, and with --auth-scope all every

@@ -133,6 +133,16 @@ type ResponseInfo struct {
 	// NotApplied is set when a forwarded write was answered before the
 	// node that forwarded it had applied it (X-Kvselect-Applied: false).
 	NotApplied bool
+	// CatalogBehind is the index a node had applied when it answered a
+	// selection from its own catalog, short of the session's index
+	// (X-Kvselect-Catalog-Behind; 0 when absent): it was cut off from the
+	// leader, and the answer may not reflect the latest catalog writes.
+	// Set RequireCatalog on the request to get catalog_behind instead.
+	CatalogBehind uint64
+	// Replayed is set on a SelectAndReserve answer that repeats an
+	// earlier booking of the same reservation id and prompt
+	// (X-Kvselect-Replayed): nothing new was booked.
+	Replayed bool
 	// Body is the answer's body as sent.
 	Body []byte
 }
@@ -360,8 +370,10 @@ func (c *Client) verdict(ctx context.Context, cl call, ans *answer, afterUnknown
 		c.ObserveCatalogIndex(idx)
 	}
 	if info, _ := ctx.Value(infoKey{}).(*ResponseInfo); info != nil {
+		behind, _ := strconv.ParseUint(ans.header.Get(api.HeaderCatalogBehind), 10, 64)
 		*info = ResponseInfo{Node: ans.node, Status: ans.status, ServedBy: ans.header.Get(api.HeaderServedBy),
-			CatalogIndex: idx, NotApplied: ans.header.Get(api.HeaderApplied) == "false", Body: ans.body}
+			CatalogIndex: idx, NotApplied: ans.header.Get(api.HeaderApplied) == "false", Body: ans.body,
+			CatalogBehind: behind, Replayed: ans.header.Get(api.HeaderReplayed) == "true"}
 	}
 	if ok {
 		return nil

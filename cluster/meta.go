@@ -64,6 +64,13 @@ func (n *Node) Leader() LeaderInfo {
 	return info
 }
 
+// HasLeader reports whether this node knows a leader now, itself
+// included.
+func (n *Node) HasLeader() bool {
+	_, id := n.knownLeader()
+	return id != ""
+}
+
 // WaitForLeaderHTTP waits until a leader other than this node is known
 // together with its HTTP address, or this node leads. It fails with
 // ErrNoLeader when ctx ends first.

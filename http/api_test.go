@@ -191,7 +191,13 @@ func Test_RayFlow(t *testing.T) {
 	if res["reservation_id"] != "r1" || res["worker_id"] != 1.0 || num(t, res, "effective_prefill_tokens") != 40 {
 		t.Fatalf("select_and_reserve = %v", res)
 	}
-	c.expect(409, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r1"}))
+	// A retry of the same id and prompt gets the same answer (SPEC §3.3);
+	// the same id with another prompt is a conflict.
+	again := c.expect(200, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r1"}))
+	if fmt.Sprint(again) != fmt.Sprint(res) {
+		t.Fatalf("retry = %v, first answer %v", again, res)
+	}
+	c.expect(409, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r1", "isl_tokens": 129}))
 
 	// Ray's select-then-reserve: a second request sharing the first six
 	// blocks, booked on worker 2 with the effective prefill /select gave.

@@ -29,6 +29,7 @@ type fakeNode struct {
 	waitApplied  func(ctx context.Context, idx uint64) error
 	linearizable func(ctx context.Context) (*fsm.Catalog, error)
 	isLeader     func() bool
+	hasLeader    func() bool // nil: a leader is known
 	leader       func(ctx context.Context) (cluster.LeaderInfo, error)
 
 	status      func() api.ClusterStatus
@@ -127,6 +128,8 @@ func (f *fakeNode) WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, e
 }
 
 func (f *fakeNode) LeaderWait() time.Duration { return 300 * time.Millisecond }
+
+func (f *fakeNode) HasLeader() bool { return f.hasLeader == nil || f.hasLeader() }
 
 func (f *fakeNode) AnnounceCommit(index uint64) {
 	f.announced.Add(1)

@@ -76,11 +76,12 @@ func Test_HandlerOutcomes(t *testing.T) {
 		{"write while shutting down", func(f *fakeNode) {
 			f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, cluster.ErrClosed }
 		}, "PATCH", "/workers/1", `{"endpoint":"http://x"}`, nil, 503, api.CodeShuttingDown},
-		{"selection behind the catalog", func(f *fakeNode) {
+		{"selection behind the catalog it requires", func(f *fakeNode) {
 			f.waitApplied = func(context.Context, uint64) error {
 				return fmt.Errorf("%w: n1 has applied catalog_index 3, the request needs 9", cluster.ErrCatalogBehind)
 			}
-		}, "POST", "/select", selectBody, []string{api.HeaderIndex, "9"}, 503, api.CodeCatalogBehind},
+		}, "POST", "/select", `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16,"require_catalog":true}`,
+			[]string{api.HeaderIndex, "9"}, 503, api.CodeCatalogBehind},
 		{"catalog read behind its session index", func(f *fakeNode) {
 			f.waitApplied = func(context.Context, uint64) error { return cluster.ErrCatalogBehind }
 		}, "GET", "/workers", "", []string{api.HeaderIndex, "9"}, 503, api.CodeCatalogBehind},
@@ -382,5 +383,48 @@ func Test_ReadyTurns503WhenRemoved(t *testing.T) {
 	close(f.removed)
 	if status, r := ready(); status != 503 || r.Ready || r.SchedulableWorkers != 1 {
 		t.Fatalf("after the removal: %d %+v", status, r)
+	}
+}
+
+// Test_SelectionBehindTheCatalog: a node that has not reached the index a
+// selection asks for answers from its own catalog, with the index it has in
+// X-Kvselect-Catalog-Behind (SPEC §3.1), on every route that selects or
+// books; it waits for the index only while it knows a leader, since
+// without one no entry can arrive; require_catalog keeps the 503.
+func Test_SelectionBehindTheCatalog(t *testing.T) {
+	bodies := map[string]string{
+		"/select":             `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16%s}`,
+		"/select_and_reserve": `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16%s}`,
+		"/potential_loads":    `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16%s}`,
+		"/overlap_scores":     `{"block_hashes":[1],"sequence_hashes":[1],"isl_tokens":16%s}`,
+		"/reservations":       `{"reservation_id":"r","worker_id":1,"sequence_hashes":[1],"isl_tokens":16%s}`,
+	}
+	for _, leader := range []bool{true, false} {
+		for path, body := range bodies {
+			t.Run(fmt.Sprintf("%s leader=%v", path, leader), func(t *testing.T) {
+				f := newFakeNode()
+				f.hasLeader = func() bool { return leader }
+				var waited atomic.Bool
+				f.waitApplied = func(ctx context.Context, idx uint64) error {
+					if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+						<-ctx.Done()
+						waited.Store(ctx.Err() == context.DeadlineExceeded && leader)
+					}
+					return fmt.Errorf("%w: fake", cluster.ErrCatalogBehind)
+				}
+				url := serve(t, f.service())
+				status, hdr, raw := call(t, "POST", url+path, fmt.Sprintf(body, `,"min_catalog_index":9`))
+				if status/100 != 2 || hdr.Get(api.HeaderCatalogBehind) != fmt.Sprint(f.Catalog().Index()) {
+					t.Fatalf("= %d, %s %q: %s", status, api.HeaderCatalogBehind, hdr.Get(api.HeaderCatalogBehind), raw)
+				}
+				if leader != waited.Load() {
+					t.Fatalf("waited for the index: %v, with a leader known: %v", waited.Load(), leader)
+				}
+				status, hdr, raw = call(t, "POST", url+path, fmt.Sprintf(body, `,"min_catalog_index":9,"require_catalog":true`))
+				if status != 503 || hdr.Get(api.HeaderCatalogBehind) != "" || !strings.Contains(string(raw), "catalog_behind") {
+					t.Fatalf("with require_catalog = %d %s", status, raw)
+				}
+			})
+		}
 	}
 }

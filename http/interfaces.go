@@ -45,6 +45,9 @@ type Leadership interface {
 	WaitForLeaderHTTP(ctx context.Context) (cluster.LeaderInfo, error)
 	// LeaderWait bounds how long a leader-only request waits for one.
 	LeaderWait() time.Duration
+	// HasLeader reports whether the node knows a leader now (itself
+	// included); without one, no catalog entry can reach it.
+	HasLeader() bool
 	// AnnounceCommit has the leader tell followers its commit index now,
 	// so that a follower waiting to apply a write it forwarded need not
 	// wait for Raft's next append (cluster.Node.AnnounceCommit).

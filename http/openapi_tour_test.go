@@ -39,7 +39,7 @@ type tour struct {
 // documentedHeaders are the answer headers an exchange records (and the
 // document must declare when present).
 var documentedHeaders = []string{api.HeaderIndex, api.HeaderServedBy, api.HeaderApplied,
-	"Retry-After", "Location", "Allow", "WWW-Authenticate"}
+	api.HeaderCatalogBehind, api.HeaderReplayed, "Retry-After", "Location", "Allow", "WWW-Authenticate"}
 
 // call sends one request and checks its status and the exchange.
 func (tr *tour) call(name string, s *server.Server, method, target string, body any, status int) map[string]any {
@@ -178,12 +178,15 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("select-tokens", f1, "POST", "/select", map[string]any{"model_name": "model", "routing_group": "default",
 		"token_ids": []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}}, 200)
 	tr.call("select-unknown-model", f1, "POST", "/select", map[string]any{"model_name": "nope", "token_ids": []uint32{1}}, 503)
-	tr.call("select-catalog-behind", f2, "POST", "/select", merge(prompt, map[string]any{"min_catalog_index": 1 << 40}), 503)
+	tr.call("select-catalog-behind", f2, "POST", "/select", merge(prompt, map[string]any{"min_catalog_index": 1 << 40, "require_catalog": true}), 503)
+	tr.call("select-catalog-behind-answered", f2, "POST", "/select", merge(prompt, map[string]any{"min_catalog_index": 1 << 40}), 200)
 	tr.call("reserve-selection", f1, "POST", "/reservations", map[string]any{"reservation_id": "r-1", "selection_id": "sel-1"}, 201)
 	tr.call("reserve-selection-again", f1, "POST", "/reservations", map[string]any{"reservation_id": "r-9", "selection_id": "sel-1"}, 404)
 	tr.call("reserve-bad-id", f1, "POST", "/reservations", map[string]any{"reservation_id": "a/b", "selection_id": "sel-1"}, 400)
 	tr.call("select-and-reserve", f1, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r-2"}), 200)
-	tr.call("select-and-reserve-duplicate", f1, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r-2"}), 409)
+	tr.call("select-and-reserve-retry", f1, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r-2"}), 200)
+	tr.call("select-and-reserve-duplicate", f1, "POST", "/select_and_reserve", merge(prompt, map[string]any{"reservation_id": "r-2",
+		"sequence_hashes": []uint64{21, 22, 23, 24, 25, 26, 27, 29}}), 409)
 	tr.call("reserve-worker", f1, "POST", "/reservations", map[string]any{"reservation_id": "r-3", "model_name": "model",
 		"worker_id": 2, "dp_rank": 0, "sequence_hashes": []uint64{21, 22, 31}, "isl_tokens": 48, "effective_prefill_tokens": 48}, 201)
 	page := tr.call("list-reservations", f1, "GET", "/reservations?model_name=model&limit=2", nil, 200)

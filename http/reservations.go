@@ -41,7 +41,7 @@ func (s *Service) createReservation(w http.ResponseWriter, r *http.Request) erro
 			return badRequest("effective_prefill_tokens", "must be between 0 and isl_tokens (%d), got %d", req.Prompt.ISL, *ep)
 		}
 	}
-	if err := s.waitCatalog(r, in.MinCatalogIndex); err != nil {
+	if err := s.waitSelectionCatalog(w, r, &in.Prompt); err != nil {
 		return err
 	}
 	b, err := s.cfg.Selector.Reserve(req)

@@ -163,12 +163,15 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 		}
 		req.ReservationID = string(in.ReservationID)
 	}
-	if err := s.waitCatalog(r, in.MinCatalogIndex); err != nil {
+	if err := s.waitSelectionCatalog(w, r, &in.Prompt); err != nil {
 		return err
 	}
 	sel, err := s.cfg.Selector.Select(req)
 	if err != nil {
 		return err
+	}
+	if sel.Replayed {
+		w.Header().Set(api.HeaderReplayed, "true")
 	}
 	return writeJSON(w, http.StatusOK, api.Selection{
 		SelectionID: string(in.SelectionID), ReservationID: sel.ReservationID,
@@ -231,5 +234,5 @@ func (s *Service) decodePrompt(w http.ResponseWriter, r *http.Request) (fsm.Part
 	if err != nil {
 		return key, pr, err
 	}
-	return key, pr, s.waitCatalog(r, in.MinCatalogIndex)
+	return key, pr, s.waitSelectionCatalog(w, r, &in)
 }

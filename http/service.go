@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
@@ -231,18 +233,58 @@ func (s *Service) openAPI(w http.ResponseWriter, _ *http.Request) error {
 // (the body's min_catalog_index, or the X-Kvselect-Index header; the
 // larger wins).
 func (s *Service) waitCatalog(r *http.Request, fromBody uint64) error {
+	idx, err := requestedIndex(r, fromBody)
+	if err != nil || idx == 0 {
+		return err
+	}
+	return s.waitIndex(r.Context(), idx, s.cfg.CatalogWait)
+}
+
+// waitSelectionCatalog is waitCatalog for the routes that select or book
+// (SPEC §3.1). Selection never needs a quorum: a node that has not reached
+// the requested index in time answers from the catalog it has, and says
+// so in HeaderCatalogBehind (its applied index), unless the prompt sets
+// require_catalog, which keeps the 503 catalog_behind. Clients send the
+// highest index they have seen with every selection, so without this a
+// client that read through a healthy node and then failed over to one cut
+// off from the leader would be refused every selection. A node that knows
+// no leader does not wait at all (no entry can arrive), so a cut-off node
+// answers at once rather than after CatalogWait per selection.
+func (s *Service) waitSelectionCatalog(w http.ResponseWriter, r *http.Request, in *api.Prompt) error {
+	idx, err := requestedIndex(r, in.MinCatalogIndex)
+	if err != nil || idx == 0 {
+		return err
+	}
+	wait := s.cfg.CatalogWait
+	if !in.RequireCatalog && !s.cfg.Leader.HasLeader() {
+		wait = 0
+	}
+	err = s.waitIndex(r.Context(), idx, wait)
+	if err == nil || in.RequireCatalog || !errors.Is(err, cluster.ErrCatalogBehind) {
+		return err
+	}
+	w.Header().Set(api.HeaderCatalogBehind, strconv.FormatUint(s.cfg.Catalog.Catalog().Index(), 10))
+	return nil
+}
+
+// requestedIndex is the catalog index a request asks for: the body's
+// min_catalog_index or the X-Kvselect-Index header, the larger; 0 for none.
+func requestedIndex(r *http.Request, fromBody uint64) (uint64, error) {
 	idx := fromBody
 	if h := r.Header.Get(api.HeaderIndex); h != "" {
 		v, err := strconv.ParseUint(h, 10, 64)
 		if err != nil {
-			return badRequest(api.HeaderIndex, "must be a non-negative integer, got %q", h)
+			return 0, badRequest(api.HeaderIndex, "must be a non-negative integer, got %q", h)
 		}
 		idx = max(idx, v)
 	}
-	if idx == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CatalogWait)
+	return idx, nil
+}
+
+// waitIndex waits up to wait for this node to apply idx (a zero wait
+// only checks).
+func (s *Service) waitIndex(ctx context.Context, idx uint64, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return s.cfg.Catalog.WaitApplied(ctx, idx)
 }

@@ -80,6 +80,10 @@ type reservation struct {
 	// charged is the blocks it counts against the node's bounds
 	// (capacity.go): its sequence hashes as booked.
 	charged int64
+	// answer is what /select_and_reserve answered when it booked this
+	// here, for a retry of the same id and prompt (replay.go); nil for
+	// other bookings.
+	answer *Selection
 	// blocks are the request's sequence hashes, without repeats.
 	blocks []uint64
 	// verified: the sequence hashes were checked to chain the request's

@@ -29,17 +29,18 @@ func (s *Scheduler) claimID(id string, p *partition, blocks int) error {
 
 // book records a reservation on a rank; p.mu is held and the id claimed.
 // verified says whether seq was checked to chain the prompt's block hashes.
-func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, verified bool, isl, prefill int64) {
+func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, verified bool, isl, prefill int64) *reservation {
 	res := &reservation{
 		id: id, handle: s.handles.Add(1), rank: rl, charged: int64(len(seq)),
 		isl: isl, prefill: prefill, admitted: s.now(), verified: verified,
 	}
 	p.book(res, seq)
 	s.publishAdmission(p, res)
+	return res
 }
 
-func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt, prefill int64) {
-	s.book(p, id, rl, pr.SequenceHashes, chained(pr.SequenceHashes, pr.BlockHashes), pr.ISL, prefill)
+func (s *Scheduler) bookLocked(p *partition, id string, rl *rankLoad, pr *Prompt, prefill int64) *reservation {
+	return s.book(p, id, rl, pr.SequenceHashes, chained(pr.SequenceHashes, pr.BlockHashes), pr.ISL, prefill)
 }
 
 // ReserveRequest books a request on a rank chosen elsewhere (the Ray

@@ -34,6 +34,10 @@ type Selection struct {
 	Overlap                OverlapSummary
 	EffectivePrefillTokens int64
 	ReservationID          string
+	// Replayed: a select_and_reserve repeated an id already booked here
+	// with the same prompt (a caller retrying after a lost answer), and
+	// this is the booking's answer, not a new choice (replay.go).
+	Replayed bool
 }
 
 // OverlapSummary is the chosen worker's match, in tokens: GPU is the best
@@ -89,6 +93,13 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if req.Reserve && req.ReservationID != "" {
+		// Before anything else: a retry gets its booking back even when
+		// every worker has become busy since.
+		if sel, ok, err := s.replay(p, req, overlaps); ok || err != nil {
+			return sel, err
+		}
+	}
 	if len(p.ranks) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
@@ -133,8 +144,9 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 		if s.cfg.TrackPrefillTokens {
 			prefill = sel.EffectivePrefillTokens
 		}
-		s.bookLocked(p, req.ReservationID, c.rank, &req.Prompt, prefill)
+		res := s.bookLocked(p, req.ReservationID, c.rank, &req.Prompt, prefill)
 		sel.ReservationID = req.ReservationID
+		res.answer = &sel
 	}
 	return sel, nil
 }

@@ -656,7 +656,7 @@ def _ranks(endpoints: Optional[Mapping[Union[int, str], str]]) -> Optional[Dict[
 
 
 _PROMPT_FIELDS = frozenset({"model_name", "tenant_id", "routing_group", "block_hashes", "sequence_hashes",
-                            "isl_tokens", "token_ids", "lora_name", "min_catalog_index"})
+                            "isl_tokens", "token_ids", "lora_name", "min_catalog_index", "require_catalog"})
 
 
 def _prompt(prompt: Mapping[str, Any], **extra: Any) -> Dict[str, Any]:
