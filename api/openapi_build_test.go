@@ -284,9 +284,11 @@ var operations = []op{
 	{method: "POST", path: api.PathReplicaSyncDeregister, id: "deregisterReplicaSyncPeer", access: api.AccessAdmin, where: api.RunsOnAny, tag: "replica-sync", summary: "Stop following a registered peer",
 		body: api.ReplicaSyncPeerRequest{}, required: []string{"endpoint"},
 		resps: replicaSyncResps(resp{"200", "Unsubscribed.", api.ReplicaSyncPeerAck{}, nil}, resp{"404", "Not a registered peer.", api.Error{}, nil})},
-	{method: "GET", path: api.PathReplicaSyncPeers, id: "replicaSyncPeers", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "The peers this node follows",
-		resps: []resp{{"200", "Sorted by endpoint.", api.ReplicaSyncPeers{}, nil},
-			{"409", "Replica sync is off (no --replica-sync-port).", api.Error{}, nil}}},
+	{method: "GET", path: api.PathReplicaSyncPeers, id: "replicaSyncPeers", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "The endpoints this node follows",
+		desc:  "A bare sorted array of endpoints, as Dynamo answers it; [] when replica sync is off. GET /replica_sync/status has each peer's details.",
+		resps: []resp{{"200", "Sorted.", arrayOf{""}, nil}}},
+	{method: "GET", path: api.PathReplicaSyncStatus, id: "replicaSyncStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "This node's replica sync and each peer's state",
+		resps: []resp{{"200", "enabled false, and no peers, when replica sync is off.", api.ReplicaSyncStatus{}, nil}}},
 }
 
 // replicaSyncResps are the answers of a replica-sync peer write.
@@ -324,14 +326,14 @@ var typeDocs = map[string]string{
 	"ReservationAck":         "A lifecycle step done.",
 	"Hashes":                 fmt.Sprintf("64-bit hashes, unsigned or signed (reinterpreted bit for bit); at most %d.", api.MaxHashes),
 	"TokenIDs":               fmt.Sprintf("Token ids (unsigned 32-bit); at most %d.", api.MaxHashes),
-	"ReservationID":          "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space.",
+	"ReservationID":          "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space, and not \".\" or \"..\".",
 	"Dump":                   "The index snapshot, per partition \"<model>:<tenant>\" (made unique with \"#2\", \"#3\", ... when names with ':' collide).",
 	"ClusterStatus":          "A node's view of the Raft cluster.",
 	"Readyz":                 "Whether this node is a caught-up member of the Raft cluster, with the status it was judged on; on a 503 also error, code (not_ready) and reason.",
 	"NodeMeta":               "A member's published addresses.",
 	"ReplicaSyncPeerRequest": "A replica-sync peer's endpoint.",
 	"ReplicaSyncPeerAck":     "A replica-sync peer change, done.",
-	"ReplicaSyncPeers":       "The replica-sync peers a node follows.",
+	"ReplicaSyncStatus":      "A node's replica sync: its endpoint and the peers it follows, sorted by endpoint.",
 	"ReplicaSyncPeer":        "One replica-sync subscription.",
 }
 

@@ -24,15 +24,21 @@ const (
 	PeerSourceMember     = "member"     // a cluster member's metadata
 )
 
-// ReplicaSyncPeers is GET /replica_sync/peers.
-type ReplicaSyncPeers struct {
-	// Peers are the endpoints the node subscribes to, sorted.
-	Peers []string `json:"peers"`
+// GET /replica_sync/peers answers the sorted list of the endpoints the
+// node subscribes to, a bare JSON array of strings exactly as Dynamo
+// answers it ([] when replica sync is off), so Dynamo's clients read it;
+// GET /replica_sync/status has the details.
+
+// ReplicaSyncStatus is GET /replica_sync/status.
+type ReplicaSyncStatus struct {
+	// Enabled is false on a node without replica sync; nothing else is
+	// set then.
+	Enabled bool `json:"enabled"`
 	// Endpoint is this node's own replica-sync endpoint as it advertises
 	// it to the cluster.
-	Endpoint string `json:"endpoint"`
-	// Details describe each peer, in the order of Peers.
-	Details []ReplicaSyncPeer `json:"details"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// Peers describe each endpoint the node subscribes to, sorted.
+	Peers []ReplicaSyncPeer `json:"peers"`
 }
 
 // ReplicaSyncPeer is one subscription.

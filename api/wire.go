@@ -117,6 +117,7 @@ const (
 	PathReplicaSyncRegister   = "/replica_sync/register_peer"
 	PathReplicaSyncDeregister = "/replica_sync/deregister_peer"
 	PathReplicaSyncPeers      = "/replica_sync/peers"
+	PathReplicaSyncStatus     = "/replica_sync/status"
 )
 
 // WorkerPath is PathWorker for one worker id.

@@ -321,11 +321,19 @@ func (c *Client) DeregisterReplicaSyncPeer(ctx context.Context, endpoint string)
 		api.ReplicaSyncPeerRequest{Endpoint: endpoint}, nil)
 }
 
-// ReplicaSyncPeers lists the peers the home node follows (GET
-// /replica_sync/peers).
-func (c *Client) ReplicaSyncPeers(ctx context.Context) (*api.ReplicaSyncPeers, error) {
-	var out api.ReplicaSyncPeers
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReplicaSyncPeers, kind: read}, nil, &out)
+// ReplicaSyncPeers lists the endpoints the home node follows, sorted (GET
+// /replica_sync/peers; empty when replica sync is off).
+func (c *Client) ReplicaSyncPeers(ctx context.Context) ([]string, error) {
+	var out []string
+	err := c.send(ctx, call{method: http.MethodGet, path: api.PathReplicaSyncPeers, kind: read}, nil, &out)
+	return out, err
+}
+
+// ReplicaSyncStatus describes the home node's replica sync: its endpoint
+// and each peer's source, state and counters (GET /replica_sync/status).
+func (c *Client) ReplicaSyncStatus(ctx context.Context) (*api.ReplicaSyncStatus, error) {
+	var out api.ReplicaSyncStatus
+	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReplicaSyncStatus, kind: read}, nil, &out)
 }
 
 // checkPathID refuses, before anything is sent, a reservation id that no

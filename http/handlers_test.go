@@ -428,3 +428,25 @@ func Test_SelectionBehindTheCatalog(t *testing.T) {
 		}
 	}
 }
+
+// Test_ReplicaSyncDisabled: a node without replica sync answers Dynamo's
+// peers list as an empty array with 200 (Dynamo's clients read it as is),
+// its status as disabled, and refuses peer changes with 409 (SPEC §3.6).
+func Test_ReplicaSyncDisabled(t *testing.T) {
+	url := serve(t, newFakeNode().service())
+	for _, tt := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"GET", "/replica_sync/peers", "", 200, "[]\n"},
+		{"GET", "/replica_sync/status", "", 200, `{"enabled":false,"peers":[]}` + "\n"},
+		{"POST", "/replica_sync/register_peer", `{"endpoint":"tcp://127.0.0.1:1"}`, 409, `"code":"conflict"`},
+		{"POST", "/replica_sync/deregister_peer", `{"endpoint":"tcp://127.0.0.1:1"}`, 409, `"code":"conflict"`},
+	} {
+		status, _, body := call(t, tt.method, url+tt.path, tt.body)
+		if status != tt.status || !strings.Contains(body, tt.want) {
+			t.Errorf("%s %s = %d %s, want %d %s", tt.method, tt.path, status, body, tt.status, tt.want)
+		}
+	}
+}

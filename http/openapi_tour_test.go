@@ -244,8 +244,9 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("delete-worker", f2, "DELETE", "/workers/3", nil, 200)
 
 	// Replica-sync peers: the members are followed without asking.
-	peers := tr.call("replica-sync-peers", f1, "GET", "/replica_sync/peers", nil, 200)
-	member := fmt.Sprint(peers["peers"].([]any)[0])
+	tr.call("replica-sync-peers", f1, "GET", "/replica_sync/peers", nil, 200)
+	status := tr.call("replica-sync-status", f1, "GET", "/replica_sync/status", nil, 200)
+	member := fmt.Sprint(status["peers"].([]any)[0].(map[string]any)["endpoint"])
 	tr.call("replica-sync-register", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 201)
 	tr.call("replica-sync-register-again", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "tcp://127.0.0.1:1"}, 200)
 	tr.call("replica-sync-register-bad", f1, "POST", "/replica_sync/register_peer", map[string]any{"endpoint": "http://x:1"}, 400)

@@ -3,6 +3,8 @@ package http
 import (
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/zmqsync"
@@ -60,21 +62,35 @@ func (s *Service) deregisterPeer(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, api.ReplicaSyncPeerAck{Status: api.StatusOK, Endpoint: in.Endpoint})
 }
 
+// replicaSyncPeers answers the sorted endpoints, a bare array as Dynamo
+// does (SPEC §3.6), and [] when replica sync is off: a Dynamo client reads
+// it as is. The details are replicaSyncStatus's.
 func (s *Service) replicaSyncPeers(w http.ResponseWriter, _ *http.Request) error {
-	rs, err := s.replicaSync()
-	if err != nil {
-		return err
+	out := []string{}
+	if rs := s.cfg.ReplicaSync; rs != nil {
+		for _, p := range rs.Peers() {
+			out = append(out, p.Endpoint)
+		}
+		slices.Sort(out)
 	}
-	ps := rs.Peers()
-	out := api.ReplicaSyncPeers{Peers: make([]string, len(ps)), Endpoint: rs.Advertised(), Details: make([]api.ReplicaSyncPeer, len(ps))}
-	for i, p := range ps {
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Service) replicaSyncStatus(w http.ResponseWriter, _ *http.Request) error {
+	out := api.ReplicaSyncStatus{Peers: []api.ReplicaSyncPeer{}}
+	rs := s.cfg.ReplicaSync
+	if rs == nil {
+		return writeJSON(w, http.StatusOK, out)
+	}
+	out.Enabled, out.Endpoint = true, rs.Advertised()
+	for _, p := range rs.Peers() {
 		srcs := make([]string, len(p.Sources))
 		for j, src := range p.Sources {
 			srcs[j] = string(src)
 		}
-		out.Peers[i] = p.Endpoint
-		out.Details[i] = api.ReplicaSyncPeer{Endpoint: p.Endpoint, Dial: p.Dial, NodeID: p.NodeID, Sources: srcs,
-			State: string(p.State), LastError: p.LastError, Messages: p.Messages, Events: p.Events, DroppedEvents: p.Dropped}
+		out.Peers = append(out.Peers, api.ReplicaSyncPeer{Endpoint: p.Endpoint, Dial: p.Dial, NodeID: p.NodeID, Sources: srcs,
+			State: string(p.State), LastError: p.LastError, Messages: p.Messages, Events: p.Events, DroppedEvents: p.Dropped})
 	}
+	slices.SortFunc(out.Peers, func(a, b api.ReplicaSyncPeer) int { return strings.Compare(a.Endpoint, b.Endpoint) })
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -68,6 +68,7 @@ func (s *Service) routes() []route {
 		{"POST", api.PathReplicaSyncRegister, api.AccessAdmin, api.RunsOnAny, s.registerPeer},
 		{"POST", api.PathReplicaSyncDeregister, api.AccessAdmin, api.RunsOnAny, s.deregisterPeer},
 		{"GET", api.PathReplicaSyncPeers, api.AccessSelection, api.RunsOnAny, s.replicaSyncPeers},
+		{"GET", api.PathReplicaSyncStatus, api.AccessSelection, api.RunsOnAny, s.replicaSyncStatus},
 	}
 }
 

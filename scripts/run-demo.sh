@@ -133,7 +133,7 @@ done
 
 # Replica sync: every node follows the others' bookings (no peer list: the
 # members' replica-sync endpoints are in the catalog).
-synced() { [ "$(curl -s "$1/replica_sync/peers" | json 'sum(1 for p in d["details"] if p["state"]=="active")' 2>/dev/null)" = 2 ]; }
+synced() { [ "$(curl -s "$1/replica_sync/status" | json 'sum(1 for p in d["peers"] if p["state"]=="active")' 2>/dev/null)" = 2 ]; }
 for u in "${URLS[@]}"; do for _ in $(seq 1 100); do synced "$u" && break; sleep 0.05; done; done
 FRESH=$(seq 501 564 | paste -sd, -)
 echo; echo "== replica sync: a booking on n1 counts on n2 and n3 and steers their next choice"

@@ -277,8 +277,13 @@ func Test_ReplicaSyncDropsWhatItCannotPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	peers, err := sc.client(b).ReplicaSyncPeers(ctx)
-	if err != nil || slices.Contains(peers.Peers, rogue.Endpoint()) || len(peers.Peers) != 2 {
+	if err != nil || slices.Contains(peers, rogue.Endpoint()) || len(peers) != 2 || !slices.IsSorted(peers) {
 		t.Fatalf("peers after deregistering: %+v %v", peers, err)
+	}
+	st, err := sc.client(b).ReplicaSyncStatus(ctx)
+	if err != nil || !st.Enabled || st.Endpoint == "" || len(st.Peers) != 2 || st.Peers[0].Endpoint != peers[0] ||
+		st.Peers[0].NodeID == "" || !slices.Equal(st.Peers[0].Sources, []string{api.PeerSourceMember}) {
+		t.Fatalf("status after deregistering: %+v %v", st, err)
 	}
 }
 

@@ -207,12 +207,12 @@ func (f *fleet) waitCluster(ctx context.Context) error {
 					return fmt.Errorf("%s does not know %s's address yet", node.id, m.ID)
 				}
 			}
-			peers, err := node.cl.ReplicaSyncPeers(ctx)
+			rs, err := node.cl.ReplicaSyncStatus(ctx)
 			if err != nil {
 				return err
 			}
 			active := 0
-			for _, p := range peers.Details {
+			for _, p := range rs.Peers {
 				if p.State == "active" {
 					active++
 				}

@@ -85,6 +85,14 @@ func Test_EndToEnd(t *testing.T) {
 	if !strings.HasPrefix(out, "node n1  state leader  term ") || !regexp.MustCompile(`(?m)^n1\s+\S+\s+\S+\s+Voter\s+yes\s+\*$`).MatchString(out) {
 		t.Fatalf("cluster status:\n%s", out)
 	}
+	// Replica sync is off on a node without --replica-sync-port: Dynamo's
+	// peers list is empty, the status says off.
+	if out := mustCtl("replica-sync", "status"); out != "replica sync is off on this node\n" {
+		t.Fatalf("replica-sync status: %q", out)
+	}
+	if out := mustCtl("--json", "replica-sync", "peers"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("replica-sync peers --json: %q", out)
+	}
 	if out := mustCtl("dump"); !json.Valid([]byte(out)) {
 		t.Fatalf("dump: %q", out)
 	}

@@ -434,9 +434,15 @@ class Client:
         body = _fields(endpoint=endpoint)
         return self._do(_Call("POST", wire.PATH_REPLICA_SYNC_DEREGISTER, _json(body), _BOOKING), timeout)
 
-    def replica_sync_peers(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """The peers the home node follows (GET /replica_sync/peers)."""
+    def replica_sync_peers(self, *, timeout: Optional[float] = None) -> List[str]:
+        """The endpoints the home node follows, sorted, as Dynamo answers
+        them (GET /replica_sync/peers; [] when replica sync is off)."""
         return self._do(_Call("GET", wire.PATH_REPLICA_SYNC_PEERS, None, _READ), timeout)
+
+    def replica_sync_status(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The home node's replica sync: enabled, its endpoint and each
+        peer's source, state and counters (GET /replica_sync/status)."""
+        return self._do(_Call("GET", wire.PATH_REPLICA_SYNC_STATUS, None, _READ), timeout)
 
     # The machinery.
 

@@ -15,6 +15,12 @@ from urllib.parse import quote
 HEADER_INDEX = "X-Kvselect-Index"
 HEADER_SERVED_BY = "X-Kvselect-Served-By"
 HEADER_APPLIED = "X-Kvselect-Applied"
+# A selection answered from a catalog behind min_catalog_index (the node
+# was cut off from the leader); its value is the index the node had.
+HEADER_CATALOG_BEHIND = "X-Kvselect-Catalog-Behind"
+# "true" on a select_and_reserve that repeated an earlier booking of the
+# same reservation_id and prompt: nothing new was booked.
+HEADER_REPLAYED = "X-Kvselect-Replayed"
 
 # Query parameters.
 QUERY_CONSISTENCY = "consistency"
@@ -65,6 +71,7 @@ PATH_CLUSTER_METADATA = "/cluster/metadata"
 PATH_REPLICA_SYNC_REGISTER = "/replica_sync/register_peer"
 PATH_REPLICA_SYNC_DEREGISTER = "/replica_sync/deregister_peer"
 PATH_REPLICA_SYNC_PEERS = "/replica_sync/peers"
+PATH_REPLICA_SYNC_STATUS = "/replica_sync/status"
 
 
 def path(template: str, ident: object) -> str:

@@ -77,15 +77,17 @@ def test_errors_from_a_real_node(node):
     with pytest.raises(KvselectError) as e:
         kv.select(model_name="nope", token_ids=[1, 2, 3])
     assert e.value.code == wire.CODE_NOT_READY and e.value.status == 503
-    kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup")
+    first = kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup")
+    # A retry after a lost answer (same id, same prompt) gets the booking.
+    assert kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup") == first
     with pytest.raises(KvselectError) as e:
-        kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup")
+        kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3, 4], reservation_id="dup")
     assert e.value.code == wire.CODE_CONFLICT
     with pytest.raises(KvselectError) as e:
         kv.patch_worker(1, blocksize=32)  # the node names the misspelt field
     assert e.value.code == wire.CODE_BAD_REQUEST and e.value.message.startswith("blocksize")
     with pytest.raises(KvselectError) as e:
-        kv.select(model_name="llama", token_ids=[1], min_catalog_index=10**9)
+        kv.select(model_name="llama", token_ids=[1], min_catalog_index=10**9, require_catalog=True)
     assert e.value.code == wire.CODE_CATALOG_BEHIND
     assert kv.ready()["ready"] is True and kv.health() == {"status": "ok"}
     assert "kvselect_build_info" in kv.metrics()
@@ -153,6 +155,7 @@ ROUTES = [
     ("deregister_replica_sync_peer", lambda kv: kv.deregister_replica_sync_peer("tcp://h:1"),
      "POST", "/replica_sync/deregister_peer"),
     ("replica_sync_peers", lambda kv: kv.replica_sync_peers(), "GET", "/replica_sync/peers"),
+    ("replica_sync_status", lambda kv: kv.replica_sync_status(), "GET", "/replica_sync/status"),
     ("set_busy_threshold", lambda kv: kv.set_busy_threshold("m", active_decode_blocks_threshold=0.5),
      "POST", "/busy_threshold"),
     ("clear_busy_threshold", lambda kv: kv.clear_busy_threshold("m"), "DELETE", "/busy_threshold"),
