@@ -6,7 +6,7 @@
 #   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, an oracle (about 2 min)
 #   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs a kill-leader smoke
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
-#   make fuzz    run each fuzz target for FUZZTIME (default 30s)
+#   make fuzz    run every fuzz target (scripts/fuzz.sh finds them) for FUZZTIME each (default 30s)
 
 # Go is found on PATH or in its standard install location.
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
@@ -120,16 +120,10 @@ bench-routing: build
 soak: build
 	$(BIN)/kvbench soak -bin $(BIN) -duration $(SOAK_DURATION) -out bench/results/soak.json
 
+# Every fuzz target the module has (scripts/fuzz.sh finds them; -list
+# prints them), FUZZTIME each.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzHashes$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelectFast$$' -fuzztime $(FUZZTIME) ./api/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSelect$$' -fuzztime $(FUZZTIME) ./http/
-	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
-	$(GO) test -run '^$$' -fuzz '^FuzzLoadDump$$' -fuzztime $(FUZZTIME) ./indexer/
-	$(GO) test -run '^$$' -fuzz '^FuzzLoadDumpStream$$' -fuzztime $(FUZZTIME) ./indexer/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeWire$$' -fuzztime $(FUZZTIME) ./indexer/
-	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./internal/zmqx/
-	$(GO) test -run '^$$' -fuzz '^FuzzReplyFrames$$' -fuzztime $(FUZZTIME) ./ingest/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 clean:
 	rm -rf $(BIN) run
