@@ -181,6 +181,9 @@ type booking struct {
 	node   int // the node that booked it
 	worker uint64
 	gen    uint64 // churnGen before the selection
+	// unknown: the booking call got no answer, so the node may not have
+	// booked it (worker then unknown too); its free may answer 404.
+	unknown bool
 }
 
 // churned reports whether a booking may have been dropped by the catalog
@@ -213,12 +216,21 @@ func (l *load) runFlows(ctx, drain context.Context, tick <-chan time.Time, seed 
 // select-then-reserve by selection_id, 40 % select_and_reserve, 10 % a
 // selection without booking, 10 % reads. The chosen worker serves the
 // prompt (kvsim publishes its KV events), so later selections find it.
+//
+// A flow under way when the soak stops runs to its end: its calls are not
+// cancelled by ctx (only bounded by callTimeout), so a booking in flight
+// then is answered and freed like any other. (Cancelled, its answer was
+// lost while the node booked it, and the soak ended with that booking
+// left on every node, counting against the server a free it never sent.)
+// A booking whose outcome stays unknown (no answer within callTimeout, a
+// transport error) is held all the same: the free of its id is what makes
+// sure it ends, and a 404 there means the node never booked it.
 func (l *load) flow(ctx context.Context, rng *rand.Rand, held []booking) []booking {
 	a := rng.IntN(len(l.f.nodes))
 	cl := l.f.nodes[a].cl
 	prompt := api.Prompt{ModelName: soakModel, TokenIDs: l.prompt(rng)}
 	gen := l.churnGen.Load()
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	defer cancel()
 	switch x := rng.IntN(100); {
 	case x < 40:
@@ -235,15 +247,16 @@ func (l *load) flow(ctx context.Context, rng *rand.Rand, held []booking) []booki
 			err = fmt.Errorf("%w (selected on %s: worker %d rank %d, churn generation %d, now %d)",
 				err, l.f.nodes[a].id, sel.WorkerID, sel.DPRank, gen, l.churnGen.Load())
 		}
+		b := booking{id: resID, node: a, worker: sel.WorkerID, gen: gen}
 		if !l.st.record(ctx, "reserve_selection", err, lost) {
-			return held
+			return l.heldIfUnknown(held, b, err)
 		}
-		return l.booked(ctx, rng, held, booking{id: resID, node: a, worker: sel.WorkerID, gen: gen})
+		return l.booked(ctx, rng, held, b)
 	case x < 80:
 		resID := l.newID("res")
 		sel, err := cl.SelectAndReserve(cctx, api.SelectRequest{Prompt: prompt, ReservationID: api.ID(resID)})
 		if !l.st.record(ctx, "select_and_reserve", err, false) {
-			return held
+			return l.heldIfUnknown(held, booking{id: resID, node: a, gen: gen, unknown: true}, err)
 		}
 		l.serve(cctx, sel, prompt.TokenIDs)
 		return l.booked(ctx, rng, held, booking{id: resID, node: a, worker: sel.WorkerID, gen: gen})
@@ -256,6 +269,18 @@ func (l *load) flow(ctx context.Context, rng *rand.Rand, held []booking) []booki
 		l.read(cctx, ctx, rng, cl, prompt)
 	}
 	return held
+}
+
+// heldIfUnknown adds b to held when err leaves its outcome unknown (no
+// answer from the node: a timeout or a transport error), so that it is
+// freed like a booking made; an answer with an error code booked nothing.
+func (l *load) heldIfUnknown(held []booking, b booking, err error) []booking {
+	if err == nil || client.CodeOf(err) != "" {
+		return held
+	}
+	b.unknown = true
+	l.st.count("bookings_with_unknown_outcome")
+	return append(held, b)
 }
 
 // lostToChurn: a 404 for a booking on the churn worker after a churn
@@ -316,7 +341,16 @@ func (l *load) lifecycle(ctx context.Context, op string, b booking, i int, call 
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		err := call(cctx, cl)
 		cancel()
-		lost := l.lostToChurn(err, b.worker, b.gen)
+		lost := l.lostToChurn(err, b.worker, b.gen) || b.unknown && client.CodeOf(err) == api.CodeNotFound
+		if b.unknown && client.CodeOf(err) == api.CodeNotFound && time.Now().Before(deadline) {
+			// Never booked, or booked and not yet mirrored here: wait
+			// out replica sync's lag like any booking before deciding.
+			l.st.count("lag_retries")
+			if sleepCtx(ctx, 10*time.Millisecond) != nil {
+				return
+			}
+			continue
+		}
 		if client.CodeOf(err) == api.CodeNotFound && !lost && i != b.node && time.Now().Before(deadline) {
 			l.st.count("lag_retries")
 			if sleepCtx(ctx, 10*time.Millisecond) != nil {

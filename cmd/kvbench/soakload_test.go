@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
+)
+
+// bookingNode is a fake kvselect node for the soak's flows: it books what
+// /reservations and /select_and_reserve ask, holding each booking answer
+// until release is closed, and records the frees.
+type bookingNode struct {
+	release chan struct{}
+	mu      sync.Mutex
+	booked  map[string]bool // id -> freed
+	waiting chan struct{}   // closed once a booking answer is held
+	once    sync.Once
+}
+
+func (n *bookingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	sel := api.Selection{ModelName: soakModel, TenantID: "default", WorkerID: 1, Endpoint: "http://w1", BlockSize: soakBlockSize}
+	switch {
+	case r.Method == "POST" && (r.URL.Path == api.PathReservations || r.URL.Path == api.PathSelectAndReserve):
+		var body struct {
+			ReservationID string `json:"reservation_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		n.mu.Lock()
+		n.booked[body.ReservationID] = false
+		n.mu.Unlock()
+		n.once.Do(func() { close(n.waiting) })
+		<-n.release // the soak stops while the node holds the answer
+		sel.ReservationID = body.ReservationID
+		if r.URL.Path == api.PathReservations {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_ = json.NewEncoder(w).Encode(sel)
+	case r.Method == "POST" && r.URL.Path == api.PathSelect:
+		_ = json.NewEncoder(w).Encode(sel)
+	case r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/reservations/"):
+		id := strings.TrimPrefix(r.URL.Path, "/reservations/")
+		n.mu.Lock()
+		n.booked[id] = true
+		n.mu.Unlock()
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	default: // lifecycle steps and reads
+		_, _ = w.Write([]byte(`{}`))
+	}
+}
+
+// Test_SoakFreesBookingsInFlightAtStop: a booking whose call is under way
+// when the soak stops is answered, held and freed in the drain, so the
+// soak's final loads-are-zero check never fails for the harness's own
+// reasons (a make soak run once ended with such a booking on every node).
+func Test_SoakFreesBookingsInFlightAtStop(t *testing.T) {
+	for seed := range uint64(6) {
+		node := &bookingNode{release: make(chan struct{}), booked: map[string]bool{}, waiting: make(chan struct{})}
+		srv := httptest.NewServer(node)
+		cl, err := client.New(client.Config{Addrs: []string{srv.URL}, Pinned: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its one worker's kvsim is down: serving a prompt is skipped.
+		f := &fleet{nodes: []*soakNode{{id: "n1", url: srv.URL, cl: cl}}, logf: t.Logf,
+			sims: []*soakSim{{name: "kvsim", firstID: 1, workers: 1, register: true}}, churn: &soakSim{name: "churn"}}
+		l := newLoad(f, newSoakStats(), 2, seed)
+		l.lag = 0
+		ctx, stop := context.WithCancel(context.Background())
+		drain, stopDrain := context.WithTimeout(context.Background(), 30*time.Second)
+		tick := make(chan time.Time)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.runFlows(ctx, drain, tick, seed)
+		}()
+		// Flows until one books; the stop comes while its answer is held.
+	feed:
+		for {
+			select {
+			case tick <- time.Now():
+			case <-node.waiting:
+				break feed
+			}
+		}
+		stop()
+		close(node.release)
+		<-done
+		stopDrain()
+		srv.Close()
+		node.mu.Lock()
+		for id, freed := range node.booked {
+			if !freed {
+				t.Errorf("seed %d: booking %s, in flight at the stop, was never freed", seed, id)
+			}
+		}
+		node.mu.Unlock()
+	}
+}
