@@ -3,7 +3,7 @@
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
-#   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, an oracle (about 2 min)
+#   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, greedy-prefix (about 2 min)
 #   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs a kill-leader smoke
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run every fuzz target (scripts/fuzz.sh finds them) for FUZZTIME each (default 30s)
@@ -104,8 +104,8 @@ bench: build
 
 # Routing quality (SPEC §12): the Mooncake trace through kvsim's timed
 # engines in virtual time, routed by 3 in-process kvselect nodes (replica
-# sync on, then off) and by round-robin, random, least-loaded and an
-# oracle; one table, bench/results/routing.json and routing.svg. make test
+# sync on, then off) and by round-robin, random, least-loaded and
+# greedy-prefix; one table, bench/results/routing.json and routing.svg. make test
 # runs a 50-request smoke of it (cmd/kvbench Test_RoutingSmoke).
 # ROUTING_FLAGS passes more, e.g. ROUTING_FLAGS='-speed 4 -limit 1000'.
 ROUTING_TRACE ?= ../shared/traces/mooncake_synthetic_trace.jsonl

@@ -67,7 +67,7 @@ func (c *blockCache) admit(chain []uint64) admission {
 }
 
 // prefix returns how many leading blocks of chain are cached, without
-// changing the recency order (an observer's look, as the oracle router's).
+// changing the recency order (an observer's look, as the greedy-prefix router's).
 func (c *blockCache) prefix(chain []uint64) int {
 	n := 0
 	for n < len(chain) && c.nodes[chain[n]] != nil {

@@ -30,7 +30,7 @@
 // waiting queue, a prefill cost per uncached token and a decode cost per
 // output token), requests arrive at their timestamps on a virtual clock
 // (or the wall clock), and a Router chooses each request's engine:
-// RoundRobin, Random, LeastLoaded, an Oracle that knows every cache, or
+// RoundRobin, Random, LeastLoaded, an GreedyPrefix that knows every cache, or
 // KvselectRouter, which books through kvselect nodes the way Ray does.
 // Figures summarises a run (hit rate, TTFT and end-to-end percentiles,
 // throughput, load imbalance, 503 rate).

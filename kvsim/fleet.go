@@ -91,7 +91,7 @@ func (f *Fleet) Index(id RankID) (int, bool) {
 func (f *Fleet) Active(i int) int { return f.engines[i].active() }
 
 // CachedPrefix is how many leading blocks of the request's prompt engine
-// i holds now. It does not touch the cache (an oracle's look).
+// i holds now. It does not touch the cache (a look only a router that sees every cache has).
 func (f *Fleet) CachedPrefix(i int, req *TimedRequest) int {
 	return f.engines[i].store.prefix(req.chain)
 }

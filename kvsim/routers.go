@@ -6,7 +6,7 @@ import (
 )
 
 // The routers below see the fleet directly: the baselines kvselect is
-// compared with, and the oracle that bounds its hit rate. Each breaks ties
+// compared with, among them greedy-prefix, which sees every cache. Each breaks ties
 // with its own seeded source, so a run is the same for the same seed.
 
 // stateless gives a router that keeps no bookings its lifecycle calls:
@@ -66,23 +66,25 @@ func (r *LeastLoaded) Route(context.Context, *TimedRequest) (int, error) {
 	return best[r.rng.IntN(len(best))], nil
 }
 
-// Oracle knows every engine's cache exactly and routes each request to
-// the longest cached prefix, ties to the fewest active requests, then
-// drawn uniformly. It maximises each request's hit, greedily: an upper
-// bound for a router's hit rate, not for its latency (it piles popular
-// prefixes on one engine).
-type Oracle struct {
+// GreedyPrefix knows every engine's cache exactly and routes each request
+// to the longest cached prefix, ties to the fewest active requests, then
+// drawn uniformly. It maximises each request's hit, greedily: a heuristic,
+// not a bound. A router that spreads prefixes to keep more of them cached
+// can beat its hit rate, and it piles popular prefixes on one engine, so
+// its latency suffers. The bound on the hit rate is the trace's own with
+// an infinite cache.
+type GreedyPrefix struct {
 	stateless
 	fleet *Fleet
 	rng   *rand.Rand
 }
 
-// NewOracle returns the oracle router over fleet.
-func NewOracle(fleet *Fleet, seed uint64) *Oracle {
-	return &Oracle{fleet: fleet, rng: newRNG(seed)}
+// NewGreedyPrefix returns the greedy-prefix router over fleet.
+func NewGreedyPrefix(fleet *Fleet, seed uint64) *GreedyPrefix {
+	return &GreedyPrefix{fleet: fleet, rng: newRNG(seed)}
 }
 
-func (r *Oracle) Route(_ context.Context, req *TimedRequest) (int, error) {
+func (r *GreedyPrefix) Route(_ context.Context, req *TimedRequest) (int, error) {
 	n := r.fleet.Len()
 	hits := make([]int, n)
 	for i := range n {

@@ -39,7 +39,7 @@ func Test_Routers(t *testing.T) {
 	}{
 		{"round-robin cycles", func(f *Fleet) Router { return NewRoundRobin(f) }, []int{0, 1, 2, 3, 0}},
 		{"least-loaded avoids the busy engines", func(f *Fleet) Router { return NewLeastLoaded(f, 1) }, nil},
-		{"oracle takes the longest cached prefix", func(f *Fleet) Router { return NewOracle(f, 1) }, []int{2, 2, 2, 2, 2}},
+		{"greedy-prefix takes the longest cached prefix", func(f *Fleet) Router { return NewGreedyPrefix(f, 1) }, []int{2, 2, 2, 2, 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,17 +68,17 @@ func Test_Routers(t *testing.T) {
 	}
 }
 
-// The oracle breaks a tie on the prefix by load: engines 0 and 1 both
+// Greedy-prefix breaks a tie on the prefix by load: engines 0 and 1 both
 // hold nothing of an unknown prompt, engine 1 is busy.
-func Test_OracleTieByLoad(t *testing.T) {
+func Test_GreedyPrefixTieByLoad(t *testing.T) {
 	f, _ := busyFleet(t)
 	tokens := TraceTokens(TraceRequest{InputLength: 8, HashIDs: []uint64{50, 51}}, 4)
 	req := &TimedRequest{Tokens: tokens, chain: engineHashes(tokens, 4)}
-	o := NewOracle(f, 3)
+	o := NewGreedyPrefix(f, 3)
 	for range 20 {
 		i, _ := o.Route(context.Background(), req)
 		if i != 0 && i != 2 {
-			t.Fatalf("oracle chose engine %d (active %d) for a prompt no one holds", i, f.Active(i))
+			t.Fatalf("greedy-prefix chose engine %d (active %d) for a prompt no one holds", i, f.Active(i))
 		}
 	}
 }

@@ -23,8 +23,8 @@
 // nodes with replica sync, booking with /select_and_reserve round-robin
 // over the nodes as Ray's replicas would, prefill_complete and free to
 // the next node), kvselect with replica sync off, round-robin, random,
-// least-loaded and an oracle. It prints one table with the targets,
-// writes JSON and draws the TTFT CDF and hit rates (gonum/plot, SVG or
+// least-loaded and greedy-prefix (a heuristic that sees every cache, not a
+// bound). It prints one table with the targets, writes JSON and draws the TTFT CDF and hit rates (gonum/plot, SVG or
 // PNG). It exits non-zero when an invariant fails (a request lost, an
 // error, load left on an engine or a node), never for a timing.
 package main

@@ -43,8 +43,8 @@ func Test_RoutingSmoke(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Strategies) != len(allStrategies) || len(doc.Targets) != 6 {
-		t.Fatalf("%d strategies and %d targets in the JSON, want %d and 6", len(doc.Strategies), len(doc.Targets), len(allStrategies))
+	if len(doc.Strategies) != len(allStrategies) || len(doc.Targets) != 5 {
+		t.Fatalf("%d strategies and %d targets in the JSON, want %d and 5", len(doc.Strategies), len(doc.Targets), len(allStrategies))
 	}
 	for _, s := range doc.Strategies {
 		f := s.Figures

@@ -55,7 +55,7 @@ func drawRouting(path string, results []*strategyResult) error {
 		}
 		line.Color = strategyColor(i)
 		line.Width = vg.Points(1.6)
-		if r.Name == strategyOracle {
+		if r.Name == strategyGreedyPrefix {
 			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		cdf.Add(line)
