@@ -354,7 +354,7 @@ var fieldDocs = map[string]schema{
 	"WorkerPatch.kv_events_endpoints":           {"description": "The ZMQ endpoint of each global dp rank."},
 	"WorkerPatch.kv_events_endpoint":            {"description": "The one-rank form of kv_events_endpoints (not both)."},
 	"WorkerPatch.replay_endpoint":               {"description": "vLLM's replay endpoint of the first rank; rank r replays at its port + r."},
-	"WorkerPatch.lease_ttl_s":                   {"maximum": api.MaxLeaseTTLSeconds, "description": "Seconds (1-3600) within which the worker must renew its lease, or the leader removes it; 0 or absent: no lease (a PATCH with 0 removes it). Registering or patching renews it."},
+	"WorkerPatch.lease_ttl_s":                   {"maximum": api.MaxLeaseTTLSeconds, "description": "Seconds (1-3600) within which the worker must renew its lease, or the leader removes it; 0 or absent: no lease (a PATCH with 0 removes it). A registration, or a PATCH that sets it, renews the lease; a PATCH of anything else leaves the deadline alone."},
 	"KeepAliveRequest.worker_ids":               {"maxItems": api.MaxKeepAliveBatch},
 	"WorkerPatch.total_kv_blocks":               {"description": "The KV cache size in blocks (load shedding)."},
 	"Worker.lifecycle":                          {"enum": []string{api.LifecycleSchedulable, api.LifecycleIncomplete}},

@@ -37,7 +37,8 @@ type WorkerPatch struct {
 	// LeaseTTLSeconds (1-3600) gives the worker a lease (SPEC §3.7): it
 	// must be renewed (keepalive) within that many seconds or the leader
 	// removes the worker. 0 or absent: no lease (a PATCH with 0 removes
-	// it). Registering or patching the worker renews the lease.
+	// it). A registration, or a PATCH that sets lease_ttl_s, renews the
+	// lease; a PATCH of anything else leaves its deadline alone.
 	LeaseTTLSeconds *uint32 `json:"lease_ttl_s,omitempty"`
 }
 

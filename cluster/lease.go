@@ -17,8 +17,10 @@ import (
 //
 // Renewals are not replicated. Only the leader keeps deadlines, in memory
 // (leaseBook), and only what changes an expiry decision goes through the
-// log: the registration that grants a lease (or a patch that changes or
-// removes it) and the ExpireLease that ends it. A keepalive is therefore
+// log: the registration that grants a lease (or a patch that sets
+// lease_ttl_s, which renews it) and the ExpireLease that ends it. A patch
+// of anything else changes the record but not the deadline: the book
+// follows the record's LeaseIndex, not its ModifyIndex. A keepalive is therefore
 // one map write on the leader, however many workers there are, and a batch
 // of them is one request (KeepAlive takes many ids).
 //
@@ -30,8 +32,10 @@ import (
 //
 // ExpireLease names the record's ModifyIndex the leader judged. A
 // registration or patch committed between the judgement and the expiry
-// renews the lease and changes the index, so the expiry becomes a no-op
-// (fsm.ErrLeaseRenewed) rather than deleting a worker that came back.
+// changes the index, so the expiry becomes a no-op (fsm.ErrLeaseRenewed)
+// rather than deleting a worker that came back. When the change did not
+// renew the lease (a patch of another field), the book keeps the lapsed
+// deadline and judges the record again at its new index on the next tick.
 
 // leaseTick is how often the leader checks for lapsed leases.
 const leaseTick = 100 * time.Millisecond
@@ -59,8 +63,10 @@ type leaseBook struct {
 
 type lease struct {
 	ttl time.Duration
-	// modify is the record's ModifyIndex the deadline was set for: a new
-	// index (registration, patch) renews the lease.
+	// grant is the record's LeaseIndex the deadline was set for: a new one
+	// (a registration, a patch that sets lease_ttl_s) renews the lease.
+	grant uint64
+	// modify is the record's ModifyIndex, which an ExpireLease names.
 	modify   uint64
 	deadline time.Time
 	// expiring is set while an ExpireLease is in flight; keepalives then
@@ -86,11 +92,17 @@ func (b *leaseBook) follow(term uint64, c *fsm.Catalog, now time.Time) {
 			continue
 		}
 		seen[w.WorkerID] = struct{}{}
-		if l := b.leases[w.WorkerID]; l != nil && l.modify == w.ModifyIndex {
+		if l := b.leases[w.WorkerID]; l != nil && l.grant == w.LeaseIndex {
+			if l.modify != w.ModifyIndex {
+				// Changed without a renewal: an expiry judged at the old
+				// index is overtaken (fsm.ErrLeaseRenewed), so judge
+				// the record again at the new one.
+				l.modify, l.expiring = w.ModifyIndex, false
+			}
 			continue
 		}
 		ttl := time.Duration(w.LeaseTTLSeconds) * time.Second
-		b.leases[w.WorkerID] = &lease{ttl: ttl, modify: w.ModifyIndex, deadline: now.Add(ttl)}
+		b.leases[w.WorkerID] = &lease{ttl: ttl, grant: w.LeaseIndex, modify: w.ModifyIndex, deadline: now.Add(ttl)}
 	}
 	for id := range b.leases {
 		if _, ok := seen[id]; !ok {
@@ -152,7 +164,9 @@ func (n *Node) KeepAlive(ctx context.Context, ids []uint64) ([]LeaseState, []err
 			} else {
 				errs[i] = fmt.Errorf("%w: %d", fsm.ErrWorkerNotFound, id)
 			}
-		case l.expiring:
+		case l.expiring || !now.Before(l.deadline):
+			// Lapsed, even if the expiry is not under way yet (the next
+			// tick, or a patch that overtook it): too late to renew.
 			errs[i] = fmt.Errorf("%w: %d (its lease lapsed; register it again)", fsm.ErrWorkerNotFound, id)
 		default:
 			l.deadline = now.Add(l.ttl)

@@ -223,3 +223,65 @@ func Test_KeepAliveAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Test_WhatRenewsALease (SPEC §3.7): a keepalive, a re-registration and a
+// patch that sets lease_ttl_s renew a lease; a patch of anything else
+// leaves the deadline alone, so an operator's edit cannot keep a worker
+// that stopped renewing, and a keepalive after the deadline is refused
+// even before the leader's next round removes the worker.
+func Test_WhatRenewsALease(t *testing.T) {
+	endpoint := "http://moved"
+	ttl := uint32(10)
+	tests := []struct {
+		name   string
+		change fsm.Command
+		renews bool
+	}{
+		{"re-registration", fsm.UpsertWorker{Worker: leasedWorker(1, 10)}, true},
+		{"patch that sets lease_ttl_s", fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{LeaseTTLSeconds: &ttl}}, true},
+		{"patch of the endpoint", fsm.PatchWorker{WorkerID: 1, Patch: fsm.WorkerPatch{Endpoint: &endpoint}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+			rm := &removals{at: map[string]map[uint64]uint64{}}
+			nodes := leaseCluster(t, clock, rm)
+			leader := waitLeader(t, nodes)
+			if _, err := leader.Apply(ctx(t), fsm.UpsertWorker{Worker: leasedWorker(1, 10)}); err != nil {
+				t.Fatal(err)
+			}
+			waitLeaseRounds(t, leader, 2)
+			clock.Advance(8 * time.Second)
+			if _, err := leader.Apply(ctx(t), tt.change); err != nil {
+				t.Fatal(err)
+			}
+			waitLeaseRounds(t, leader, 2)
+			clock.Advance(3 * time.Second) // 11 s after the registration, 3 s after the change
+			if !tt.renews {
+				// Past the deadline: too late for a keepalive, and the
+				// worker goes at the next round.
+				if _, errs, err := leader.KeepAlive(ctx(t), []uint64{1}); err != nil || !errors.Is(errs[0], fsm.ErrWorkerNotFound) {
+					t.Fatalf("keepalive past the deadline = %v %v", errs, err)
+				}
+				waitFor(t, "worker 1 gone", func() error {
+					if present(leader, 1) {
+						return fmt.Errorf("still there")
+					}
+					return nil
+				})
+				return
+			}
+			waitLeaseRounds(t, leader, 2)
+			if !present(leader, 1) {
+				t.Fatal("a renewed lease expired")
+			}
+			clock.Advance(8 * time.Second) // 11 s after the change
+			waitFor(t, "worker 1 gone once the renewed lease lapses", func() error {
+				if present(leader, 1) {
+					return fmt.Errorf("still there")
+				}
+				return nil
+			})
+		})
+	}
+}

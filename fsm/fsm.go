@@ -146,6 +146,9 @@ func applyUpsert(e *editor, payload []byte) (outcome, error) {
 		return outcome{}, err
 	}
 	w.CreateIndex, w.ModifyIndex = e.next.index, e.next.index
+	if w.LeaseTTLSeconds > 0 {
+		w.LeaseIndex = e.next.index // a registration renews the lease
+	}
 	old, ok := e.next.workers[w.WorkerID]
 	if ok {
 		w.CreateIndex = old.CreateIndex
@@ -167,6 +170,12 @@ func applyPatch(e *editor, payload []byte) (outcome, error) {
 		return outcome{}, err
 	}
 	w.ModifyIndex = e.next.index
+	switch {
+	case w.LeaseTTLSeconds == 0:
+		w.LeaseIndex = 0
+	case patch.LeaseTTLSeconds != nil:
+		w.LeaseIndex = e.next.index // setting lease_ttl_s renews the lease
+	}
 	w.BlockSizeIndex = blockSizeIndex(old, w, e.next.index)
 	w.schedulable, w.NotSchedulableReasons = false, nil
 	e.put(w)

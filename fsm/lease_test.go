@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -83,5 +85,72 @@ func Test_GoldenExpireLease(t *testing.T) {
 	}
 	if res := f.Apply(&raft.Log{Index: 2, Data: data}).(*Result); res.Err != nil || f.Catalog().Len() != 0 {
 		t.Fatalf("golden expiry: %+v, %d workers left", res, f.Catalog().Len())
+	}
+}
+
+// Test_LeaseIndex: what renews a lease (SPEC §3.7) is recorded as the
+// record's LeaseIndex: a registration with a lease and a patch that sets
+// lease_ttl_s move it, a patch of anything else does not, and removing the
+// lease clears it. It survives a snapshot, and a snapshot from before it
+// existed restores it as the record's last change.
+func Test_LeaseIndex(t *testing.T) {
+	h := newHarness(t)
+	w := completeWorker(1, 16)
+	w.LeaseTTLSeconds = 10
+	first := h.upsert(w).Worker
+	if first.LeaseIndex != first.ModifyIndex {
+		t.Fatalf("registration: lease index %d, modify index %d", first.LeaseIndex, first.ModifyIndex)
+	}
+	steps := []struct {
+		name  string
+		patch WorkerPatch
+		moves bool
+	}{
+		{"patch of the endpoint", WorkerPatch{Endpoint: ptr("http://moved")}, false},
+		{"patch that sets lease_ttl_s", WorkerPatch{LeaseTTLSeconds: ptr[uint32](20)}, true},
+		{"patch that sets the same lease_ttl_s", WorkerPatch{LeaseTTLSeconds: ptr[uint32](20)}, true},
+		{"patch of the replay endpoint", WorkerPatch{ReplayEndpoint: ptr("tcp://127.0.0.1:9")}, false},
+	}
+	last := first.LeaseIndex
+	for _, s := range steps {
+		res := h.apply(PatchWorker{WorkerID: 1, Patch: s.patch})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		got := res.Worker.LeaseIndex
+		if s.moves && got != res.Worker.ModifyIndex || !s.moves && got != last {
+			t.Fatalf("%s: lease index %d (modify index %d, before %d)", s.name, got, res.Worker.ModifyIndex, last)
+		}
+		last = got
+	}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(b []byte) *Worker {
+		t.Helper()
+		f := New()
+		if err := f.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
+			t.Fatal(err)
+		}
+		r, _ := f.Catalog().Worker(1)
+		return r
+	}
+	if r := restore(sink.Bytes()); r.LeaseIndex != last {
+		t.Fatalf("restored lease index %d, want %d", r.LeaseIndex, last)
+	}
+	old := bytes.Replace(sink.Bytes(), []byte(fmt.Sprintf(`,"lease_index":%d`, last)), nil, 1)
+	if bytes.Equal(old, sink.Bytes()) {
+		t.Fatalf("no lease_index in the snapshot: %s", sink.Bytes())
+	}
+	if r := restore(old); r.LeaseIndex != r.ModifyIndex {
+		t.Fatalf("a snapshot without lease_index restored %d, modify index %d", r.LeaseIndex, r.ModifyIndex)
+	}
+	if res := h.apply(PatchWorker{WorkerID: 1, Patch: WorkerPatch{LeaseTTLSeconds: ptr[uint32](0)}}); res.Worker.LeaseIndex != 0 {
+		t.Fatalf("lease removed, lease index %d", res.Worker.LeaseIndex)
 	}
 }

@@ -47,6 +47,7 @@ type workerV1 struct {
 	CreateIndex           uint64            `json:"create_index"`
 	ModifyIndex           uint64            `json:"modify_index"`
 	BlockSizeIndex        uint64            `json:"block_size_index"`
+	LeaseIndex            uint64            `json:"lease_index,omitempty"`
 	Lifecycle             string            `json:"lifecycle"`
 	NotSchedulableReasons []string          `json:"not_schedulable_reasons,omitempty"`
 }
@@ -66,7 +67,7 @@ func encodeWorker(w *Worker, derived bool) workerV1 {
 		LeaseTTLSeconds: w.LeaseTTLSeconds,
 	}
 	if derived {
-		v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex = w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex
+		v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex, v.LeaseIndex = w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex, w.LeaseIndex
 		v.Lifecycle, v.NotSchedulableReasons = snapshotIncomplete, w.NotSchedulableReasons
 		if w.schedulable {
 			v.Lifecycle = snapshotSchedulable
@@ -86,7 +87,12 @@ func (v *workerV1) decode(withIndexes bool) *Worker {
 		LeaseTTLSeconds: v.LeaseTTLSeconds,
 	}
 	if withIndexes {
-		w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex = v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex
+		w.CreateIndex, w.ModifyIndex, w.BlockSizeIndex, w.LeaseIndex = v.CreateIndex, v.ModifyIndex, v.BlockSizeIndex, v.LeaseIndex
+		if w.LeaseTTLSeconds > 0 && w.LeaseIndex == 0 {
+			// A snapshot from before lease_index: the last change is
+			// the best account of the last grant there is.
+			w.LeaseIndex = w.ModifyIndex
+		}
 	}
 	w.normalize()
 	return w

@@ -57,8 +57,16 @@ type Worker struct {
 	MaxNumBatchedTokens uint64
 	// LeaseTTLSeconds, when not 0, is the worker's lease: the leader
 	// removes the worker (ExpireLease) once that long passes without a
-	// renewal. Registering or patching the worker renews it too.
+	// renewal (SPEC §3.7): a keepalive, a registration, or a patch that
+	// sets lease_ttl_s. A patch of anything else leaves the deadline
+	// alone, so a worker that stopped renewing cannot be kept alive by
+	// an operator's unrelated edits.
 	LeaseTTLSeconds uint32
+	// LeaseIndex is the Raft index of the command that last granted the
+	// lease (a registration with a lease, or a patch that set
+	// lease_ttl_s); 0 without a lease. The leader's lease book restarts a
+	// deadline when it changes (cluster/lease.go), and only then.
+	LeaseIndex uint64
 
 	// CreateIndex is the Raft index that first inserted this worker id;
 	// ModifyIndex the one that last changed it.
