@@ -14,8 +14,9 @@
 //	source <(kvselectctl completion bash)
 //
 // Commands: cluster status|join|remove|stepdown, workers list|add|patch|rm,
-// select, reservations list|show, loads, thresholds list|set|clear, dump,
-// completion bash|zsh|fish|powershell, help.
+// select, reservations list|show, loads, thresholds list|set|clear,
+// replica-sync status|peers, dump, completion bash|zsh|fish|powershell,
+// help.
 //
 // # Command line
 //
