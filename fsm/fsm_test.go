@@ -260,6 +260,20 @@ type memSink struct {
 	cancelled bool
 }
 
+// persist snapshots the harness's FSM and returns the snapshot's bytes.
+func (h *harness) persist() []byte {
+	h.t.Helper()
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		h.t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { s.cancelled = true; return nil }
 func (s *memSink) Close() error  { return nil }

@@ -123,14 +123,7 @@ func Test_LeaseIndex(t *testing.T) {
 		}
 		last = got
 	}
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
+	snapshot := h.persist()
 	restore := func(b []byte) *Worker {
 		t.Helper()
 		f := New()
@@ -140,12 +133,12 @@ func Test_LeaseIndex(t *testing.T) {
 		r, _ := f.Catalog().Worker(1)
 		return r
 	}
-	if r := restore(sink.Bytes()); r.LeaseIndex != last {
+	if r := restore(snapshot); r.LeaseIndex != last {
 		t.Fatalf("restored lease index %d, want %d", r.LeaseIndex, last)
 	}
-	old := bytes.Replace(sink.Bytes(), []byte(fmt.Sprintf(`,"lease_index":%d`, last)), nil, 1)
-	if bytes.Equal(old, sink.Bytes()) {
-		t.Fatalf("no lease_index in the snapshot: %s", sink.Bytes())
+	old := bytes.Replace(snapshot, []byte(fmt.Sprintf(`,"lease_index":%d`, last)), nil, 1)
+	if bytes.Equal(old, snapshot) {
+		t.Fatalf("no lease_index in the snapshot: %s", snapshot)
 	}
 	if r := restore(old); r.LeaseIndex != r.ModifyIndex {
 		t.Fatalf("a snapshot without lease_index restored %d, modify index %d", r.LeaseIndex, r.ModifyIndex)

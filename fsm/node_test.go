@@ -68,16 +68,8 @@ func Test_SnapshotKeepsNodes(t *testing.T) {
 	h.upsert(completeWorker(1, 16))
 	h.apply(SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "127.0.0.1:9001", ReplicaSync: "tcp://127.0.0.1:9301"}})
 	h.apply(SetNode{Node: NodeMeta{ID: "n2", HTTPAddr: "127.0.0.1:9002"}})
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sink memSink
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
 	restored := New()
-	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(h.persist()))); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := restored.Catalog().Nodes(), h.f.Catalog().Nodes(); !reflect.DeepEqual(got, want) {

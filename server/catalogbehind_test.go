@@ -10,9 +10,6 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/internal/tcpproxy"
-	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -23,20 +20,7 @@ import (
 // says so (X-Kvselect-Catalog-Behind), instead of refusing every selection
 // with catalog_behind (SPEC §3.1). require_catalog keeps the refusal.
 func Test_CutOffNodeKeepsSelecting(t *testing.T) {
-	const n = 3
-	proxies := make([]*tcpproxy.Proxy, n)
-	for i := range proxies {
-		proxies[i] = tcpproxy.Start(t, "")
-	}
-	c := servertest.StartCluster(t, n, func(i int, cfg *server.Config) {
-		cfg.Cluster.PeerDial = map[string]cluster.PeerDial{}
-		for j, p := range cfg.Cluster.InitialCluster {
-			proxies[j].SetTarget(p.RaftAddr)
-			if j != i {
-				cfg.Cluster.PeerDial[p.ID] = cluster.PeerDial{Raft: proxies[j].Addr()}
-			}
-		}
-	})
+	c, proxies := startRaftProxiedCluster(t, 3)
 	leader := c.Leader()
 	mustUpsert(t, leader.URL(), 1)
 	victim := c.Followers()[0]

@@ -111,16 +111,11 @@ func Test_RemovedFollowerIsNotReady(t *testing.T) {
 	}
 }
 
-// Test_RemovedFollowerThatMissedItsRemoval: the leader stops replicating
-// to a node it removes with one last append; when that append is lost the
-// node never holds the entry that removes it. It still sees itself listed,
-// hears from no leader again, and must find out from the members instead
-// of running on forever with a frozen catalog. Every node reaches the
-// others' Raft through a proxy; the victim's is cut before the removal and
-// stays cut (healing it could let the leader's last, retried append
-// through), while the victim can still reach the members over HTTP.
-func Test_RemovedFollowerThatMissedItsRemoval(t *testing.T) {
-	const n = 3
+// startRaftProxiedCluster starts n nodes that reach each other's Raft
+// port through a proxy per node, so a test can cut every link into one
+// node (proxies[i].Cut) while its HTTP stays reachable.
+func startRaftProxiedCluster(t *testing.T, n int) (*servertest.Cluster, []*tcpproxy.Proxy) {
+	t.Helper()
 	proxies := make([]*tcpproxy.Proxy, n)
 	for i := range proxies {
 		proxies[i] = tcpproxy.Start(t, "")
@@ -134,6 +129,19 @@ func Test_RemovedFollowerThatMissedItsRemoval(t *testing.T) {
 			}
 		}
 	})
+	return c, proxies
+}
+
+// Test_RemovedFollowerThatMissedItsRemoval: the leader stops replicating
+// to a node it removes with one last append; when that append is lost the
+// node never holds the entry that removes it. It still sees itself listed,
+// hears from no leader again, and must find out from the members instead
+// of running on forever with a frozen catalog. Every node reaches the
+// others' Raft through a proxy; the victim's is cut before the removal and
+// stays cut (healing it could let the leader's last, retried append
+// through), while the victim can still reach the members over HTTP.
+func Test_RemovedFollowerThatMissedItsRemoval(t *testing.T) {
+	c, proxies := startRaftProxiedCluster(t, 3)
 	leader := c.Leader()
 	mustUpsert(t, leader.URL(), 1)
 	victim := c.Followers()[0]
