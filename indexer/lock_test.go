@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Test_MatchLockExcludes has a writer change two plain counters in steps,
@@ -133,6 +134,82 @@ func Test_MatchLockParkedReaderGetsIn(t *testing.T) {
 			} else {
 				t.Logf("%d reads during %d events", readerRounds, n)
 			}
+		})
+	}
+}
+
+// Test_MatchLockPassIsConsumed: every pass Unlock stores must be consumed,
+// or the writer's next Lock waits for it forever (issue 21: Unlock stored
+// writer=false before pass, so a reader it had counted in parked could get
+// in and find no pass to count down). The hook stretches Unlock's window
+// between reading parked and storing pass to 2 ms; with the old order the
+// writer hung within its first few hand-offs at two Ps, and mostly within
+// 50 at one P. A writer that makes no event for stall has hung: the test
+// then frees it and fails.
+func Test_MatchLockPassIsConsumed(t *testing.T) {
+	const handoffs, stall = 50, 10 * time.Second
+	for _, procs := range []int{1, 2} {
+		t.Run(map[int]string{1: "one P", 2: "two Ps"}[procs], func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			var l matchLock
+			var passes, events atomic.Int64
+			l.beforePass = func() {
+				passes.Add(1)
+				time.Sleep(2 * time.Millisecond)
+			}
+			var stop atomic.Bool
+			var readers sync.WaitGroup
+			for range 3 {
+				readers.Add(1)
+				go func() {
+					defer readers.Done()
+					for !stop.Load() {
+						l.RLock()
+						l.RUnlock()
+						runtime.Gosched()
+					}
+				}()
+			}
+			writerDone := make(chan struct{})
+			go func() {
+				defer close(writerDone)
+				s := writeSteps{mu: &l}
+				x := 0
+				for !stop.Load() {
+					for range 40 { // one event, yielding every stepChanges
+						s.change()
+						for j := range 200 {
+							x += j
+						}
+					}
+					s.release()
+					events.Add(1)
+				}
+				_ = x
+			}()
+			last, lastAt := int64(-1), time.Now()
+			for passes.Load() < handoffs && time.Since(lastAt) < stall {
+				time.Sleep(10 * time.Millisecond)
+				if e := events.Load(); e != last {
+					last, lastAt = e, time.Now()
+				}
+			}
+			stop.Store(true)
+			readers.Wait()
+			if passes.Load() < handoffs {
+				p := l.pass.Swap(0)
+				l.wake()
+				<-writerDone
+				t.Fatalf("the writer hung for %v waiting for a pass of %d that nobody would consume (after %d events, %d hand-offs)",
+					stall, p, events.Load(), passes.Load())
+			}
+			<-writerDone
+			// Whatever the last Unlock stored, the readers it counted
+			// consumed before they returned.
+			if l.pass.Load() != 0 || l.parked.Load() != 0 || l.starved.Load() != 0 {
+				t.Fatalf("lock not idle: pass %d parked %d starved %d", l.pass.Load(), l.parked.Load(), l.starved.Load())
+			}
+			t.Logf("%d hand-offs in %d events", passes.Load(), events.Load())
 		})
 	}
 }
