@@ -273,7 +273,7 @@ const stepChanges = 16
 // Every place that changes what a match reads calls change first, at a
 // point where the index's invariants hold, since a match may run there.
 type writeSteps struct {
-	mu      *matchLock // nil: the index is used without locks (tests)
+	mu      partLock // nil: the index is used without locks (tests)
 	held    bool
 	changes int
 }

@@ -1,6 +1,7 @@
 package indexer
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,44 +12,60 @@ import (
 // Test_MatchLockExcludes has a writer change two plain counters in steps,
 // yielding between them only where they agree, while readers check them
 // under the shared lock. The race detector reports any access the lock
-// fails to order.
+// fails to order. It runs with each match lock, at 1, 2 and 4 Ps.
 func Test_MatchLockExcludes(t *testing.T) {
-	var l matchLock
-	var a, b int
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 2000 || !done.Load(); i++ {
-				l.RLock()
-				if a != b {
-					t.Errorf("reader saw a=%d b=%d", a, b)
+	for _, lock := range MatchLocks {
+		for _, procs := range []int{1, 2, 4} {
+			t.Run(fmt.Sprintf("%s/%dP", lock, procs), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				l := newPartLock(lock)
+				var a, b int
+				var done atomic.Bool
+				var wg sync.WaitGroup
+				for range 3 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := 0; i < 2000 || !done.Load(); i++ {
+							l.RLock()
+							if a != b {
+								t.Errorf("reader saw a=%d b=%d", a, b)
+							}
+							l.RUnlock()
+						}
+					}()
 				}
-				l.RUnlock()
-			}
-		}()
-	}
-	for range 2000 {
-		l.Lock()
-		for range 4 {
-			a++
-			b++
-			l.yield()
+				for range 2000 {
+					l.Lock()
+					for range 4 {
+						a++
+						b++
+						l.yield()
+					}
+					l.Unlock()
+				}
+				done.Store(true)
+				wg.Wait()
+				if a != 8000 || b != 8000 {
+					t.Fatalf("a=%d b=%d", a, b)
+				}
+			})
 		}
-		l.Unlock()
-	}
-	done.Store(true)
-	wg.Wait()
-	if a != 8000 || b != 8000 {
-		t.Fatalf("a=%d b=%d", a, b)
 	}
 }
 
 // Test_MatchLockParks holds each side past spinFor so that the other parks,
-// and checks that a change of state wakes it.
+// and checks that a change of state wakes it, at 1, 2 and 4 Ps.
 func Test_MatchLockParks(t *testing.T) {
+	for _, procs := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("%dP", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testMatchLockParks(t)
+		})
+	}
+}
+
+func testMatchLockParks(t *testing.T) {
 	waitFor := func(cond func() bool) {
 		for !cond() {
 			runtime.Gosched()
@@ -99,42 +116,48 @@ func Test_MatchLockParks(t *testing.T) {
 // reader out for as long as it runs (a review measured 2.7 s at one P and
 // 75 ms at two before the hand-off). The reader must get in readerRounds
 // times before the writer has made maxEvents events; without the
-// hand-off it got in about once per 750 k events at one P.
+// hand-off it got in about once per 750 k events at one P. Its twin, a
+// sync.RWMutex, hands the lock to blocked readers at every Unlock.
 func Test_MatchLockParkedReaderGetsIn(t *testing.T) {
 	const readerRounds, maxEvents = 20, 10_000_000
-	for _, procs := range []int{1, 2} {
-		t.Run(map[int]string{1: "one P", 2: "two Ps"}[procs], func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-			var l matchLock
-			var reads atomic.Int32
-			events := make(chan int, 1)
-			go func() {
-				s := writeSteps{mu: &l}
-				x, n := 0, 0
-				for ; n < maxEvents && reads.Load() < readerRounds; n++ {
-					for range 40 { // one event, yielding every stepChanges
-						s.change()
-						for j := range 200 {
-							x += j
-						}
-					}
-					s.release()
+	for _, lock := range MatchLocks {
+		for _, procs := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/%dP", lock, procs), func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				testParkedReaderGetsIn(t, newPartLock(lock), readerRounds, maxEvents)
+			})
+		}
+	}
+}
+
+func testParkedReaderGetsIn(t *testing.T, l partLock, readerRounds, maxEvents int) {
+	var reads atomic.Int32
+	events := make(chan int, 1)
+	go func() {
+		s := writeSteps{mu: l}
+		x, n := 0, 0
+		for ; n < maxEvents && int(reads.Load()) < readerRounds; n++ {
+			for range 40 { // one event, yielding every stepChanges
+				s.change()
+				for j := range 200 {
+					x += j
 				}
-				_ = x
-				events <- n
-			}()
-			for reads.Load() < readerRounds {
-				l.RLock()
-				l.RUnlock()
-				reads.Add(1)
-				runtime.Gosched()
 			}
-			if n := <-events; n >= maxEvents {
-				t.Fatalf("the writer made all %d events before the reader got in %d times", n, readerRounds)
-			} else {
-				t.Logf("%d reads during %d events", readerRounds, n)
-			}
-		})
+			s.release()
+		}
+		_ = x
+		events <- n
+	}()
+	for int(reads.Load()) < readerRounds {
+		l.RLock()
+		l.RUnlock()
+		reads.Add(1)
+		runtime.Gosched()
+	}
+	if n := <-events; n >= maxEvents {
+		t.Fatalf("the writer made all %d events before the reader got in %d times", n, readerRounds)
+	} else {
+		t.Logf("%d reads during %d events", readerRounds, n)
 	}
 }
 
