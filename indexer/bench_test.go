@@ -232,7 +232,7 @@ func BenchmarkMatch10M(b *testing.B) {
 //
 // The applier churns like an engine at steady state (churner).
 func BenchmarkMatchUnderApply(b *testing.B) {
-	const applyRate, turns = 1e6, 4
+	const applyRate, turns = 1e6, 10
 	w := defaultWorkload
 	queries := matchQueries(w)
 	jobs := churnJobs(w)
