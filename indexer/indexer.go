@@ -26,6 +26,7 @@ type Indexer struct {
 	byWorker map[uint64]*partition
 	metrics  *metrics
 	log      *slog.Logger
+	lockKind MatchLock // every partition's match lock
 }
 
 // partition is one index with its locks. apply serialises every change
@@ -39,14 +40,14 @@ type Indexer struct {
 type partition struct {
 	key       fsm.PartitionKey
 	apply     sync.Mutex
-	mu        matchLock
+	mu        partLock
 	blockSize uint32
 	ix        *partIndex
 	workers   map[uint64][]uint32 // indexed worker → its ranks
 }
 
-func newPartition(key fsm.PartitionKey, blockSize uint32) *partition {
-	p := &partition{key: key, blockSize: blockSize, workers: map[uint64][]uint32{}}
+func newPartition(key fsm.PartitionKey, blockSize uint32, lock MatchLock) *partition {
+	p := &partition{key: key, mu: newPartLock(lock), blockSize: blockSize, workers: map[uint64][]uint32{}}
 	p.ix = p.newIndex()
 	return p
 }
@@ -54,7 +55,7 @@ func newPartition(key fsm.PartitionKey, blockSize uint32) *partition {
 // newIndex returns an empty index that steps under p's match lock.
 func (p *partition) newIndex() *partIndex {
 	ix := newPartIndex()
-	ix.steps.mu = &p.mu
+	ix.steps.mu = p.mu
 	return ix
 }
 
@@ -68,16 +69,21 @@ func (p *partition) unlockApply() {
 }
 
 // New returns an empty indexer.
-func New(log *slog.Logger) *Indexer {
+func New(log *slog.Logger, opts ...Option) *Indexer {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Indexer{
+	x := &Indexer{
 		parts:    map[fsm.PartitionKey]*partition{},
 		byWorker: map[uint64]*partition{},
 		metrics:  newMetrics(),
 		log:      log.With("component", "indexer"),
+		lockKind: DefaultMatchLock,
 	}
+	for _, o := range opts {
+		o(x)
+	}
+	return x
 }
 
 // Batch is one message's worth of events for one rank.
@@ -199,7 +205,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		return
 	}
 	if p == nil {
-		p = newPartition(key, cp.BlockSize)
+		p = newPartition(key, cp.BlockSize, x.lockKind)
 		x.parts[key] = p
 		x.log.Info("partition created", "partition", key.String(), "block_size", cp.BlockSize)
 	}

@@ -41,8 +41,30 @@ import (
 // once (waiting for every woken reader cut the applier to a fifth; with
 // one P, handing off at every Unlock made the concurrency test 300 times
 // slower). With one P a woken reader runs only once the writer is
-// preempted, so it waits up to two scheduler slices (about 20 ms) under
-// a writer that never pauses, instead of for as long as applies come.
+// preempted, so it waits about two scheduler slices (20 ms; 40-140 ms at
+// worst on the loaded 2-core VM) under a writer that never pauses, instead
+// of for as long as applies come; with two Ps, well under a millisecond
+// (4 ms at worst).
+//
+// Hand-off. Lock waits for pass to reach zero, and only readers that had
+// parked count it down (passed), once each, after they got in. So every
+// pass Unlock stores must be counted down, and Unlock stores it while the
+// writer still holds the lock, before writer=false. A reader Unlock
+// counted in parked was between parked.Add(1) and parked.Add(-1) when
+// Unlock read parked, the writer in; it gets in only by reading
+// writer=false after that, which is Unlock's store, after the store of
+// pass: its passed() sees the pass. And the writer announces itself again
+// only once pass is zero, so every counted reader does get in: pass is
+// zero at the latest when the last of them has passed. (Storing
+// writer=false first let a counted reader get in, find pass still zero
+// and leave; the pass stored after it was never consumed and the writer's
+// next Lock waited forever, holding the partition's apply mutex.) Readers
+// Unlock did not count, ones that parked after it read parked, count pass
+// down too; the writer then locks again before some counted readers got
+// in, and they are passed over once more. That costs fairness, never
+// correctness: pass lets no reader in (entry is Dekker's alone), it never
+// goes below zero (passed only takes a positive one), and only the writer
+// raises it, in Unlock, where it is zero (Lock waited for that).
 type matchLock struct {
 	readers atomic.Int32 // matches inside
 	writer  atomic.Bool  // the writer holds the lock or is waiting for it
@@ -55,6 +77,8 @@ type matchLock struct {
 	parked  atomic.Int32 // readers parked on cond
 	starved atomic.Int32 // readers that woke and still found the writer in
 	pass    atomic.Int32 // parked readers the writer lets in before it locks again
+
+	beforePass func() // test hook: runs in Unlock between reading parked and storing pass
 }
 
 // spinFor bounds how long a waiter polls before it parks: several steps or
@@ -143,10 +167,13 @@ func (l *matchLock) Lock() {
 }
 
 func (l *matchLock) Unlock() {
-	l.writer.Store(false)
 	if n := l.parked.Load(); n > 0 && l.starved.Load() > 0 {
-		l.pass.Store(n)
+		if l.beforePass != nil {
+			l.beforePass()
+		}
+		l.pass.Store(n) // before writer=false: see Hand-off in matchLock's comment
 	}
+	l.writer.Store(false)
 	l.wake()
 }
 
@@ -246,7 +273,7 @@ const stepChanges = 16
 // Every place that changes what a match reads calls change first, at a
 // point where the index's invariants hold, since a match may run there.
 type writeSteps struct {
-	mu      *matchLock // nil: the index is used without locks (tests)
+	mu      partLock // nil: the index is used without locks (tests)
 	held    bool
 	changes int
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/version"
 )
 
@@ -49,7 +50,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json> [-require-gates]\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
 	os.Exit(2)
 }
 
@@ -69,6 +70,10 @@ type Figure struct {
 	Met      bool    `json:"met"`
 	Baseline string  `json:"baseline,omitempty"`
 	Compared string  `json:"compared,omitempty"`
+	// Gate marks a figure make bench must not miss (gate.go); failure
+	// says why a gate was missed.
+	Gate    bool `json:"gate,omitempty"`
+	failure error
 }
 
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
@@ -96,10 +101,9 @@ func parse(r io.Reader) (map[string]Result, error) {
 	return out, sc.Err()
 }
 
-// figures derives the SPEC §12 figures from the results that are present.
-func figures(rs map[string]Result) []Figure {
-	var out []Figure
-	get := func(name, unit string) (float64, bool) {
+// getter looks a metric up by benchmark name and unit.
+func getter(rs map[string]Result) func(name, unit string) (float64, bool) {
+	return func(name, unit string) (float64, bool) {
 		r, ok := rs[name]
 		if !ok {
 			return 0, false
@@ -107,6 +111,13 @@ func figures(rs map[string]Result) []Figure {
 		v, ok := r.Metrics[unit]
 		return v, ok
 	}
+}
+
+// figures derives the SPEC §12 figures, and the gates, from the results
+// that are present.
+func figures(rs map[string]Result) []Figure {
+	var out []Figure
+	get := getter(rs)
 	if v, ok := get("BenchmarkApplyStored/index", "blocks/s"); ok {
 		f := Figure{Name: "index apply (16-block BlockStored, 256 ranks, 1 M blocks)", Value: v, Unit: "blocks/s",
 			Target: ">= 7000000", Met: v >= 7e6}
@@ -138,6 +149,9 @@ func figures(rs map[string]Result) []Figure {
 			Value: v / 1000, Unit: "us", Target: "<= 10", Met: v <= 10_000, Compared: fmt.Sprintf("p50 %.1f us", p50/1000)})
 	}
 	out = append(out, matchUnderApplyFigures(get)...)
+	if f, ok := matchLockGate(get); ok {
+		out = append(out, f)
+	}
 	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
 		blocks, _ := get("BenchmarkMemory", "blocks")
 		members, _ := get("BenchmarkMemory", "memberships")
@@ -219,20 +233,22 @@ func figures(rs map[string]Result) []Figure {
 // beside it (no SPEC target; its ratio to quiet is shown), from
 // BenchmarkMatchUnderApply (indexer): matches on the 1 M-block index while
 // another goroutine churns the same partition, against the quiet matches
-// of the same run. The target holds only if the applier reached the rate
-// asked of it (stored and removed blocks alike): when it cannot keep up,
-// the matches ran under a lighter load than the target names.
+// of the same run, with the match lock the index uses
+// (indexer.DefaultMatchLock). The target holds only if the applier reached
+// the rate asked of it (stored and removed blocks alike): when it cannot
+// keep up, the matches ran under a lighter load than the target names.
 func matchUnderApplyFigures(get func(name, unit string) (float64, bool)) []Figure {
-	const run, quiet = "BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "BenchmarkMatchUnderApply/quiet-baseline"
+	const run, quiet = matchUnderApplyRun, "BenchmarkMatchUnderApply/quiet-baseline"
 	const enough = 0.95e6 // of the 1 M blocks/s asked
-	rate, _ := get(run, "applied-blocks/s")
-	applier := fmt.Sprintf("applier reached %.2f M blocks/s of the 1 M asked", rate/1e6)
-	if p99, ok := get(run, "apply-p99-ns"); ok {
+	lock := string(indexer.DefaultMatchLock) + "-"
+	rate, _ := get(run, lock+"applied-blocks/s")
+	applier := fmt.Sprintf("%s lock; applier reached %.2f M blocks/s of the 1 M asked", indexer.DefaultMatchLock, rate/1e6)
+	if p99, ok := get(run, lock+"apply-p99-ns"); ok {
 		applier += fmt.Sprintf(", its p99 per event %.0f us", p99/1000)
 	}
 	var out []Figure
 	for _, pct := range []string{"p50", "p99"} {
-		v, ok := get(run, pct+"-ns")
+		v, ok := get(run, lock+pct+"-ns")
 		if !ok {
 			continue
 		}
@@ -303,6 +319,7 @@ func report(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	in := fs.String("in", "-", "go test -bench output ('-' for stdin)")
 	outPath := fs.String("out", "", "JSON file to write (optional)")
+	requireGates := fs.Bool("require-gates", false, "fail when a gate's benchmark is missing from the input (make bench); a gate that is missed fails always")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -326,6 +343,10 @@ func report(args []string, stdout io.Writer) error {
 	for _, f := range figs {
 		status := "no target"
 		switch {
+		case f.Gate && f.Met:
+			status = "passes gate " + f.Target
+		case f.Gate:
+			status = "FAILS gate " + f.Target
 		case f.Target != "" && f.Met:
 			status = "meets target " + f.Target
 		case f.Target != "":
@@ -345,7 +366,7 @@ func report(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, line)
 	}
 	if *outPath == "" {
-		return nil
+		return gates(results, *requireGates)
 	}
 	doc := struct {
 		Generated string            `json:"generated"`
@@ -358,7 +379,25 @@ func report(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(*outPath, append(raw, '\n'), 0o644)
+	if err := os.WriteFile(*outPath, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	return gates(results, *requireGates)
+}
+
+// gates is report's verdict, after the figures are printed and saved: an
+// error when a gate is missed, or, with require, when its benchmark did
+// not run (a benchmark that crashed must not pass the gate by absence).
+func gates(results map[string]Result, require bool) error {
+	f, ok := matchLockGate(getter(results))
+	if !ok && require {
+		return fmt.Errorf("gate: %s reported no figures for both match locks (%s, %s)",
+			matchUnderApplyRun, indexer.PollingLock, indexer.RWMutexLock)
+	}
+	if f.failure != nil {
+		return fmt.Errorf("gate: %w", f.failure)
+	}
+	return nil
 }
 
 func format(v float64) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/indexer"
 )
 
 const sample = `goos: linux
@@ -17,7 +19,7 @@ BenchmarkMatch/bisect-2         	   60000	     10298 ns/op	      9379 p50-ns	   
 BenchmarkMatch/walk-baseline-2  	   60000	    163419 ns/op	    165862 p50-ns	    307506 p99-ns
 BenchmarkMatch10M-2   	   30000	      5142 ns/op	   9177088 blocks	      4539 p50-ns	     13074 p99-ns
 BenchmarkMatchUnderApply/quiet-baseline-2         	  100000	      5219 ns/op	      4588 p50-ns	      8185 p99-ns
-BenchmarkMatchUnderApply/apply-1M-blocks-per-s-2  	  100000	     12679 ns/op	    998113 applied-blocks/s	     52411 apply-p99-ns	      7109 p50-ns	     19815 p99-ns
+BenchmarkMatchUnderApply/apply-1M-blocks-per-s-2  	  100000	     25358 ns/op	    998113 polling-applied-blocks/s	     52411 polling-apply-p99-ns	      7109 polling-p50-ns	     19815 polling-p99-ns	    512345 rwmutex-applied-blocks/s	    108917 rwmutex-apply-p99-ns	      6960 rwmutex-p50-ns	     76034 rwmutex-p99-ns
 BenchmarkMemory-2        	       1	1378865035 ns/op	       158.3 B/block	        77.91 B/membership	    919552 blocks	   1867776 memberships
 BenchmarkSelect/select-256-ranks/reservations=0-2 	   20000	     19990 ns/op	     15472 p50-ns	     39107 p99-ns	     50256 selects/s
 BenchmarkSelect/match-only-baseline-2                     	   20000	      5537 ns/op	    180611 matches/s
@@ -45,10 +47,22 @@ func Test_Report(t *testing.T) {
 		"/select over HTTP vs /health", "0.53", "MISSES target >= 0.6", "/health: 30853 req/s", "/select: 16218 req/s",
 		"/select over HTTP p99, open loop at 2000 req/s", "2.4", "/health at the same rate: 1.78 ms",
 		"match p99 (512-block query, 9.2 M blocks, 256 ranks)", "13.1", "MISSES target <= 10",
-		"match p50 while 1 M blocks/s are applied", "7.1", "quiet: p50 4.6 us", "1.55x quiet",
-		"match p99 while 1 M blocks/s are applied", "19.8", "MISSES target <= 2x quiet (16.4 us) at >= 0.95 M blocks/s applied",
-		"quiet: p99 8.2 us", "2.42x quiet; applier reached 1.00 M blocks/s of the 1 M asked, its p99 per event 52 us",
+		"match p50 while 1 M blocks/s are applied", "quiet: p50 4.6 us",
+		"match p99 while 1 M blocks/s are applied", "MISSES target <= 2x quiet (16.4 us) at >= 0.95 M blocks/s applied", "quiet: p99 8.2 us",
+		"match p99 under 1 M blocks/s applied, polling lock vs its sync.RWMutex twin", "passes gate < twin's 76.0 us, applier >= 95% of twin's 0.51 M blocks/s",
+		"sync.RWMutex twin, same run: p99 76.0 us, applier 0.51 M blocks/s", "polling applier 1.00 M blocks/s, 195% of the twin's",
 	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text)
+		}
+	}
+	// The SPEC figures under apply are the default lock's.
+	for _, want := range map[indexer.MatchLock][]string{
+		indexer.PollingLock: {"7.1 us", "1.55x quiet", "19.8 us",
+			"2.42x quiet; polling lock; applier reached 1.00 M blocks/s of the 1 M asked, its p99 per event 52 us"},
+		indexer.RWMutexLock: {"7.0 us", "1.52x quiet", "76.0 us",
+			"9.29x quiet; rwmutex lock; applier reached 0.51 M blocks/s of the 1 M asked, its p99 per event 109 us"},
+	}[indexer.DefaultMatchLock] {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}
@@ -60,8 +74,8 @@ func Test_Report(t *testing.T) {
 			}
 		}
 	}
-	if lines := strings.Count(text, "\n"); lines != 10 {
-		t.Errorf("%d summary lines, want 10:\n%s", lines, text)
+	if lines := strings.Count(text, "\n"); lines != 11 {
+		t.Errorf("%d summary lines, want 11:\n%s", lines, text)
 	}
 	raw, err := os.ReadFile(out)
 	if err != nil {
@@ -74,7 +88,7 @@ func Test_Report(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Figures) != 10 || doc.Results["BenchmarkMemory"].Metrics["memberships"] != 1867776 {
+	if len(doc.Figures) != 11 || doc.Results["BenchmarkMemory"].Metrics["memberships"] != 1867776 {
 		t.Fatalf("json = %s", raw)
 	}
 	if err := report([]string{"-in", filepath.Join(dir, "missing")}, &stdout); err == nil {
@@ -139,12 +153,13 @@ func Test_MatchUnderApplyFigures(t *testing.T) {
 		{"applier short of the rate", 0.6e6, 5000, 10000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			lock := string(indexer.DefaultMatchLock) + "-"
 			m := map[string]float64{
-				"BenchmarkMatchUnderApply/quiet-baseline p50-ns":                  4500,
-				"BenchmarkMatchUnderApply/quiet-baseline p99-ns":                  10000,
-				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s applied-blocks/s": tc.rate,
-				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s p50-ns":           tc.p50,
-				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s p99-ns":           tc.p99,
+				"BenchmarkMatchUnderApply/quiet-baseline p50-ns":                              4500,
+				"BenchmarkMatchUnderApply/quiet-baseline p99-ns":                              10000,
+				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s " + lock + "applied-blocks/s": tc.rate,
+				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s " + lock + "p50-ns":           tc.p50,
+				"BenchmarkMatchUnderApply/apply-1M-blocks-per-s " + lock + "p99-ns":           tc.p99,
 			}
 			figs := matchUnderApplyFigures(func(name, unit string) (float64, bool) {
 				v, ok := m[name+" "+unit]
@@ -157,5 +172,85 @@ func Test_MatchUnderApplyFigures(t *testing.T) {
 				t.Fatalf("rate not reported: %q", figs[0].Compared)
 			}
 		})
+	}
+}
+
+// Test_MatchLockGate feeds the gate figures it must reject: the polling
+// lock stays only while its match p99 is lower than its sync.RWMutex
+// twin's and its applier reaches within 5 % of the twin's rate.
+func Test_MatchLockGate(t *testing.T) {
+	twin := lockRun{p99: 80_000, rate: 1e6}
+	for _, tc := range []struct {
+		name    string
+		polling lockRun
+		lost    []string // what the error must name; none: the lock stays
+	}{
+		{"lower p99, same rate", lockRun{p99: 50_000, rate: 1e6}, nil},
+		{"lower p99, rate 5 % short", lockRun{p99: 50_000, rate: 0.95e6}, nil},
+		{"lower p99, twice the rate", lockRun{p99: 79_999, rate: 2e6}, nil},
+		{"equal p99", lockRun{p99: 80_000, rate: 1e6}, []string{"80.0 us, is not lower than the twin's 80.0 us"}},
+		{"higher p99", lockRun{p99: 91_200, rate: 1e6}, []string{"91.2 us, is not lower than the twin's 80.0 us"}},
+		{"rate more than 5 % short", lockRun{p99: 50_000, rate: 0.949e6}, []string{"0.949 M blocks/s, 94.9% of the twin's 1.000 M"}},
+		{"both", lockRun{p99: 90_000, rate: 0.5e6}, []string{"90.0 us", "80.0 us", "0.500 M blocks/s", "1.000 M"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkMatchLock(tc.polling, twin)
+			if (err != nil) != (tc.lost != nil) {
+				t.Fatalf("checkMatchLock(%+v, %+v) = %v", tc.polling, twin, err)
+			}
+			for _, want := range tc.lost {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// Test_ReportFailsTheGate: report (make bench) exits non-zero when the
+// polling lock loses, naming both locks' figures, after it has printed
+// and saved them; with -require-gates, also when MatchUnderApply did not
+// report both locks.
+func Test_ReportFailsTheGate(t *testing.T) {
+	const lost = `BenchmarkMatchUnderApply/apply-1M-blocks-per-s-2  	  100000	     25358 ns/op	    990000 polling-applied-blocks/s	     52411 polling-apply-p99-ns	      7109 polling-p50-ns	     61200 polling-p99-ns	    1000000 rwmutex-applied-blocks/s	    108917 rwmutex-apply-p99-ns	      6960 rwmutex-p50-ns	     58000 rwmutex-p99-ns
+`
+	const oneLock = `BenchmarkMatchUnderApply/apply-1M-blocks-per-s-2  	  100000	     12679 ns/op	    998113 polling-applied-blocks/s	     52411 polling-apply-p99-ns	      7109 polling-p50-ns	     19815 polling-p99-ns
+`
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	out := filepath.Join(dir, "out.json")
+	var stdout bytes.Buffer
+	err := report([]string{"-in", write("lost.txt", lost), "-out", out}, &stdout)
+	if err == nil {
+		t.Fatalf("a lost gate passed:\n%s", stdout.String())
+	}
+	for _, want := range []string{"61.2 us", "58.0 us", "drop the polling lock"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if !strings.Contains(stdout.String(), "FAILS gate < twin's 58.0 us") {
+		t.Errorf("summary does not show the failed gate:\n%s", stdout.String())
+	}
+	if raw, err := os.ReadFile(out); err != nil || !strings.Contains(string(raw), `"gate": true`) {
+		t.Fatalf("figures not saved before failing: %v\n%s", err, raw)
+	}
+
+	for _, in := range []string{write("one-lock.txt", oneLock), write("other.txt", sample[:strings.Index(sample, "BenchmarkMatchUnderApply")])} {
+		if err := report([]string{"-in", in}, &stdout); err != nil {
+			t.Fatalf("%s without -require-gates: %v", in, err)
+		}
+		if err := report([]string{"-in", in, "-require-gates"}, &stdout); err == nil || !strings.Contains(err.Error(), "no figures for both match locks") {
+			t.Fatalf("%s with -require-gates: %v", in, err)
+		}
+	}
+	if err := report([]string{"-in", write("sample.txt", sample), "-require-gates"}, &stdout); err != nil {
+		t.Fatalf("a passed gate failed: %v", err)
 	}
 }

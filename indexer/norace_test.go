@@ -1,0 +1,5 @@
+//go:build !race
+
+package indexer
+
+const raceEnabled = false
