@@ -41,6 +41,9 @@ type Config struct {
 	// ReloadAuthToken change it while the node runs.
 	AuthToken string
 	AuthAll   bool
+	// AuthTokenAlso is accepted as well as AuthToken, never sent (a token
+	// file's second line, during a rotation).
+	AuthTokenAlso string
 	// AuthTokenFile is the file AuthToken was read from
 	// (--auth-token-file), which ReloadAuthToken reads again; "" when
 	// there is none.
@@ -114,6 +117,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
 		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken)}
+	if cfg.AuthTokenAlso != "" {
+		if err := authtoken.Validate(cfg.AuthTokenAlso); err != nil {
+			return nil, err
+		}
+		s.auth.SetTokens(cfg.AuthToken, cfg.AuthTokenAlso)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)

@@ -117,7 +117,7 @@ func parseConfig(args []string) (server.Config, error) {
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7092", "address the Raft transport binds")
 		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
 		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
-		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump, and keying replica-sync MACs; SIGHUP reads it again")
+		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump, and keying replica-sync MACs: one line, or two during a rotation (the first is sent, both are accepted); SIGHUP reads it again")
 		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health, /readyz and /openapi.json)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
@@ -272,7 +272,7 @@ func parseConfig(args []string) (server.Config, error) {
 		return cfg, fmt.Errorf("--auth-scope must be admin or all, got %q", *authScope)
 	}
 	if *authTokenFile != "" {
-		if cfg.AuthToken, err = authtoken.ReadFile(*authTokenFile); err != nil {
+		if cfg.AuthToken, cfg.AuthTokenAlso, err = authtoken.ReadFile(*authTokenFile); err != nil {
 			return cfg, fmt.Errorf("--auth-token-file (env %s): %w", envflag.Name(env.Prefix, "auth-token-file"), err)
 		}
 		cfg.AuthTokenFile = *authTokenFile // SIGHUP reads it again

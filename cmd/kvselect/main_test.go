@@ -146,7 +146,8 @@ func Test_AuthTokenFile(t *testing.T) {
 		{name: "unreadable: a directory", path: dir, problem: "is a directory", asRoot: true},
 		{name: "unreadable: no permission", path: file("noperm", "s3cret", 0o000), problem: "permission denied"},
 		{name: "not for a header", path: file("ctl", "s3c\x01ret", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
-		{name: "two tokens", path: file("two", "one two", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
+		{name: "two tokens on a line", path: file("two", "one two", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
+		{name: "three lines", path: file("three", "one\ntwo\nthree", 0o600), problem: "has 3 lines", asRoot: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
