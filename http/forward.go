@@ -109,13 +109,19 @@ func redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.Lea
 }
 
 // forwardedHeaders are the request headers a forward carries: the body's
-// type, the client's credentials and read-your-writes index.
-var forwardedHeaders = []string{"Content-Type", api.HeaderAuthorization, api.HeaderIndex}
+// type and the client's read-your-writes index. Its credentials are the
+// node's own (forward).
+var forwardedHeaders = []string{"Content-Type", api.HeaderIndex}
 
 // relayedHeaders are the leader's answer headers a follower passes back.
 var relayedHeaders = []string{"Content-Type", api.HeaderIndex, api.HeaderServedBy, "Retry-After", "Location", "WWW-Authenticate"}
 
-// forward sends the request to the leader and relays its answer. done is
+// forward sends the request to the leader and relays its answer. It
+// authenticates as this node, with its admin token (SPEC §11): this node
+// has already checked the client's token against the route, and the
+// leader then need not know the selection token, nor share the token a
+// client holds in the middle of a rotation. A node without a token passes
+// on the client's Authorization. done is
 // false when nothing reached a leader (connection refused, or the target
 // says it is not the leader): the caller may try again. A write's answer
 // is relayed once this node has applied the write itself (up to
@@ -132,6 +138,11 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
+	}
+	if token := s.cfg.Auth.Token(); token != "" {
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(token))
+	} else if v := r.Header.Get(api.HeaderAuthorization); v != "" {
+		req.Header.Set(api.HeaderAuthorization, v)
 	}
 	req.Header.Set(api.HeaderForwardedBy, self)
 	// Nothing can have reached the leader unless a connection was
@@ -165,6 +176,10 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 	if resp.StatusCode == http.StatusServiceUnavailable && nothingWritten(answer) {
 		s.metrics.forwards.WithLabelValues("retry").Inc()
 		return false, nil
+	}
+	if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && s.cfg.Auth.Token() != "" {
+		s.log.Warn("the leader refused this node's own token on a forwarded request: do the nodes' --auth-token-file differ (a rotation not staged with two-line files)?",
+			"leader", leader.ID, "status", resp.StatusCode, "path", r.URL.Path)
 	}
 	s.metrics.forwards.WithLabelValues("relayed").Inc()
 	for _, h := range relayedHeaders {

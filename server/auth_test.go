@@ -169,7 +169,7 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 			t.Fatalf("%s's reservation was booked", stranger.id)
 		}
 	}
-	_, metrics := get(t, s.URL()+api.PathMetrics)
+	metrics := call(t, "GET", s.URL()+api.PathMetrics, "", authz...).body
 	if !strings.Contains(metrics, `kvselect_replica_sync_dropped_messages_total{reason="unauthenticated"}`) ||
 		strings.Contains(metrics, `kvselect_replica_sync_dropped_messages_total{reason="unauthenticated"} 0`) {
 		t.Fatal("no unauthenticated drop counted in /metrics")

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,19 +36,27 @@ type Config struct {
 	Cluster cluster.Config
 	// Scheduler holds the selection settings.
 	Scheduler scheduler.Config
-	// AuthToken protects admin routes (and all routes with AuthAll), goes
-	// on the node's own calls to other nodes, and keys replica sync's MACs
-	// (SPEC §11). It is the token at start; SetAuthToken and
-	// ReloadAuthToken change it while the node runs.
-	AuthToken string
-	AuthAll   bool
-	// AuthTokenAlso is accepted as well as AuthToken, never sent (a token
-	// file's second line, during a rotation).
-	AuthTokenAlso string
-	// AuthTokenFile is the file AuthToken was read from
-	// (--auth-token-file), which ReloadAuthToken reads again; "" when
-	// there is none.
+	// AuthToken is the admin token (SPEC §11): with one, routes need a
+	// bearer token as their access class and AuthScope say
+	// (http/access.go); the node sends it on its own calls to other nodes
+	// and on the writes it forwards, and replica sync keys its MACs with
+	// it. AuthTokenAlso is accepted as well, never sent (a token file's
+	// second line, during a rotation). These are the tokens at start;
+	// SetAuthToken and ReloadAuthToken change them while the node runs.
+	AuthToken, AuthTokenAlso string
+	// AuthTokenFile is the file they were read from (--auth-token-file),
+	// which ReloadAuthToken reads again; "" when there is none.
 	AuthTokenFile string
+	// AuthScope is what the admin token protects: httpd.ScopeAll (also
+	// for "") or httpd.ScopeAdmin.
+	AuthScope httpd.Scope
+	// SelectionToken (and SelectionTokenAlso, a second line) is accepted
+	// besides the admin token on the routes a Ray caller needs (classes
+	// selection and worker), and answered 403 on the others; it needs
+	// AuthToken and must differ from it. SelectionTokenFile is its file
+	// (--selection-token-file), read again with the admin token's.
+	SelectionToken, SelectionTokenAlso string
+	SelectionTokenFile                 string
 	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
 	CatalogWait time.Duration
 	// Ingest tunes the KV event listeners (threads, backoff, replay).
@@ -99,9 +108,9 @@ type Server struct {
 	recovering atomic.Bool
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
-	// auth is the token every part reads when it checks or sends it
-	// (auth.go).
-	auth *authtoken.Holder
+	// auth is the admin token every part reads when it checks or sends
+	// it, selection the selection token the HTTP check reads (auth.go).
+	auth, selection *authtoken.Holder
 }
 
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
@@ -110,19 +119,17 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AuthToken != "" {
-		if err := authtoken.Validate(cfg.AuthToken); err != nil {
-			return nil, err
-		}
+	if err := checkTokens(&cfg); err != nil {
+		return nil, err
+	}
+	if _, err := httpd.ParseScope(string(cmp.Or(cfg.AuthScope, httpd.ScopeAll))); err != nil {
+		return nil, fmt.Errorf("AuthScope: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
-		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken)}
-	if cfg.AuthTokenAlso != "" {
-		if err := authtoken.Validate(cfg.AuthTokenAlso); err != nil {
-			return nil, err
-		}
-		s.auth.SetTokens(cfg.AuthToken, cfg.AuthTokenAlso)
-	}
+		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken),
+		selection: authtoken.NewHolder(cfg.SelectionToken)}
+	s.auth.SetTokens(cfg.AuthToken, cfg.AuthTokenAlso)
+	s.selection.SetTokens(cfg.SelectionToken, cfg.SelectionTokenAlso)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -177,7 +184,7 @@ func Start(cfg Config) (*Server, error) {
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node, Leases: s.Node,
 		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
-		Auth: s.auth, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
+		Auth: s.auth, Selection: s.selection, Scope: cfg.AuthScope, CatalogWait: cfg.CatalogWait,
 		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
@@ -203,9 +210,10 @@ func Start(cfg Config) (*Server, error) {
 	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
 		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
-		"authenticated", cfg.AuthToken != "")
+		"authenticated", cfg.AuthToken != "", "auth_scope", cmp.Or(cfg.AuthScope, httpd.ScopeAll),
+		"selection_token", cfg.SelectionToken != "")
 	if cfg.AuthToken == "" {
-		s.log.Warn("running without authentication: catalog and cluster writes and /dump are open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
+		s.log.Warn("running without authentication: every route, bookings and catalog writes included, is open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
 	}
 	return s, nil
 }

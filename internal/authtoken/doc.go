@@ -1,7 +1,9 @@
 // Package authtoken holds a node's shared secrets (SPEC §11): the bearer
 // token that protects the HTTP API, that the node sends on its own calls to
 // other nodes, and from which replica sync derives the key of its message
-// authentication codes.
+// authentication codes; and, in a Holder of its own, the selection token
+// (--selection-token-file), which the HTTP API accepts on the routes a
+// Ray caller needs.
 //
 // One Holder is shared by all of those parts. Each reads the token when it
 // uses it, so a rotation (SIGHUP re-reads the files) reaches every part at
