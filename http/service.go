@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -48,6 +49,12 @@ type Config struct {
 	Selection *authtoken.Holder
 	// Scope is what the admin token protects; "" means ScopeAll.
 	Scope Scope
+	// PeerScheme is how this node calls the others (forwarding, and the
+	// Location of a redirect): "http" (the default) or "https" when the
+	// cluster serves TLS. PeerTLS configures those calls' TLS (the CA
+	// that signs the peers' certificates); nil: the system's roots.
+	PeerScheme string
+	PeerTLS    *tls.Config
 	// CatalogWait bounds waiting for a catalog index: min_catalog_index
 	// and X-Kvselect-Index on reads, and a forwarded write's local apply
 	// (SPEC: 2 s).
@@ -84,8 +91,11 @@ func New(cfg Config) *Service {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.NewRegistry()
 	}
+	if cfg.PeerScheme == "" {
+		cfg.PeerScheme = "http"
+	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
-		client: newForwardClient()}
+		client: newForwardClient(cfg.PeerTLS)}
 	s.router, s.allow = s.buildRouter()
 	return s
 }

@@ -200,7 +200,9 @@ func (r *rotation) clients(admin, selection string) {
 	r.admin, r.selection, r.alsoAdmin, r.alsoSelection = admin, selection, "", ""
 }
 
-func (r *rotation) clientsAlso(admin, selection string) { r.alsoAdmin, r.alsoSelection = admin, selection }
+func (r *rotation) clientsAlso(admin, selection string) {
+	r.alsoAdmin, r.alsoSelection = admin, selection
+}
 
 // as is the Authorization header with token, for call.
 func (r *rotation) as(token string) []string { return []string{"Authorization", "Bearer " + token} }
@@ -291,15 +293,7 @@ func (r *rotation) total(family string, labels map[string]string, nodes ...*serv
 	}
 	var sum float64
 	for _, s := range nodes {
-		fams, err := s.Registry.Gather()
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		sc := scrape{}
-		for _, f := range fams {
-			sc[f.GetName()] = f
-		}
-		v, _ := sc.value(family, labels)
+		v, _ := gather(r.t, s).value(family, labels)
 		sum += v
 	}
 	return sum

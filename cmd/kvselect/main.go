@@ -58,13 +58,13 @@ func run(args []string) error {
 // waitForStop returns on SIGINT or SIGTERM, or once the node has been
 // removed from the cluster: like a removed etcd member, it stops (and the
 // process exits 0) rather than serve a frozen catalog. SIGHUP reads the
-// token files again.
+// token files and the TLS certificate again.
 func waitForStop(srv *server.Server, sig <-chan os.Signal, log *slog.Logger) {
 	for {
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the tokens
+				_ = srv.Reload() // logs what it did; a bad file keeps what it would replace
 				continue
 			}
 			log.Info("signal received, shutting down", "signal", s.String())
@@ -121,6 +121,9 @@ func parseConfig(args []string) (server.Config, error) {
 		authTokenFile = fs.String("auth-token-file", "", "file holding the admin bearer token: one line, or two during a rotation (the first is sent and signs replica-sync messages, both are accepted); SIGHUP reads it again")
 		authScope     = fs.String("auth-scope", "all", "what the admin token protects: all (every route but /health, /ready, /readyz and /openapi.json) or admin (a trusted network: only catalog, cluster and replica-sync writes, /dump and keepalives)")
 		selTokenFile  = fs.String("selection-token-file", "", "file holding a second token, for Ray callers: accepted on selection, bookings, loads, keepalives and catalog reads, 403 elsewhere; one or two lines; needs --auth-token-file; SIGHUP reads it again")
+		tlsCertFile   = fs.String("tls-cert-file", "", "PEM certificate (with its chain) to serve HTTPS with; the node then calls the others over https too; SIGHUP reads it again")
+		tlsKeyFile    = fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+		tlsCAFile     = fs.String("tls-ca-file", "", "PEM CA certificates the node trusts when it calls other nodes over https (default: the system's roots)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
@@ -218,7 +221,11 @@ func parseConfig(args []string) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--kv-dial: %w", err)
 	}
 	cl.Join = splitList(*join)
-	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers)
+	scheme := "http"
+	if *tlsCertFile != "" || *tlsKeyFile != "" {
+		scheme = "https"
+	}
+	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers, scheme)
 	if err != nil {
 		return server.Config{}, fmt.Errorf("--indexer-peers (env %s): %w", envflag.Name(env.Prefix, "indexer-peers"), err)
 	}
@@ -269,6 +276,9 @@ func parseConfig(args []string) (server.Config, error) {
 	if err := authConfig(&cfg, *authTokenFile, *selTokenFile, *authScope); err != nil {
 		return cfg, err
 	}
+	if err := tlsConfig(&cfg, *tlsCertFile, *tlsKeyFile, *tlsCAFile); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -293,6 +303,20 @@ func authConfig(cfg *server.Config, adminFile, selectionFile, scope string) erro
 		}
 		cfg.SelectionTokenFile = selectionFile
 	}
+	return nil
+}
+
+// tlsConfig sets cfg's HTTPS from the --tls-* flags.
+func tlsConfig(cfg *server.Config, certFile, keyFile, caFile string) error {
+	switch {
+	case certFile == "" && keyFile == "" && caFile == "":
+		return nil
+	case certFile == "" && keyFile == "":
+		return errors.New("--tls-ca-file needs --tls-cert-file and --tls-key-file: a node calls the others over https when it serves https itself")
+	case certFile == "" || keyFile == "":
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	cfg.TLS = &server.TLSConfig{CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
 	return nil
 }
 

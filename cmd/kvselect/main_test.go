@@ -202,8 +202,9 @@ func Test_AuthTokenFile(t *testing.T) {
 	}
 }
 
-// Test_AuthFlags: the combinations the node refuses.
-func Test_AuthFlags(t *testing.T) {
+// Test_AuthAndTLSFlags: the combinations the node refuses, and what the
+// TLS flags make of a bare --indexer-peers address.
+func Test_AuthAndTLSFlags(t *testing.T) {
 	dir := t.TempDir()
 	admin, selection := filepath.Join(dir, "admin"), filepath.Join(dir, "selection")
 	for path, token := range map[string]string{admin: "admin-token", selection: "sel-token"} {
@@ -218,6 +219,10 @@ func Test_AuthFlags(t *testing.T) {
 	}{
 		{"selection token without an admin token", []string{"--selection-token-file", selection}, "needs --auth-token-file"},
 		{"both tokens", []string{"--auth-token-file", admin, "--selection-token-file", selection}, ""},
+		{"cert without key", []string{"--tls-cert-file", "c.pem"}, "go together"},
+		{"key without cert", []string{"--tls-key-file", "k.pem"}, "go together"},
+		{"CA without a certificate", []string{"--tls-ca-file", "ca.pem"}, "--tls-ca-file needs --tls-cert-file"},
+		{"TLS", []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseConfig(tt.args)
@@ -225,5 +230,9 @@ func Test_AuthFlags(t *testing.T) {
 				t.Fatalf("parseConfig(%q) = %v, want %q", tt.args, err, tt.problem)
 			}
 		})
+	}
+	cfg, err := parseConfig([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,http://b:8092"})
+	if err != nil || cfg.TLS == nil || cfg.TLS.CertFile != "c.pem" || strings.Join(cfg.Recovery.Peers, " ") != "https://a:8092 http://b:8092" {
+		t.Fatalf("TLS config %+v, peers %q, %v", cfg.TLS, cfg.Recovery.Peers, err)
 	}
 }

@@ -45,6 +45,9 @@ type procNode struct {
 	// token, when set, goes on the harness's own status polls (a node
 	// with --auth-token-file guards /cluster/status).
 	token string
+	// https, when set, is the client of a node that serves HTTPS (it
+	// trusts the node's CA); its URLs are then https.
+	https *http.Client
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once the process has exited and been reaped
@@ -53,7 +56,20 @@ type procNode struct {
 }
 
 // url is the node's HTTP base URL followed by path.
-func (n *procNode) url(path string) string { return "http://" + n.httpAddr + path }
+func (n *procNode) url(path string) string {
+	if n.https != nil {
+		return "https://" + n.httpAddr + path
+	}
+	return "http://" + n.httpAddr + path
+}
+
+// pollClient is the client of the harness's polls of n.
+func (n *procNode) pollClient() *http.Client {
+	if n.https != nil {
+		return n.https
+	}
+	return pollClient
+}
 
 // exited reports whether the process has exited.
 func (n *procNode) exited() bool {
@@ -391,7 +407,7 @@ func getJSON(node *procNode, path string, v any) error {
 	if node.token != "" {
 		header = []string{api.HeaderAuthorization, api.Bearer(node.token)}
 	}
-	a, err := send(context.Background(), pollClient, http.MethodGet, node.url(path), "", header...)
+	a, err := send(context.Background(), node.pollClient(), http.MethodGet, node.url(path), "", header...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", node.id, err)
 	}
