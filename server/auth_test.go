@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,4 +363,57 @@ func Test_AuthConfigRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Test_StartLogSaysAuth: a node without a token says at start, as a
+// warning, that it runs unauthenticated; a node with one says what its
+// token guards and does not warn.
+func Test_StartLogSaysAuth(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate func(*server.Config)
+		want   []string
+		absent string
+	}{
+		{"no token", func(*server.Config) {}, []string{"level=WARN msg=\"running without authentication", "authenticated=false"}, ""},
+		{"tokens", func(c *server.Config) { c.AuthToken, c.SelectionToken = "adm", "sel" },
+			[]string{"authenticated=true auth_scope=all selection_token=true"}, "running without authentication"},
+		{"scope admin", func(c *server.Config) { c.AuthToken, c.AuthScope = "adm", httpd.ScopeAdmin },
+			[]string{"authenticated=true auth_scope=admin selection_token=false"}, "running without authentication"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			cfg := servertest.Config("n1", t.TempDir())
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			tt.mutate(&cfg)
+			servertest.MustStart(t, cfg)
+			out := logs.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the start log does not say %q:\n%s", w, out)
+				}
+			}
+			if tt.absent != "" && strings.Contains(out, tt.absent) {
+				t.Errorf("the start log says %q:\n%s", tt.absent, out)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer the node's goroutines may log to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
