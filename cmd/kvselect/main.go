@@ -119,7 +119,7 @@ func parseConfig(args []string) (server.Config, error) {
 		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
 		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
 		authTokenFile = fs.String("auth-token-file", "", "file holding the admin bearer token: one line, or two during a rotation (the first is sent and signs replica-sync messages, both are accepted); SIGHUP reads it again")
-		authScope     = fs.String("auth-scope", "all", "what the admin token protects: all (every route but /health, /ready, /readyz and /openapi.json) or admin (a trusted network: only catalog, cluster and replica-sync writes, /dump and keepalives)")
+		authScope     = fs.String("auth-scope", "all", "what the admin token protects: all (every route but /health, /ready, /readyz and /openapi.json) or admin (a trusted network: only catalog, threshold, cluster and replica-sync writes, /dump and keepalives)")
 		selTokenFile  = fs.String("selection-token-file", "", "file holding a second token, for Ray callers: accepted on selection, bookings, loads, keepalives and catalog reads, 403 elsewhere; one or two lines; needs --auth-token-file; SIGHUP reads it again")
 		tlsCertFile   = fs.String("tls-cert-file", "", "PEM certificate (with its chain) to serve HTTPS with; the node then calls the others over https too; SIGHUP reads it again")
 		tlsKeyFile    = fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
