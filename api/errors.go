@@ -14,8 +14,12 @@ const (
 	CodeBadRequest Code = "bad_request"
 	// CodePayloadTooLarge: the body exceeds MaxBodyBytes.
 	CodePayloadTooLarge Code = "payload_too_large"
-	// CodeUnauthorized: the route needs the bearer token.
+	// CodeUnauthorized: the route needs a bearer token, and the request
+	// carries none the node accepts.
 	CodeUnauthorized Code = "unauthorized"
+	// CodeForbidden: the request carries the selection token, and the
+	// route needs the admin token.
+	CodeForbidden Code = "forbidden"
 	// CodeNotFound: no such route, worker, reservation or pending
 	// selection.
 	CodeNotFound Code = "not_found"
@@ -59,6 +63,7 @@ var codeStatus = map[Code]int{
 	CodeBadRequest:       http.StatusBadRequest,
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeUnauthorized:     http.StatusUnauthorized,
+	CodeForbidden:        http.StatusForbidden,
 	CodeNotFound:         http.StatusNotFound,
 	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
 	CodeConflict:         http.StatusConflict,

@@ -41,9 +41,10 @@ type resp struct {
 // op is one operation of the API.
 type op struct {
 	method, path, id, tag, summary, desc string
-	// access is who may call it (AccessOpen, AccessSelection,
-	// AccessAdmin); where is which node answers (RunsOnAny, ...). The
-	// router test compares both with the router's table.
+	// access is who may call it (its class: AccessOpen, AccessSelection,
+	// AccessWorker, AccessInspect, AccessAdmin); where is which node
+	// answers (RunsOnAny, ...). The router test compares both with the
+	// router's table.
 	access, where string
 	params        []param
 	// body is the request body's Go type (nil: none); required adds
@@ -105,7 +106,7 @@ var respHeaders = map[string]string{
 	"Content-Encoding":       "`gzip` when the request's Accept-Encoding allows it.",
 	"Location":               "The same request on the leader.",
 	"Allow":                  "The methods the path takes.",
-	"WWW-Authenticate":       "The bearer scheme the route needs.",
+	"WWW-Authenticate":       "The bearer challenge: `Bearer realm=\"kvselect\"`, with `error=\"insufficient_scope\"` on a 403.",
 	api.HeaderCatalogBehind:  "The catalog index this node had applied when it answered from its own catalog, short of the request's min_catalog_index (the node did not reach it in time; require_catalog makes that a 503).",
 	api.HeaderReplayed:       "`true` when the answer repeats an earlier booking of the same reservation_id and prompt (a retry): nothing new was booked.",
 	"Content-Type":           "",
@@ -137,7 +138,7 @@ var operations = []op{
 	{method: "GET", path: api.PathHealth, id: "health", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Liveness",
 		desc:  "200 while the process serves HTTP.",
 		resps: []resp{{"200", "Alive.", api.Health{}, nil}}},
-	{method: "GET", path: api.PathReady, id: "ready", access: api.AccessSelection, where: api.RunsOnAny, tag: "health", summary: "Readiness: can this node select?",
+	{method: "GET", path: api.PathReady, id: "ready", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Readiness: can this node select?",
 		desc:  "200 when at least one worker is schedulable in this node's catalog, else 503, with the same body. Selection needs no quorum, so a node without a leader can be ready.",
 		resps: []resp{{"200", "Ready.", api.Ready{}, nil}, {"503", "Not ready (no schedulable worker).", api.Ready{}, nil}}},
 	{method: "GET", path: api.PathReadyz, id: "readyz", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Readiness for orchestrators: is this node a caught-up member?",
@@ -158,11 +159,11 @@ var operations = []op{
 		desc:   "Upsert through the Raft log: followers forward to the leader and answer once they have applied the write themselves. Fields left out take their defaults. An incomplete worker is stored (201) but never selected; not_schedulable_reasons says why.",
 		params: []param{qRedirect}, body: api.WorkerPatch{}, required: []string{"worker_id"},
 		resps: with(catalogErrors, resp{"201", "The stored record.", api.WorkerWritten{}, writeHeaders})},
-	{method: "POST", path: api.PathKeepAlive, id: "keepAliveMany", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Renew many workers' leases",
+	{method: "POST", path: api.PathKeepAlive, id: "keepAliveMany", access: api.AccessWorker, where: api.RunsOnLeader, tag: "catalog", summary: "Renew many workers' leases",
 		desc:   "Renews the lease of every worker named (SPEC §3.7) on the leader; followers forward. Nothing is written to the Raft log: only the leader keeps deadlines, and a new leader gives every lease a full TTL from its election. Each id succeeds or fails on its own: failed lists the ids the one-worker route would have refused, with its code (not_found: unknown, or its lease already lapsed, so register it again; conflict: registered without lease_ttl_s).",
 		params: []param{qRedirect}, body: api.KeepAliveRequest{}, required: []string{"worker_ids"},
 		resps: with(catalogErrors, resp{"200", "The leases renewed and the ids that were not.", api.KeepAliveAnswer{}, []string{api.HeaderServedBy}})},
-	{method: "POST", path: api.PathWorkerKeepAlive, id: "keepAlive", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Renew a worker's lease",
+	{method: "POST", path: api.PathWorkerKeepAlive, id: "keepAlive", access: api.AccessWorker, where: api.RunsOnLeader, tag: "catalog", summary: "Renew a worker's lease",
 		desc:   "A worker registered with lease_ttl_s must call this (or the batch route) within each TTL, or the leader removes it through the Raft log (reason lease_expired) and every node drops it at the same index, with its reservations.",
 		params: []param{pathWorkerID, qRedirect},
 		resps: with(catalogErrors, resp{"200", "The renewed lease.", api.Lease{}, []string{api.HeaderServedBy}},
@@ -284,11 +285,34 @@ var operations = []op{
 	{method: "POST", path: api.PathReplicaSyncDeregister, id: "deregisterReplicaSyncPeer", access: api.AccessAdmin, where: api.RunsOnAny, tag: "replica-sync", summary: "Stop following a registered peer",
 		body: api.ReplicaSyncPeerRequest{}, required: []string{"endpoint"},
 		resps: replicaSyncResps(resp{"200", "Unsubscribed.", api.ReplicaSyncPeerAck{}, nil}, resp{"404", "Not a registered peer.", api.Error{}, nil})},
-	{method: "GET", path: api.PathReplicaSyncPeers, id: "replicaSyncPeers", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "The endpoints this node follows",
+	{method: "GET", path: api.PathReplicaSyncPeers, id: "replicaSyncPeers", access: api.AccessInspect, where: api.RunsOnAny, tag: "replica-sync", summary: "The endpoints this node follows",
 		desc:  "A bare sorted array of endpoints, as Dynamo answers it; [] when replica sync is off. GET /replica_sync/status has each peer's details.",
 		resps: []resp{{"200", "Sorted.", arrayOf{""}, nil}}},
-	{method: "GET", path: api.PathReplicaSyncStatus, id: "replicaSyncStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "replica-sync", summary: "This node's replica sync and each peer's state",
+	{method: "GET", path: api.PathReplicaSyncStatus, id: "replicaSyncStatus", access: api.AccessInspect, where: api.RunsOnAny, tag: "replica-sync", summary: "This node's replica sync and each peer's state",
 		resps: []resp{{"200", "enabled false, and no peers, when replica sync is off.", api.ReplicaSyncStatus{}, nil}}},
+}
+
+// Answers every operation a token guards may give, by access class.
+var (
+	respUnauthorized = resp{"401", "`unauthorized`: the route needs a bearer token the node holds (x-kvselect-access; --auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}}
+	respForbidden    = resp{"403", "`forbidden`: the selection token does not open this route; it needs the admin token.", api.Error{}, []string{"WWW-Authenticate"}}
+)
+
+// accessResps are o's answers, with 401 for every class but open, and 403
+// for the classes the selection token does not open, unless listed.
+func accessResps(o op) []resp {
+	out := o.resps
+	listed := map[string]bool{}
+	for _, r := range out {
+		listed[r.status] = true
+	}
+	if o.access != api.AccessOpen && !listed["401"] {
+		out = append(out, respUnauthorized)
+	}
+	if (o.access == api.AccessAdmin || o.access == api.AccessInspect) && !listed["403"] {
+		out = append(out, respForbidden)
+	}
+	return out
 }
 
 // replicaSyncResps are the answers of a replica-sync peer write.
@@ -581,10 +605,10 @@ func buildOpenAPI() schema {
 		spec := schema{"operationId": o.id, "tags": []string{o.tag}, "summary": o.summary,
 			"x-kvselect-access": o.access, "x-kvselect-runs-on": o.where}
 		switch o.access {
-		case api.AccessAdmin:
+		case api.AccessAdmin, api.AccessWorker:
 			spec["security"] = []any{schema{"bearer": []string{}}}
-		case api.AccessSelection:
-			spec["security"] = []any{schema{}, schema{"bearer": []string{}}}
+		case api.AccessSelection, api.AccessInspect:
+			spec["security"] = []any{schema{}, schema{"bearer": []string{}}} // --auth-scope admin leaves it open
 		}
 		if o.desc != "" {
 			spec["description"] = o.desc
@@ -604,7 +628,7 @@ func buildOpenAPI() schema {
 			spec["requestBody"] = schema{"required": !o.optionalBody, "content": schema{mt: schema{"schema": s}}}
 		}
 		resps := schema{"default": schema{"$ref": "#/components/responses/Error"}}
-		for _, r := range o.resps {
+		for _, r := range accessResps(o) {
 			out := schema{"description": r.desc}
 			if r.body != nil {
 				mt, s := b.bodySchema(r.body)
@@ -631,7 +655,7 @@ func buildOpenAPI() schema {
 		"components": schema{
 			"schemas": b.schemas,
 			"responses": schema{"Error": schema{
-				"description": "An error (400 bad_request, 401 unauthorized, 404 not_found, 405 method_not_allowed with Allow, 409 conflict, 413 payload_too_large, 429 capacity with Retry-After, 500 internal, 503 with Retry-After).",
+				"description": "An error (400 bad_request, 401 unauthorized, 403 forbidden, 404 not_found, 405 method_not_allowed with Allow, 409 conflict, 413 payload_too_large, 429 capacity with Retry-After, 500 internal, 503 with Retry-After).",
 				"headers": schema{
 					api.HeaderServedBy: schema{"description": respHeaders[api.HeaderServedBy], "schema": schema{"type": "string"}},
 					"Allow":            schema{"description": respHeaders["Allow"], "schema": schema{"type": "string"}},
@@ -640,7 +664,11 @@ func buildOpenAPI() schema {
 				"content": schema{"application/json": schema{"schema": ref("Error")}},
 			}},
 			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer",
-				"description": "With --auth-token-file: catalog, cluster and /dump writes need it; every route but /health, /readyz and /openapi.json with --auth-scope all."}},
+				"description": "Without --auth-token-file every route is open. With it, each operation's x-kvselect-access class says whose token it takes: " +
+					"open: none; selection: the selection or admin token with --auth-scope all (the default), none with --auth-scope admin; " +
+					"worker: the selection or admin token in either scope; inspect: the admin token with --auth-scope all, none with --auth-scope admin; " +
+					"admin: the admin token in either scope. The selection token (--selection-token-file) where only the admin token opens the route is 403 forbidden; " +
+					"no token, or one the node does not hold, 401 unauthorized."}},
 		},
 	}
 }

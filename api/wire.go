@@ -36,8 +36,9 @@ const (
 	HeaderReplayed = "X-Kvselect-Replayed"
 )
 
-// Authentication (SPEC §11): admin routes, and with --auth-scope all every
-// route but /health, need "Authorization: Bearer <token>".
+// Authentication (SPEC §11): with a token, every route but the open ones
+// (AccessOpen) needs "Authorization: Bearer <token>" (with --auth-scope
+// admin, only the routes of classes worker and admin).
 const (
 	HeaderAuthorization = "Authorization"
 	bearerScheme        = "Bearer"

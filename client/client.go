@@ -30,6 +30,11 @@ type Config struct {
 	// transport. The client follows 307 redirects itself (keeping the
 	// method, body and token), so its CheckRedirect is replaced.
 	HTTPClient *http.Client
+	// CAFile names a PEM file of the CA certificates that sign the
+	// nodes' HTTPS certificates, trusted instead of the system's roots
+	// (a cluster with its own CA). It applies to HTTPClient's transport
+	// when that is nil or an *http.Transport (a copy is changed).
+	CAFile string
 	// RetryTimeout bounds how long a leader-only request keeps retrying
 	// while no leader answers (default 10 s). The context bounds it too.
 	RetryTimeout time.Duration
@@ -88,6 +93,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient
 	}
+	if cfg.CAFile != "" {
+		tc, err := TLSConfig(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		if hc.Transport, err = withTLS(hc.Transport, tc); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.hc = &hc
 	return c, nil
@@ -95,11 +109,26 @@ func New(cfg Config) (*Client, error) {
 
 // BaseURL turns "host:port" into "http://host:port" and drops a trailing
 // slash.
-func BaseURL(addr string) string {
+func BaseURL(addr string) string { return BaseURLWithScheme("http", addr) }
+
+// BaseURLWithScheme turns "host:port" into "<scheme>://host:port" and
+// drops a trailing slash; an address that has a scheme keeps it.
+func BaseURLWithScheme(scheme, addr string) string {
 	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+		addr = scheme + "://" + addr
 	}
 	return strings.TrimRight(addr, "/")
+}
+
+// peerURL is the base URL of a node address (host:port) that the node at
+// from reported (the leader in /cluster/status): a cluster serves one
+// scheme, so it is from's.
+func peerURL(from, addr string) string {
+	scheme := "http"
+	if u, err := url.Parse(from); err == nil && u.Scheme != "" {
+		scheme = u.Scheme
+	}
+	return BaseURLWithScheme(scheme, addr)
 }
 
 // CatalogIndex is the highest catalog index this client has seen.
@@ -349,7 +378,7 @@ func (c *Client) findLeader(ctx context.Context, avoid string) string {
 			if st.Leader.HTTPAddr == "" {
 				continue
 			}
-			leader = BaseURL(st.Leader.HTTPAddr)
+			leader = peerURL(base, st.Leader.HTTPAddr)
 		}
 		if leader != avoid {
 			return leader

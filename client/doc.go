@@ -28,6 +28,12 @@
 //     any node; CatalogIndex and ObserveCatalogIndex share it between
 //     clients (a Ray driver and its tasks, say).
 //
+// Config.Token is sent as a bearer token on every request (the selection
+// token opens what a Ray caller does; catalog writes need the admin
+// token). A cluster that serves HTTPS takes https addresses, and
+// Config.CAFile when its CA is its own; a leader named by host:port is
+// reached in the scheme of the node that named it.
+//
 // Every call takes a context, which bounds it, retries included. Errors
 // from a node are *Error values carrying the API's code (package api);
 // CodeOf extracts it.

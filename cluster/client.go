@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"time"
@@ -19,17 +20,32 @@ import (
 // requests that a follower forwards go through the http package, which
 // proxies them as they came.
 type peerClient struct {
-	hc   *http.Client
-	auth *authtoken.Holder
+	hc     *http.Client
+	auth   *authtoken.Holder
+	scheme string // of addresses given as host:port
 }
 
-func newPeerClient(auth *authtoken.Holder, timeout time.Duration) *peerClient {
-	return &peerClient{hc: &http.Client{Timeout: timeout}, auth: auth}
+// newPeerClient returns the client of the node's own calls: scheme is
+// "http" or "https" (cluster.Config.PeerScheme), tc the TLS configuration
+// of https calls (nil: the system's roots).
+func newPeerClient(auth *authtoken.Holder, timeout time.Duration, scheme string, tc *tls.Config) *peerClient {
+	hc := &http.Client{Timeout: timeout}
+	if tc != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc.Clone()
+		hc.Transport = t
+	}
+	if scheme == "" {
+		scheme = "http"
+	}
+	return &peerClient{hc: hc, auth: auth, scheme: scheme}
 }
 
-// to returns a client for one call, with the token current now.
+// to returns a client for one call to addr (host:port, or a URL), with
+// the token current now.
 func (p *peerClient) to(addr string) (*client.Client, error) {
-	return client.New(client.Config{Addrs: []string{addr}, Token: p.auth.Token(), HTTPClient: p.hc, Pinned: true})
+	return client.New(client.Config{Addrs: []string{client.BaseURLWithScheme(p.scheme, addr)}, Token: p.auth.Token(),
+		HTTPClient: p.hc, Pinned: true})
 }
 
 // join asks the node at addr to admit a member (it forwards to the leader).

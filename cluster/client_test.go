@@ -39,7 +39,7 @@ func Test_PeerCallRetryable(t *testing.T) {
 		{"bad gateway without code", http.StatusBadGateway, "upstream down", false},
 		{"503 without code", http.StatusServiceUnavailable, "", false},
 	}
-	p := newPeerClient(nil, 5*time.Second)
+	p := newPeerClient(nil, 5*time.Second, "", nil)
 	calls := []struct {
 		name string
 		do   func(ctx context.Context, addr string) error
@@ -100,7 +100,7 @@ func Test_PeerCallTokenRotation(t *testing.T) {
 	}))
 	defer srv.Close()
 	auth := authtoken.NewHolder("old")
-	p := newPeerClient(auth, 5*time.Second)
+	p := newPeerClient(auth, 5*time.Second, "", nil)
 	meta := fsm.NodeMeta{ID: "n2", HTTPAddr: "127.0.0.1:2"}
 	_ = p.metadata(ctx(t), srv.URL, meta)
 	auth.Set("new")

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,12 @@ type Config struct {
 	// follower forwards carry the client's own Authorization instead: the
 	// http package relays them as they came.)
 	Auth *authtoken.Holder
+	// PeerScheme is the scheme of the node's own calls to other nodes'
+	// HTTP addresses: "http" (the default) or "https" when the cluster
+	// serves TLS; a Join URL given with a scheme keeps it. PeerTLS
+	// configures those calls' TLS (nil: the system's roots).
+	PeerScheme string
+	PeerTLS    *tls.Config
 	// ForwardTimeout bounds one inter-node HTTP request.
 	ForwardTimeout time.Duration
 

@@ -106,7 +106,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
-		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout)}
+		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS)}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error

@@ -10,34 +10,115 @@ import (
 	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
+// What SPEC §11 says, written out independently of the router's access
+// classes, so that a route given the wrong class fails here.
+
+// specOpen are the routes no token guards, whatever the scope.
+var specOpen = map[string]bool{
+	"GET " + api.PathHealth: true, "GET " + api.PathReady: true, "GET " + api.PathReadyz: true, "GET " + api.PathOpenAPI: true,
+}
+
+// specSelection are the routes the selection token opens: "/select,
+// /select_and_reserve, /reservations and its lifecycle routes,
+// /potential_loads, /overlap_scores, /loads, worker keepalives, and reads
+// of /workers, /busy_threshold, /cluster/status and /metrics".
+var specSelection = map[string]bool{
+	"POST " + api.PathSelect: true, "POST " + api.PathSelectAndReserve: true,
+	"POST " + api.PathReservations: true, "GET " + api.PathReservations: true,
+	"GET " + api.PathReservation: true, "DELETE " + api.PathReservation: true,
+	"POST " + api.PathPrefillComplete: true, "POST " + api.PathOutputBlock: true,
+	"POST " + api.PathPotentialLoads: true, "POST " + api.PathOverlapScores: true, "GET " + api.PathLoads: true,
+	"POST " + api.PathKeepAlive: true, "POST " + api.PathWorkerKeepAlive: true,
+	"GET " + api.PathWorkers: true, "GET " + api.PathWorker: true, "GET " + api.PathBusyThreshold: true,
+	"GET " + api.PathClusterStatus: true, "GET " + api.PathMetrics: true,
+}
+
+// specAdminScope reports whether --auth-scope admin guards a route:
+// "catalog writes, /busy_threshold writes, /cluster/* writes,
+// /replica_sync/* writes and /dump", and, by this implementation's
+// choice (README), worker keepalives, which a worker's own token
+// (either) opens.
+func specAdminScope(method, path string) bool {
+	write := method != http.MethodGet && method != http.MethodHead
+	switch {
+	case path == api.PathDump, path == api.PathKeepAlive, path == api.PathWorkerKeepAlive:
+		return true
+	case !write:
+		return false
+	}
+	return path == api.PathWorkers || path == api.PathWorker || path == api.PathBusyThreshold ||
+		strings.HasPrefix(path, "/cluster/") || strings.HasPrefix(path, "/replica_sync/")
+}
+
+// outcome of a request as far as authentication goes.
+type outcome int
+
+const (
+	passes       outcome = iota // neither 401 nor 403
+	unauthorized                // 401 unauthorized with WWW-Authenticate
+	forbidden                   // 403 forbidden with WWW-Authenticate insufficient_scope
+)
+
+func (o outcome) String() string { return [...]string{"passes", "401", "403"}[o] }
+
+// Credentials a client might send, for a node whose admin token file holds
+// "adm-new\nadm-old" and whose selection token file "sel-new\nsel-old".
+var credentials = []struct {
+	name, authz string
+	role        string // "", "admin" or "selection"
+}{
+	{"no header", "", ""},
+	{"wrong token", "Bearer wrong", ""},
+	{"admin token's prefix", "Bearer adm-ne", ""},
+	{"admin token plus", "Bearer adm-new2", ""},
+	{"admin token in uppercase", "Bearer ADM-NEW", ""},
+	{"both admin lines as one", "Bearer adm-new adm-old", ""},
+	{"empty token", "Bearer ", ""},
+	{"scheme only", "Bearer", ""},
+	{"no scheme", "adm-new", ""},
+	{"basic scheme", "Basic YWRtLW5ldw==", ""},
+	{"admin, first line", "Bearer adm-new", "admin"},
+	{"admin, second line", "Bearer adm-old", "admin"},
+	{"admin, lowercase scheme", "bearer adm-new", "admin"},
+	{"admin, two spaces", "Bearer  adm-old", "admin"},
+	{"selection, first line", "Bearer sel-new", "selection"},
+	{"selection, second line", "BEARER sel-old", "selection"},
+	{"selection token's prefix", "Bearer sel-ne", ""},
+}
+
+// want is SPEC §11's answer to a request with a role's token.
+func want(scope Scope, method, path, role string) outcome {
+	key := method + " " + path
+	if method == http.MethodHead {
+		key = http.MethodGet + " " + path
+	}
+	guarded := !specOpen[key] && (scope == ScopeAll || specAdminScope(method, path))
+	switch {
+	case !guarded, role == "admin":
+		return passes
+	case role == "selection" && specSelection[key]:
+		return passes
+	case role == "selection":
+		return forbidden
+	}
+	return unauthorized
+}
+
 // Test_AuthEveryRoute sends every route of the router (the table the
 // OpenAPI document is checked against, so a new route is covered without
-// editing this test) each Authorization a client might send, under both
-// scopes: a route its access class protects answers 401 with
-// WWW-Authenticate and code unauthorized to every bad one, and never 401
-// to the token; an unprotected route never answers 401. The bearer scheme
-// is case-insensitive (RFC 7235 §2.1); the token is not.
+// editing this test) every credential above, under both scopes, and
+// checks SPEC §11's answer: 401 with a challenge and code unauthorized,
+// 403 with an insufficient_scope challenge and code forbidden, or neither.
+// Both lines of each token file are accepted; the bearer scheme is
+// case-insensitive (RFC 7235 §2.1), the token is not.
 func Test_AuthEveryRoute(t *testing.T) {
-	const token = "s3cret"
-	bad := map[string]string{
-		"no header":          "",
-		"wrong token":        "Bearer wrong",
-		"token's prefix":     "Bearer s3cre",
-		"token plus":         "Bearer s3cret2",
-		"token in uppercase": "Bearer S3CRET",
-		"empty token":        "Bearer ",
-		"scheme only":        "Bearer",
-		"no scheme":          token,
-		"basic scheme":       "Basic czNjcmV0",
-		"lowercase, wrong":   "bearer wrong",
-	}
-	good := []string{"Bearer " + token, "bearer " + token, "BEARER " + token, "Bearer  " + token}
 	routes := newFakeNode().service().routes()
-	for _, all := range []bool{false, true} {
-		scope := map[bool]string{false: "admin", true: "all"}[all]
-		auth := authtoken.NewHolder(token)
-		base := serve(t, newFakeNode().service(func(c *Config) { c.Auth, c.AuthAll = auth, all }))
-		protected := 0
+	for _, scope := range []Scope{ScopeAll, ScopeAdmin} {
+		admin, selection := authtoken.NewHolder("adm-new"), authtoken.NewHolder("sel-new")
+		admin.SetTokens("adm-new", "adm-old")
+		selection.SetTokens("sel-new", "sel-old")
+		base := serve(t, newFakeNode().service(func(c *Config) { c.Auth, c.Selection, c.Scope = admin, selection, scope }))
+		counts := map[outcome]int{}
 		for _, rt := range routes {
 			path := strings.ReplaceAll(rt.path, "{id}", "1")
 			methods := []string{rt.method}
@@ -45,49 +126,87 @@ func Test_AuthEveryRoute(t *testing.T) {
 				methods = append(methods, http.MethodHead)
 			}
 			for _, method := range methods {
-				name := scope + "/" + method + " " + rt.path
-				if rt.access == api.AccessAdmin || rt.access == api.AccessSelection && all {
-					protected++
-					for what, authz := range bad {
-						status, hdr, code := authCall(t, base, method, path, authz)
-						if status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") == "" ||
-							method != http.MethodHead && code != string(api.CodeUnauthorized) {
-							t.Errorf("%s with %s: %d, WWW-Authenticate %q, code %q; want 401", name, what, status, hdr.Get("WWW-Authenticate"), code)
-						}
+				for _, cred := range credentials {
+					want := want(scope, method, rt.path, cred.role)
+					counts[want]++
+					status, hdr, code := authCall(t, base, method, path, cred.authz)
+					got := passes
+					switch status {
+					case http.StatusUnauthorized:
+						got = unauthorized
+					case http.StatusForbidden:
+						got = forbidden
 					}
-					for _, authz := range good {
-						if status, _, _ := authCall(t, base, method, path, authz); status == http.StatusUnauthorized {
-							t.Errorf("%s with %q: 401", name, authz)
-						}
+					challenge := hdr.Get("WWW-Authenticate")
+					switch {
+					case got != want:
+						t.Errorf("scope %s, %s %s (class %s) with %s: %d, want %s", scope, method, rt.path, rt.access, cred.name, status, want)
+					case got == unauthorized && (challenge != `Bearer realm="kvselect"` || method != http.MethodHead && code != string(api.CodeUnauthorized)):
+						t.Errorf("scope %s, %s %s with %s: 401 with WWW-Authenticate %q and code %q", scope, method, rt.path, cred.name, challenge, code)
+					case got == forbidden && (!strings.Contains(challenge, `error="insufficient_scope"`) || method != http.MethodHead && code != string(api.CodeForbidden)):
+						t.Errorf("scope %s, %s %s with %s: 403 with WWW-Authenticate %q and code %q", scope, method, rt.path, cred.name, challenge, code)
 					}
-					continue
-				}
-				if status, _, _ := authCall(t, base, method, path, ""); status == http.StatusUnauthorized {
-					t.Errorf("%s (access %s) without a token: 401", name, rt.access)
 				}
 			}
 		}
-		if protected == 0 {
-			t.Fatalf("scope %s: no route is protected", scope)
+		if counts[unauthorized] == 0 || counts[forbidden] == 0 || counts[passes] == 0 {
+			t.Fatalf("scope %s: the table checks too little: %v", scope, counts)
 		}
 	}
 }
 
-// Test_AuthRotation: once the holder's token changes, the next request
-// with the old one is refused and the new one is accepted; no restart,
-// no grace.
+// Without an admin token every route is open, whatever the scope, the
+// selection token or the Authorization sent.
+func Test_AuthWithoutToken(t *testing.T) {
+	for _, scope := range []Scope{ScopeAll, ScopeAdmin} {
+		base := serve(t, newFakeNode().service(func(c *Config) { c.Scope = scope }))
+		for _, rt := range newFakeNode().service().routes() {
+			for _, authz := range []string{"", "Bearer anything"} {
+				if status, _, _ := authCall(t, base, rt.method, strings.ReplaceAll(rt.path, "{id}", "1"), authz); status == http.StatusUnauthorized || status == http.StatusForbidden {
+					t.Errorf("scope %s, %s %s with %q: %d", scope, rt.method, rt.path, authz, status)
+				}
+			}
+		}
+	}
+}
+
+// Test_AuthRotation: once a holder's tokens change, the next request with
+// a token no longer held is refused and the new ones are accepted; no
+// restart, no grace. The rotation is the two-line one of the README.
 func Test_AuthRotation(t *testing.T) {
-	auth := authtoken.NewHolder("old")
-	base := serve(t, newFakeNode().service(func(c *Config) { c.Auth = auth }))
-	if status, _, _ := authCall(t, base, "GET", api.PathDump, "Bearer old"); status != http.StatusOK {
-		t.Fatalf("before the rotation: %d", status)
-	}
-	auth.Set("new")
-	if status, _, _ := authCall(t, base, "GET", api.PathDump, "Bearer old"); status != http.StatusUnauthorized {
-		t.Fatalf("old token after the rotation: %d", status)
-	}
-	if status, _, _ := authCall(t, base, "GET", api.PathDump, "Bearer new"); status != http.StatusOK {
-		t.Fatalf("new token after the rotation: %d", status)
+	admin, selection := authtoken.NewHolder("old"), authtoken.NewHolder("sel-old")
+	base := serve(t, newFakeNode().service(func(c *Config) { c.Auth, c.Selection = admin, selection }))
+	for _, step := range []struct {
+		name                 string
+		admin, selection     [2]string // the token files' lines
+		accepted, refused    []string
+		selectionOK, selNope []string
+	}{
+		{"before", [2]string{"old"}, [2]string{"sel-old"}, []string{"old"}, []string{"new"}, []string{"sel-old"}, []string{"sel-new"}},
+		{"phase 1: old, then new", [2]string{"old", "new"}, [2]string{"sel-old", "sel-new"}, []string{"old", "new"}, nil, []string{"sel-old", "sel-new"}, nil},
+		{"phase 2: new, then old", [2]string{"new", "old"}, [2]string{"sel-new", "sel-old"}, []string{"old", "new"}, nil, []string{"sel-old", "sel-new"}, nil},
+		{"phase 3: new", [2]string{"new"}, [2]string{"sel-new"}, []string{"new"}, []string{"old"}, []string{"sel-new"}, []string{"sel-old"}},
+	} {
+		admin.SetTokens(step.admin[0], step.admin[1])
+		selection.SetTokens(step.selection[0], step.selection[1])
+		for _, tok := range step.accepted {
+			if status, _, _ := authCall(t, base, "GET", api.PathDump, "Bearer "+tok); status != http.StatusOK {
+				t.Errorf("%s: admin token %q on /dump: %d", step.name, tok, status)
+			}
+		}
+		for _, tok := range append(step.refused, step.selNope...) {
+			if status, _, _ := authCall(t, base, "GET", api.PathLoads, "Bearer "+tok); status != http.StatusUnauthorized {
+				t.Errorf("%s: token %q no longer held on /loads: %d", step.name, tok, status)
+			}
+		}
+		for _, tok := range step.selectionOK {
+			if status, _, _ := authCall(t, base, "GET", api.PathLoads, "Bearer "+tok); status != http.StatusOK {
+				t.Errorf("%s: selection token %q on /loads: %d", step.name, tok, status)
+			}
+			if status, _, _ := authCall(t, base, "GET", api.PathDump, "Bearer "+tok); status != http.StatusForbidden {
+				t.Errorf("%s: selection token %q on /dump: %d", step.name, tok, status)
+			}
+		}
 	}
 }
 

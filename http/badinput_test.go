@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/server"
 )
 
@@ -206,11 +207,14 @@ func defaultScopeWorker(id uint64) map[string]any {
 }
 
 // Test_Auth checks on a real node that a configured token protects admin
-// routes only, or every route but /health with AuthAll. Every route with
-// every kind of bad Authorization is Test_AuthEveryRoute's (auth_test.go).
+// routes only with --auth-scope admin, or every route but the open ones
+// by default. Every route with every kind of Authorization is
+// Test_AuthEveryRoute's (auth_test.go); the selection token's, the
+// server's Test_AuthRoles.
 func Test_Auth(t *testing.T) {
-	for _, all := range []bool{false, true} {
-		_, c := startNode(t, func(cfg *server.Config) { cfg.AuthToken, cfg.AuthAll = "s3cret", all })
+	for _, scope := range []httpd.Scope{httpd.ScopeAdmin, ""} { // "" is the default: all
+		all := scope == ""
+		_, c := startNode(t, func(cfg *server.Config) { cfg.AuthToken, cfg.AuthScope = "s3cret", scope })
 		if r := c.do("POST", "/workers", workerBody(1, 1)); r.status != 401 || r.json(t)["code"] != "unauthorized" ||
 			r.header.Get("WWW-Authenticate") == "" {
 			t.Fatalf("write without token = %d %s", r.status, r.raw)

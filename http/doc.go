@@ -21,12 +21,19 @@
 // or redirected. Unknown routes are a JSON 404; wrong methods a JSON 405
 // with Allow; HEAD works wherever GET does.
 //
+// Authentication (access.go, SPEC §11): every route names an access class
+// (api.AccessOpen ... api.AccessAdmin); one table gives, per class and
+// --auth-scope, whose bearer token it takes: none, the selection or the
+// admin token, or the admin token alone (the selection token there is
+// 403 forbidden). Both token files' lines are accepted. A follower
+// forwards as itself, with its own admin token.
+//
 // Two readiness routes answer two questions. GET /ready (SPEC §3.2): can
 // this node select, that is, is a worker schedulable here? GET /readyz
 // (readyz.go, rqlite's name), for an orchestrator's readiness probe: is
 // this node a voter that knows a leader and has applied up to the commit
-// index it learned from it? /readyz is open like /health, since a probe
-// carries no token, and its 503 is an answer, not a logged failure.
+// index it learned from it? Both are open like /health, since a probe
+// carries no token, and their 503 is an answer, not a logged failure.
 //
 // Every request is logged at DEBUG; a 5xx that is a failure is also a
 // WARN with its error. A 503 that is the node's ordinary answer is not:

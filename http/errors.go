@@ -17,6 +17,7 @@ var (
 	errBadRequest   = errors.New("bad request")
 	errTooLarge     = errors.New("request body too large")
 	errUnauthorized = errors.New("missing or invalid bearer token")
+	errForbidden    = errors.New("forbidden")
 	errNoRoute      = errors.New("no such route")
 	errMethod       = errors.New("method not allowed")
 	// errRecovering: /dump on a node whose own index is still being
@@ -49,6 +50,7 @@ var errorCodes = []struct {
 	{errBadRequest, api.CodeBadRequest},
 	{errTooLarge, api.CodePayloadTooLarge},
 	{errUnauthorized, api.CodeUnauthorized},
+	{errForbidden, api.CodeForbidden},
 	{errNoRoute, api.CodeNotFound},
 	{errMethod, api.CodeMethodNotAllowed},
 	{errRecovering, api.CodeNotReady},

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,15 +21,25 @@ import (
 	"github.com/kvselect/kvselect/cluster"
 )
 
-// newForwardClient returns the client that forwards to the leader. Its
+// newForwardClient returns the client that forwards to the leader, with
+// the TLS configuration of calls to peers (nil: the system's roots). Its
 // dial timeout is short: a leader that vanished without a reset (power
 // off, partition) must not hold a write for the whole forward timeout
 // while another node has taken over.
-func newForwardClient() *http.Client {
+func newForwardClient(tlsConfig *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.MaxIdleConnsPerHost = 16
+	if tlsConfig != nil {
+		t.TLSClientConfig = tlsConfig.Clone()
+	}
 	return &http.Client{Transport: t}
+}
+
+// peerURL is the base URL of a peer's HTTP address (host:port), in the
+// cluster's scheme.
+func (s *Service) peerURL(addr string) string {
+	return client.BaseURLWithScheme(s.cfg.PeerScheme, addr)
 }
 
 // maxForwardedAnswer bounds a leader's answer held in memory before it is
@@ -73,7 +84,7 @@ func (s *Service) leaderRoute(h handler) handler {
 			}
 			if leader.ID != node.ID() {
 				if r.URL.Query().Get(api.QueryRedirect) == api.RedirectEnabled {
-					return redirectToLeader(w, r, leader)
+					return s.redirectToLeader(w, r, leader)
 				}
 				if done, err := s.forward(w, r, body, node.ID(), leader); done {
 					return err
@@ -99,23 +110,29 @@ func (s *Service) linearizableOnLeader(h handler) handler {
 	}
 }
 
-func redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.LeaderInfo) error {
+func (s *Service) redirectToLeader(w http.ResponseWriter, r *http.Request, leader cluster.LeaderInfo) error {
 	if leader.HTTPAddr == "" {
 		return fmt.Errorf("%w: the HTTP address of leader %s is not known yet", cluster.ErrNoLeader, leader.ID)
 	}
-	loc := client.BaseURL(leader.HTTPAddr) + r.URL.RequestURI()
+	loc := s.peerURL(leader.HTTPAddr) + r.URL.RequestURI()
 	w.Header().Set("Location", loc)
 	return writeJSON(w, http.StatusTemporaryRedirect, api.Redirect{Leader: leader.ID, Location: loc})
 }
 
 // forwardedHeaders are the request headers a forward carries: the body's
-// type, the client's credentials and read-your-writes index.
-var forwardedHeaders = []string{"Content-Type", api.HeaderAuthorization, api.HeaderIndex}
+// type and the client's read-your-writes index. Its credentials are the
+// node's own (forward).
+var forwardedHeaders = []string{"Content-Type", api.HeaderIndex}
 
 // relayedHeaders are the leader's answer headers a follower passes back.
 var relayedHeaders = []string{"Content-Type", api.HeaderIndex, api.HeaderServedBy, "Retry-After", "Location", "WWW-Authenticate"}
 
-// forward sends the request to the leader and relays its answer. done is
+// forward sends the request to the leader and relays its answer. It
+// authenticates as this node, with its admin token (SPEC §11): this node
+// has already checked the client's token against the route, and the
+// leader then need not know the selection token, nor share the token a
+// client holds in the middle of a rotation. A node without a token passes
+// on the client's Authorization. done is
 // false when nothing reached a leader (connection refused, or the target
 // says it is not the leader): the caller may try again. A write's answer
 // is relayed once this node has applied the write itself (up to
@@ -124,7 +141,7 @@ var relayedHeaders = []string{"Content-Type", api.HeaderIndex, api.HeaderServedB
 func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, self string, leader cluster.LeaderInfo) (done bool, err error) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ForwardTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, r.Method, client.BaseURL(leader.DialHTTP)+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, s.peerURL(leader.DialHTTP)+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		return true, err
 	}
@@ -132,6 +149,11 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
+	}
+	if token := s.cfg.Auth.Token(); token != "" {
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(token))
+	} else if v := r.Header.Get(api.HeaderAuthorization); v != "" {
+		req.Header.Set(api.HeaderAuthorization, v)
 	}
 	req.Header.Set(api.HeaderForwardedBy, self)
 	// Nothing can have reached the leader unless a connection was
@@ -165,6 +187,10 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, body []byte, s
 	if resp.StatusCode == http.StatusServiceUnavailable && nothingWritten(answer) {
 		s.metrics.forwards.WithLabelValues("retry").Inc()
 		return false, nil
+	}
+	if (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) && s.cfg.Auth.Token() != "" {
+		s.log.Warn("the leader refused this node's own token on a forwarded request: do the nodes' --auth-token-file differ (a rotation not staged with two-line files)?",
+			"leader", leader.ID, "status", resp.StatusCode, "path", r.URL.Path)
 	}
 	s.metrics.forwards.WithLabelValues("relayed").Inc()
 	for _, h := range relayedHeaders {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
 // Test_ForwardOutcomes drives forward against fake leaders: an answer is
@@ -98,6 +99,47 @@ func Test_ForwardOutcomes(t *testing.T) {
 			}
 			if rec.Code != tt.status || rec.Header().Get(api.HeaderServedBy) != "n1" || rec.Header().Get(api.HeaderIndex) != "42" {
 				t.Fatalf("relayed %d %v %q", rec.Code, rec.Header(), rec.Body.String())
+			}
+		})
+	}
+}
+
+// Test_ForwardCredentials: a node with a token forwards as itself, with
+// the first line of its token file, whatever the client sent (it checked
+// the client's token itself); a node without one passes the client's
+// Authorization on.
+func Test_ForwardCredentials(t *testing.T) {
+	seen := make(chan string, 1)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get(api.HeaderAuthorization)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer leader.Close()
+	addr := strings.TrimPrefix(leader.URL, "http://")
+	nodeToken := authtoken.NewHolder("node-new")
+	nodeToken.SetTokens("node-new", "node-old")
+	for _, tt := range []struct {
+		name   string
+		auth   *authtoken.Holder
+		client string
+		want   string
+	}{
+		{"node with a token sends its first line", nodeToken, "Bearer sel-token", "Bearer node-new"},
+		{"also when the client sent none", nodeToken, "", "Bearer node-new"},
+		{"node without a token passes the client's on", nil, "Bearer whatever", "Bearer whatever"},
+		{"and sends none when the client sent none", nil, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFakeNode().service(func(c *Config) { c.Auth = tt.auth })
+			req := httptest.NewRequest("POST", "/workers/1/keepalive", nil)
+			if tt.client != "" {
+				req.Header.Set(api.HeaderAuthorization, tt.client)
+			}
+			if done, err := s.forward(httptest.NewRecorder(), req, nil, "n2", cluster.LeaderInfo{ID: "n1", HTTPAddr: addr, DialHTTP: addr}); !done || err != nil {
+				t.Fatalf("forward = %v, %v", done, err)
+			}
+			if got := <-seen; got != tt.want {
+				t.Fatalf("the leader got Authorization %q, want %q", got, tt.want)
 			}
 		})
 	}

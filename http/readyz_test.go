@@ -128,19 +128,20 @@ func Test_Readyz(t *testing.T) {
 	}
 }
 
-// Test_ReadyzIsOpenAndQuiet: a probe carries no token, so /readyz is open
-// like /health even with --auth-scope all; and the 503 a starting node
-// answers every few seconds is no warning in the log.
+// Test_ReadyzIsOpenAndQuiet: a probe carries no token, so /readyz (and
+// /ready, SPEC §11) is open like /health even with --auth-scope all; and
+// the 503 a starting node answers every few seconds is no warning in the
+// log.
 func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
 	var logs bytes.Buffer
 	f := newFakeNode()
 	f.status = func() api.ClusterStatus { return api.ClusterStatus{NodeID: "n1", State: api.StateCandidate} }
 	url := serve(t, f.service(func(cfg *Config) {
-		cfg.Auth, cfg.AuthAll = authtoken.NewHolder("s3cret"), true
+		cfg.Auth, cfg.Scope = authtoken.NewHolder("s3cret"), ScopeAll
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}))
-	if status, _, raw := call(t, "GET", url+api.PathReady, ""); status != http.StatusUnauthorized {
-		t.Fatalf("/ready without a token under --auth-scope all = %d %s, want 401", status, raw)
+	if status, _, raw := call(t, "GET", url+api.PathReady, ""); status != http.StatusServiceUnavailable {
+		t.Fatalf("/ready without a token under --auth-scope all = %d %s, want 503 (open, no worker)", status, raw)
 	}
 	for range 3 {
 		if status, _, raw := call(t, "GET", url+api.PathReadyz, ""); status != http.StatusServiceUnavailable ||

@@ -13,8 +13,8 @@ import (
 // handler is a route's handler: it returns errors instead of writing them.
 type handler func(http.ResponseWriter, *http.Request) error
 
-// route is one row of the API: who may call it (api.AccessOpen,
-// AccessSelection or AccessAdmin) and which node answers it (api.RunsOnAny,
+// route is one row of the API: who may call it (its access class,
+// api.AccessOpen and the others; access.go) and which node answers it (api.RunsOnAny,
 // RunsOnLeader or RunsOnLeaderIfLinearizable), as the OpenAPI document's
 // x-kvselect-access and x-kvselect-runs-on say.
 type route struct {
@@ -28,15 +28,15 @@ type route struct {
 func (s *Service) routes() []route {
 	return []route{
 		{"GET", api.PathHealth, api.AccessOpen, api.RunsOnAny, s.health},
-		{"GET", api.PathReady, api.AccessSelection, api.RunsOnAny, s.ready},
+		{"GET", api.PathReady, api.AccessOpen, api.RunsOnAny, s.ready},
 		{"GET", api.PathReadyz, api.AccessOpen, api.RunsOnAny, s.readyz},
 		{"GET", api.PathMetrics, api.AccessSelection, api.RunsOnAny, s.serveMetrics},
 		{"GET", api.PathOpenAPI, api.AccessOpen, api.RunsOnAny, s.openAPI},
 
 		{"GET", api.PathWorkers, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.listWorkers},
 		{"POST", api.PathWorkers, api.AccessAdmin, api.RunsOnLeader, s.upsertWorker},
-		{"POST", api.PathKeepAlive, api.AccessAdmin, api.RunsOnLeader, s.keepAliveMany},
-		{"POST", api.PathWorkerKeepAlive, api.AccessAdmin, api.RunsOnLeader, s.keepAliveOne},
+		{"POST", api.PathKeepAlive, api.AccessWorker, api.RunsOnLeader, s.keepAliveMany},
+		{"POST", api.PathWorkerKeepAlive, api.AccessWorker, api.RunsOnLeader, s.keepAliveOne},
 		{"GET", api.PathWorker, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.getWorker},
 		{"PATCH", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.patchWorker},
 		{"DELETE", api.PathWorker, api.AccessAdmin, api.RunsOnLeader, s.deleteWorker},
@@ -67,8 +67,8 @@ func (s *Service) routes() []route {
 
 		{"POST", api.PathReplicaSyncRegister, api.AccessAdmin, api.RunsOnAny, s.registerPeer},
 		{"POST", api.PathReplicaSyncDeregister, api.AccessAdmin, api.RunsOnAny, s.deregisterPeer},
-		{"GET", api.PathReplicaSyncPeers, api.AccessSelection, api.RunsOnAny, s.replicaSyncPeers},
-		{"GET", api.PathReplicaSyncStatus, api.AccessSelection, api.RunsOnAny, s.replicaSyncStatus},
+		{"GET", api.PathReplicaSyncPeers, api.AccessInspect, api.RunsOnAny, s.replicaSyncPeers},
+		{"GET", api.PathReplicaSyncStatus, api.AccessInspect, api.RunsOnAny, s.replicaSyncStatus},
 	}
 }
 
@@ -87,6 +87,9 @@ func (s *Service) buildRouter() (*mux.Router, []pathMethods) {
 	var allow []pathMethods
 	byPath := map[string]int{}
 	for _, rt := range s.routes() {
+		if _, ok := accessTable[rt.access]; !ok {
+			panic("http: route " + rt.method + " " + rt.path + " has no access class " + rt.access)
+		}
 		h := rt.h
 		switch rt.where {
 		case api.RunsOnLeader:

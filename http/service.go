@@ -2,7 +2,7 @@ package http
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -40,12 +40,23 @@ type Config struct {
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
-	// Auth holds the token that, when there is one, is required as a
-	// bearer token on admin routes (catalog and cluster writes, /dump);
-	// with AuthAll on every route but the open ones. It is read on every
-	// request, so a rotation applies to the next one. nil: no token.
-	Auth    *authtoken.Holder
-	AuthAll bool
+	// Auth holds the admin token (--auth-token-file): with one, routes
+	// need a bearer token as their access class and Scope say
+	// (access.go). It is read on every request, so a rotation applies to
+	// the next one. nil or empty: every route is open.
+	Auth *authtoken.Holder
+	// Selection holds the selection token (--selection-token-file),
+	// accepted besides the admin token on the routes of classes selection
+	// and worker; nil: none.
+	Selection *authtoken.Holder
+	// Scope is what the admin token protects; "" means ScopeAll.
+	Scope Scope
+	// PeerScheme is how this node calls the others (forwarding, and the
+	// Location of a redirect): "http" (the default) or "https" when the
+	// cluster serves TLS. PeerTLS configures those calls' TLS (the CA
+	// that signs the peers' certificates); nil: the system's roots.
+	PeerScheme string
+	PeerTLS    *tls.Config
 	// CatalogWait bounds waiting for a catalog index: min_catalog_index
 	// and X-Kvselect-Index on reads, and a forwarded write's local apply
 	// (SPEC: 2 s).
@@ -82,8 +93,11 @@ func New(cfg Config) *Service {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.NewRegistry()
 	}
+	if cfg.PeerScheme == "" {
+		cfg.PeerScheme = "http"
+	}
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
-		client: newForwardClient()}
+		client: newForwardClient(cfg.PeerTLS)}
 	s.router, s.allow = s.buildRouter()
 	return s
 }
@@ -105,11 +119,8 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		var err error
-		if token := s.cfg.Auth.Token(); token != "" && s.protects(access) && !authorized(r, token) {
-			sw.Header().Set("WWW-Authenticate", `Bearer realm="kvselect"`)
-			err = errUnauthorized
-		} else {
+		err := s.authorize(sw, r, access)
+		if err == nil {
 			err = h(sw, r)
 		}
 		if err != nil {
@@ -128,19 +139,6 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 				"duration", time.Since(start))
 		}
 	})
-}
-
-// protects reports whether a route of this access class needs the token
-// (when the node has one).
-func (s *Service) protects(access string) bool {
-	return access == api.AccessAdmin || access == api.AccessSelection && s.cfg.AuthAll
-}
-
-// authorized reports whether the request carries token, compared in
-// constant time.
-func authorized(r *http.Request, token string) bool {
-	got, ok := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // fail renders err as {"error", "code"} with the code's status (the

@@ -93,9 +93,13 @@ type Config struct {
 	// ReplayWithTopic makes replay replies [identity, "", topic, seq,
 	// payload] instead of vLLM's [identity, "", seq, payload].
 	ReplayWithTopic bool
-	// AuthToken, when set, is sent as a bearer token on Register and on
-	// trace-replay selection calls.
+	// AuthToken, when set, is sent as a bearer token on every call to
+	// kvselect: Register and KeepLeases (POST /workers needs the admin
+	// token) and trace-replay selections.
 	AuthToken string
+	// CAFile, when set, names the PEM CA certificates that sign the
+	// kvselect nodes' HTTPS certificates (default: the system's roots).
+	CAFile string
 	// EndpointBase is the base URL of the HTTP API that serves these
 	// workers, such as cmd/kvsim's control API (http://127.0.0.1:8093).
 	// Worker id registers EndpointBase/workers/{id} as its endpoint, where

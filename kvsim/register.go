@@ -18,14 +18,15 @@ const httpTimeout = 30 * time.Second
 // newClient returns a kvselect client for kvselectURL with the Sim's
 // token.
 func (s *Sim) newClient(kvselectURL ...string) (*client.Client, error) {
-	return client.New(client.Config{Addrs: kvselectURL, Token: s.cfg.AuthToken,
+	return client.New(client.Config{Addrs: kvselectURL, Token: s.cfg.AuthToken, CAFile: s.cfg.CAFile,
 		HTTPClient: &http.Client{Timeout: httpTimeout}})
 }
 
 // clusterClient is a client of kvselectURL and every member of its
-// cluster (their HTTP addresses, from /cluster/status), so that renewals
-// go on when the node kvsim registered through stops. When the status
-// cannot be read, the client knows kvselectURL alone.
+// cluster (their HTTP addresses, from /cluster/status, in kvselectURL's
+// scheme: a cluster serves one), so that renewals go on when the node
+// kvsim registered through stops. When the status cannot be read, the
+// client knows kvselectURL alone.
 func (s *Sim) clusterClient(ctx context.Context, kvselectURL string) (*client.Client, error) {
 	c, err := s.newClient(kvselectURL)
 	if err != nil {
@@ -36,10 +37,11 @@ func (s *Sim) clusterClient(ctx context.Context, kvselectURL string) (*client.Cl
 		s.cfg.Log.Warn("could not list the cluster's members; renewing leases through one node", "url", kvselectURL, "err", err)
 		return c, nil
 	}
+	scheme, _, _ := strings.Cut(client.BaseURL(kvselectURL), "://")
 	addrs := []string{kvselectURL}
 	for _, m := range st.Members {
 		if m.HTTPAddr != "" && !strings.Contains(kvselectURL, "//"+m.HTTPAddr) {
-			addrs = append(addrs, "http://"+m.HTTPAddr)
+			addrs = append(addrs, client.BaseURLWithScheme(scheme, m.HTTPAddr))
 		}
 	}
 	return s.newClient(addrs...)

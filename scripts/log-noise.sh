@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counts the log lines of a make-run-like cluster by level, to see how
 # noisy an outage is: three kvselect nodes started as run-demo.sh starts
-# them (no workers, so /ready answers 503), a few /ready polls, one
+# them, but without its tokens (no workers, so /ready answers 503), a few /ready polls, one
 # follower stopped for DOWN seconds and started again, then everything
 # stopped. The merged log goes to OUT; the summary is printed:
 #

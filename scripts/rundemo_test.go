@@ -78,7 +78,7 @@ func Test_RunDemoSurvivesANodeStop(t *testing.T) {
 				ID string `json:"id"`
 			} `json:"leader"`
 		}
-		if err := getJSON(survivor+"/cluster/status", &st); err == nil && st.Leader.ID != "" && st.Leader.ID != victim {
+		if err := getJSON(survivor+"/cluster/status", d.token(t), &st); err == nil && st.Leader.ID != "" && st.Leader.ID != victim {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -88,7 +88,13 @@ func Test_RunDemoSurvivesANodeStop(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	prompt := `{"model_name": "llama", "token_ids": [` + strings.Repeat("7,", 31) + `7]}`
-	resp, err := http.Post(survivor+"/select", "application/json", strings.NewReader(prompt))
+	req, err := http.NewRequest("POST", survivor+"/select", strings.NewReader(prompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+d.token(t))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +167,18 @@ type demo struct {
 	waitErr error         // set before done is closed
 	logPath string        // stderr: the nodes' and kvsim's logs
 	seen    []string      // stdout lines read so far, for failure messages
+	dir     string        // where the script runs: its tokens are in run/
+}
+
+// token is the selection token the demo made for its nodes: a caller
+// needs it (the nodes guard every route but the probes').
+func (d *demo) token(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.dir, "run", "selection-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
 }
 
 // portRange is where the test looks for free base ports: below Linux's
@@ -236,7 +254,7 @@ func launchDemo(t *testing.T, bin string, port, raftPort, simPort int) *demo {
 		t.Fatal(err)
 	}
 	dir := t.TempDir() // the script keeps the nodes' data in ./run
-	d := &demo{lines: make(chan string, 1024), done: make(chan struct{}), logPath: filepath.Join(dir, "demo.log")}
+	d := &demo{lines: make(chan string, 1024), done: make(chan struct{}), logPath: filepath.Join(dir, "demo.log"), dir: dir}
 	logFile, err := os.Create(d.logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -319,9 +337,14 @@ func (d *demo) mustBeRunning(t *testing.T) {
 	}
 }
 
-func getJSON(url string, v any) error {
+func getJSON(url, token string, v any) error {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
@@ -169,7 +172,7 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 			t.Fatalf("%s's reservation was booked", stranger.id)
 		}
 	}
-	_, metrics := get(t, s.URL()+api.PathMetrics)
+	metrics := call(t, "GET", s.URL()+api.PathMetrics, "", authz...).body
 	if !strings.Contains(metrics, `kvselect_replica_sync_dropped_messages_total{reason="unauthenticated"}`) ||
 		strings.Contains(metrics, `kvselect_replica_sync_dropped_messages_total{reason="unauthenticated"} 0`) {
 		t.Fatal("no unauthenticated drop counted in /metrics")
@@ -183,4 +186,234 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Test_AuthRoles asks a real node, under both scopes, what each kind of
+// caller may do: nothing but the open routes without a token (401); the
+// Ray caller's routes with the selection token, and 403 forbidden on the
+// others; everything with the admin token. Both lines of each token file
+// are accepted. The steps run in order: the booking made with the
+// selection token is the one its lifecycle calls then find.
+func Test_AuthRoles(t *testing.T) {
+	const (
+		none  = ""
+		wrong = "wrong"
+		adm   = "adm-new"
+		adm2  = "adm-old" // the admin file's second line
+		sel   = "sel-new"
+		sel2  = "sel-old"
+	)
+	leased := `{"worker_id": 2, "model_name": "leased", "endpoint": "http://w2", "block_size": 16,
+		"kv_events_endpoint": "tcp://127.0.0.1:1", "lease_ttl_s": 3600}`
+	reserve := func(id string) string {
+		return fmt.Sprintf(`{"model_name": "m", "token_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17], "reservation_id": %q}`, id)
+	}
+	type step struct {
+		method, path, body string
+		token              string
+		want               int
+	}
+	for _, tt := range []struct {
+		scope httpd.Scope
+		steps []step
+	}{
+		{httpd.ScopeAll, []step{
+			{"GET", api.PathHealth, "", none, 200},
+			{"GET", api.PathReady, "", none, 200},
+			{"GET", api.PathReadyz, "", none, 200},
+			{"GET", api.PathOpenAPI, "", none, 200},
+			{"POST", api.PathWorkers, workerJSON(3), none, 401},
+			{"POST", api.PathWorkers, workerJSON(3), wrong, 401},
+			{"POST", api.PathWorkers, workerJSON(3), sel, 403},
+			{"POST", api.PathWorkers, workerJSON(3), adm2, 201},
+			{"POST", api.PathSelect, selectBody, none, 401},
+			{"POST", api.PathSelect, selectBody, wrong, 401},
+			{"POST", api.PathSelect, selectBody, sel2, 200},
+			{"POST", api.PathSelect, selectBody, adm, 200},
+			{"POST", api.PathSelectAndReserve, reserve("r1"), none, 401},
+			{"POST", api.PathSelectAndReserve, reserve("r1"), sel, 200},
+			{"GET", api.PathReservations, "", none, 401},
+			{"GET", api.PathReservations, "", sel, 200},
+			{"GET", "/reservations/r1", "", sel2, 200},
+			{"POST", "/reservations/r1/output_block", "", none, 401},
+			{"POST", "/reservations/r1/output_block", "", sel, 200},
+			{"POST", "/reservations/r1/prefill_complete", "", sel, 200},
+			{"DELETE", "/reservations/r1", "", none, 401},
+			{"DELETE", "/reservations/r1", "", sel, 200},
+			{"GET", api.PathLoads, "", sel, 200},
+			{"POST", api.PathPotentialLoads, selectBody, sel, 200},
+			{"POST", api.PathOverlapScores, selectBody, sel, 200},
+			{"POST", "/workers/2/keepalive", "", none, 401},
+			{"POST", "/workers/2/keepalive", "", sel, 200},
+			{"POST", api.PathKeepAlive, `{"worker_ids": [2]}`, sel2, 200},
+			{"GET", api.PathWorkers, "", none, 401},
+			{"GET", api.PathWorkers, "", sel, 200},
+			{"GET", "/workers/2", "", sel, 200},
+			{"PATCH", "/workers/3", `{"endpoint": "http://w3b"}`, sel, 403},
+			{"PATCH", "/workers/3", `{"endpoint": "http://w3b"}`, adm, 200},
+			{"DELETE", "/workers/3", "", sel, 403},
+			{"GET", api.PathBusyThreshold, "", sel, 200},
+			{"POST", api.PathBusyThreshold, `{"model": "m", "active_prefill_tokens_threshold": 100000}`, sel, 403},
+			{"POST", api.PathBusyThreshold, `{"model": "m", "active_prefill_tokens_threshold": 100000}`, adm, 200},
+			{"GET", api.PathClusterStatus, "", none, 401},
+			{"GET", api.PathClusterStatus, "", sel, 200},
+			{"POST", api.PathClusterStepDown, "", sel, 403},
+			{"GET", api.PathMetrics, "", none, 401},
+			{"GET", api.PathMetrics, "", sel, 200},
+			{"GET", api.PathDump, "", none, 401},
+			{"GET", api.PathDump, "", sel, 403},
+			{"GET", api.PathDump, "", adm, 200},
+			{"GET", api.PathReplicaSyncPeers, "", sel, 403},
+			{"POST", api.PathReplicaSyncRegister, `{"endpoint": "tcp://127.0.0.1:1"}`, sel, 403},
+		}},
+		{httpd.ScopeAdmin, []step{
+			{"GET", api.PathReady, "", none, 200},
+			{"POST", api.PathWorkers, workerJSON(3), none, 401},
+			{"POST", api.PathWorkers, workerJSON(3), sel, 403},
+			{"POST", api.PathWorkers, workerJSON(3), adm, 201},
+			{"POST", api.PathSelect, selectBody, none, 200},
+			{"POST", api.PathSelectAndReserve, reserve("r1"), none, 200},
+			{"GET", api.PathReservations, "", none, 200},
+			{"POST", "/reservations/r1/output_block", "", none, 200},
+			{"DELETE", "/reservations/r1", "", none, 200},
+			{"GET", api.PathLoads, "", none, 200},
+			{"GET", api.PathWorkers, "", none, 200},
+			{"GET", api.PathClusterStatus, "", none, 200},
+			{"GET", api.PathMetrics, "", none, 200},
+			{"POST", "/workers/2/keepalive", "", none, 401},
+			{"POST", "/workers/2/keepalive", "", sel2, 200},
+			{"POST", "/workers/2/keepalive", "", adm, 200},
+			{"PATCH", "/workers/3", `{"endpoint": "http://w3b"}`, none, 401},
+			{"POST", api.PathBusyThreshold, `{"model": "m", "active_prefill_tokens_threshold": 100000}`, none, 401},
+			{"POST", api.PathBusyThreshold, `{"model": "m", "active_prefill_tokens_threshold": 100000}`, sel, 403},
+			{"GET", api.PathDump, "", none, 401},
+			{"GET", api.PathDump, "", sel, 403},
+			{"GET", api.PathDump, "", adm2, 200},
+			{"POST", api.PathClusterStepDown, "", none, 401},
+			{"POST", api.PathReplicaSyncRegister, `{"endpoint": "tcp://127.0.0.1:1"}`, none, 401},
+		}},
+	} {
+		t.Run("scope "+string(tt.scope), func(t *testing.T) {
+			cfg := servertest.Config("n1", t.TempDir())
+			cfg.AuthToken, cfg.AuthTokenAlso, cfg.AuthScope = adm, adm2, tt.scope
+			cfg.SelectionToken, cfg.SelectionTokenAlso = sel, sel2
+			s := servertest.MustStart(t, cfg)
+			for _, body := range []string{workerJSON(1), leased} {
+				if r := call(t, "POST", s.URL()+api.PathWorkers, body, "Authorization", "Bearer "+adm); r.status != http.StatusCreated {
+					t.Fatalf("register: %d %s", r.status, r.body)
+				}
+			}
+			servertest.Eventually(t, "the node is ready", func() error {
+				if status, body := get(t, s.URL()+api.PathReadyz); status != http.StatusOK {
+					return fmt.Errorf("%d %s", status, body)
+				}
+				return nil
+			})
+			for _, st := range tt.steps {
+				var hdr []string
+				if st.token != "" {
+					hdr = []string{"Authorization", "Bearer " + st.token}
+				}
+				r := call(t, st.method, s.URL()+st.path, st.body, hdr...)
+				if r.status != st.want {
+					t.Fatalf("%s %s with token %q: %d %s, want %d", st.method, st.path, st.token, r.status, r.body, st.want)
+				}
+				switch r.status {
+				case http.StatusUnauthorized:
+					if r.code() != string(api.CodeUnauthorized) || r.header.Get("WWW-Authenticate") != `Bearer realm="kvselect"` {
+						t.Fatalf("%s %s: 401 with code %q, WWW-Authenticate %q", st.method, st.path, r.code(), r.header.Get("WWW-Authenticate"))
+					}
+				case http.StatusForbidden:
+					if r.code() != string(api.CodeForbidden) || !strings.Contains(r.header.Get("WWW-Authenticate"), "insufficient_scope") {
+						t.Fatalf("%s %s: 403 with code %q, WWW-Authenticate %q", st.method, st.path, r.code(), r.header.Get("WWW-Authenticate"))
+					}
+				}
+			}
+		})
+	}
+}
+
+// Test_AuthConfigRefused: token configurations a node refuses to start
+// with.
+func Test_AuthConfigRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate func(*server.Config)
+		want   error
+	}{
+		{"selection token without an admin token", func(c *server.Config) { c.SelectionToken = "sel" }, server.ErrSelectionWithoutAdmin},
+		{"selection token equal to the admin token", func(c *server.Config) { c.AuthToken, c.SelectionToken = "same", "same" }, server.ErrSameToken},
+		{"selection token equal to the admin file's second line", func(c *server.Config) {
+			c.AuthToken, c.AuthTokenAlso, c.SelectionToken, c.SelectionTokenAlso = "adm", "adm-old", "sel", "adm-old"
+		}, server.ErrSameToken},
+		{"a token not for a header", func(c *server.Config) { c.AuthToken = "two words" }, authtoken.ErrInvalid},
+		{"a second line without a first", func(c *server.Config) { c.AuthTokenAlso = "x" }, authtoken.ErrInvalid},
+		{"an unknown scope", func(c *server.Config) { c.AuthToken, c.AuthScope = "adm", "everything" }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := servertest.Config("n1", t.TempDir())
+			tt.mutate(&cfg)
+			s, err := server.Start(cfg)
+			if err == nil {
+				_ = s.Close(context.Background())
+				t.Fatal("started")
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// Test_StartLogSaysAuth: a node without a token says at start, as a
+// warning, that it runs unauthenticated; a node with one says what its
+// token guards and does not warn.
+func Test_StartLogSaysAuth(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mutate func(*server.Config)
+		want   []string
+		absent string
+	}{
+		{"no token", func(*server.Config) {}, []string{"level=WARN msg=\"running without authentication", "authenticated=false"}, ""},
+		{"tokens", func(c *server.Config) { c.AuthToken, c.SelectionToken = "adm", "sel" },
+			[]string{"authenticated=true auth_scope=all selection_token=true"}, "running without authentication"},
+		{"scope admin", func(c *server.Config) { c.AuthToken, c.AuthScope = "adm", httpd.ScopeAdmin },
+			[]string{"authenticated=true auth_scope=admin selection_token=false"}, "running without authentication"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs syncBuffer
+			cfg := servertest.Config("n1", t.TempDir())
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			tt.mutate(&cfg)
+			servertest.MustStart(t, cfg)
+			out := logs.String()
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the start log does not say %q:\n%s", w, out)
+				}
+			}
+			if tt.absent != "" && strings.Contains(out, tt.absent) {
+				t.Errorf("the start log says %q:\n%s", tt.absent, out)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer the node's goroutines may log to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

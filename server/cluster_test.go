@@ -659,10 +659,11 @@ func Test_RestartAllKeepsCatalog(t *testing.T) {
 	}
 }
 
-// Test_ClusterWithAuth runs a cluster that requires a token: nodes carry
-// it on their own calls (metadata), a follower checks the client's token
-// before forwarding, and the forward carries it to the leader, which
-// checks it again; then the token is rotated, on one node and on all.
+// Test_ClusterWithAuth runs a cluster that requires a token (the default
+// scope, all): nodes carry it on their own calls (metadata), a follower
+// checks the client's token before forwarding and forwards as itself,
+// with its own token, which the leader checks; then the token is set,
+// without a second line, on one node and on all.
 func Test_ClusterWithAuth(t *testing.T) {
 	c := servertest.StartCluster(t, 3, func(_ int, cfg *server.Config) { cfg.AuthToken = "s3cret" })
 	leader, f := c.Leader(), c.Followers()[0] // converged: every node published its metadata
@@ -676,14 +677,19 @@ func Test_ClusterWithAuth(t *testing.T) {
 	if r.status != http.StatusCreated || r.header.Get("X-Kvselect-Served-By") != leader.Node.ID() {
 		t.Fatalf("forwarded write with the token: %d %v %s", r.status, r.header, r.body)
 	}
-	if r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(r.index(t), 10)); r.status != http.StatusOK {
-		t.Fatalf("selection stays open: %d %s", r.status, r.body)
+	index := strconv.FormatUint(r.index(t), 10)
+	if r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", index); r.status != http.StatusUnauthorized {
+		t.Fatalf("selection without a token: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", index, "Authorization", "Bearer s3cret"); r.status != http.StatusOK {
+		t.Fatalf("selection with the token: %d %s", r.status, r.body)
 	}
 
-	// A follower with another token than the leader's (a rotation done on
-	// it alone) fails cleanly: the client's token passes the follower,
-	// the leader refuses it, and the follower relays the leader's 401
-	// with its WWW-Authenticate; nothing is written.
+	// A follower with another token than the leader's (a one-line token
+	// set on it alone: what the two-line rotation avoids) fails cleanly:
+	// the client's token passes the follower, the leader refuses the
+	// follower's own, and the follower relays the leader's 401 with its
+	// WWW-Authenticate; nothing is written.
 	if err := f.SetAuthToken("rotated"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,11 @@
 // dump's watermarks, replaying the rest from each worker. /ready reports
 // recovering meanwhile; Raft and HTTP never wait for it.
 //
-// The node's token lives in one authtoken.Holder shared by the HTTP
-// check, the cluster's own calls, the recovery's /dump fetch and replica
-// sync's MACs; SetAuthToken and ReloadAuthToken change it for all of them
-// at once (auth.go).
+// The node's admin token lives in one authtoken.Holder shared by the HTTP
+// check, the writes it forwards, the cluster's own calls, the recovery's
+// /dump fetch and replica sync's MACs; the selection token in another,
+// read by the HTTP check alone. ReloadAuthToken (SIGHUP, through Reload)
+// reads both token files for all of them at once; a file's two lines make
+// a rotation outage-free (auth.go). With a certificate the node serves
+// HTTPS and calls the others over https (tls.go).
 package server

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/authtoken"
@@ -91,9 +92,9 @@ func (c *RecoveryConfig) defaults() {
 	}
 }
 
-// ParsePeerURLs parses --indexer-peers: HTTP base URLs, comma separated
-// (a bare host:port means http://host:port).
-func ParsePeerURLs(s string) ([]string, error) {
+// ParsePeerURLs parses --indexer-peers: HTTP base URLs, comma separated;
+// a bare host:port gets scheme (http, or https when the node serves TLS).
+func ParsePeerURLs(s, scheme string) ([]string, error) {
 	var out []string
 	for _, u := range strings.Split(s, ",") {
 		u = strings.TrimSpace(u)
@@ -101,7 +102,7 @@ func ParsePeerURLs(s string) ([]string, error) {
 			continue
 		}
 		if !strings.Contains(u, "://") {
-			u = "http://" + u
+			u = scheme + "://" + u
 		}
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrBadPeer, u)
@@ -131,8 +132,10 @@ type recovery struct {
 	node *cluster.Node
 	ix   *indexer.Indexer
 	auth *authtoken.Holder // read at each fetch: a rotation applies to the next one
-	log  *slog.Logger
-	hc   *http.Client
+	// scheme is that of the members' HTTP addresses (https with TLS).
+	scheme string
+	log    *slog.Logger
+	hc     *http.Client
 }
 
 // startRecovery runs the recovery in its own goroutine, which the node's
@@ -165,7 +168,8 @@ func (s *Server) recoverIndex(ctx context.Context) {
 	// the wire.
 	tr.DisableCompression = true
 	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
-	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, auth: s.auth,
+	tr.TLSClientConfig = s.peerTLS
+	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, auth: s.auth, scheme: s.scheme,
 		log: s.log.With("component", "recovery"), hc: &http.Client{Transport: tr}}
 	start := time.Now()
 	defer func() {
@@ -212,7 +216,7 @@ func (r *recovery) run(ctx context.Context) {
 				continue
 			}
 			tried[addr] = true
-			if r.try(ctx, "http://"+addr) {
+			if r.try(ctx, client.BaseURLWithScheme(r.scheme, addr)) {
 				return
 			}
 		}

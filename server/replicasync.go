@@ -24,7 +24,10 @@ func startReplicaSync(cfg Config, sched *scheduler.Scheduler, auth *authtoken.Ho
 	}
 	return zmqsync.Start(zmqsync.Config{NodeID: cfg.Cluster.NodeID, Listen: rc.Listen,
 		Advertise: rc.Advertise, AdvertiseHost: host, Peers: rc.Peers, Auth: auth,
-		Apply: sched.ApplyPeerEvent, DropReasons: scheduler.DropReasons(), Logger: log})
+		Apply: sched.ApplyPeerEvent, DropReasons: scheduler.DropReasons(), Logger: log,
+		// A node accepts exactly the tokens of its file (auth.go): a
+		// rotation is staged with a second line, not a grace.
+		PreviousTokenGrace: -1})
 }
 
 // replicaMembers lists the members whose replica-sync endpoint the catalog

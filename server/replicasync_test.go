@@ -25,6 +25,8 @@ type syncCluster struct {
 	t   *testing.T
 	c   *servertest.Cluster
 	sim *kvsim.Sim
+	// token is sent by client (the cluster's admin token, if any).
+	token string
 }
 
 func withReplicaSync(_ int, cfg *server.Config) {
@@ -110,7 +112,7 @@ func (sc *syncCluster) waitMeshed() {
 // client is a client whose home is node s (bookings go there).
 func (sc *syncCluster) client(s *server.Server) *client.Client {
 	sc.t.Helper()
-	cl, err := client.New(client.Config{Addrs: []string{s.URL()}})
+	cl, err := client.New(client.Config{Addrs: []string{s.URL()}, Token: sc.token})
 	if err != nil {
 		sc.t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,16 +37,30 @@ type Config struct {
 	Cluster cluster.Config
 	// Scheduler holds the selection settings.
 	Scheduler scheduler.Config
-	// AuthToken protects admin routes (and all routes with AuthAll), goes
-	// on the node's own calls to other nodes, and keys replica sync's MACs
-	// (SPEC §11). It is the token at start; SetAuthToken and
-	// ReloadAuthToken change it while the node runs.
-	AuthToken string
-	AuthAll   bool
-	// AuthTokenFile is the file AuthToken was read from
-	// (--auth-token-file), which ReloadAuthToken reads again; "" when
-	// there is none.
+	// AuthToken is the admin token (SPEC §11): with one, routes need a
+	// bearer token as their access class and AuthScope say
+	// (http/access.go); the node sends it on its own calls to other nodes
+	// and on the writes it forwards, and replica sync keys its MACs with
+	// it. AuthTokenAlso is accepted as well, never sent (a token file's
+	// second line, during a rotation). These are the tokens at start;
+	// SetAuthToken and ReloadAuthToken change them while the node runs.
+	AuthToken, AuthTokenAlso string
+	// AuthTokenFile is the file they were read from (--auth-token-file),
+	// which ReloadAuthToken reads again; "" when there is none.
 	AuthTokenFile string
+	// AuthScope is what the admin token protects: httpd.ScopeAll (also
+	// for "") or httpd.ScopeAdmin.
+	AuthScope httpd.Scope
+	// SelectionToken (and SelectionTokenAlso, a second line) is accepted
+	// besides the admin token on the routes a Ray caller needs (classes
+	// selection and worker), and answered 403 on the others; it needs
+	// AuthToken and must differ from it. SelectionTokenFile is its file
+	// (--selection-token-file), read again with the admin token's.
+	SelectionToken, SelectionTokenAlso string
+	SelectionTokenFile                 string
+	// TLS, when set, serves the API over HTTPS and makes the node call
+	// the others over https (tls.go).
+	TLS *TLSConfig
 	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
 	CatalogWait time.Duration
 	// Ingest tunes the KV event listeners (threads, backoff, replay).
@@ -96,9 +112,15 @@ type Server struct {
 	recovering atomic.Bool
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
-	// auth is the token every part reads when it checks or sends it
-	// (auth.go).
-	auth *authtoken.Holder
+	// auth is the admin token every part reads when it checks or sends
+	// it, selection the selection token the HTTP check reads (auth.go).
+	auth, selection *authtoken.Holder
+	// cert is the certificate the API serves; nil without TLS (tls.go).
+	cert *servingCert
+	// scheme is "https" with TLS, else "http"; peerTLS configures the
+	// node's https calls to other nodes (nil: the system's roots).
+	scheme  string
+	peerTLS *tls.Config
 }
 
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
@@ -107,13 +129,27 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.AuthToken != "" {
-		if err := authtoken.Validate(cfg.AuthToken); err != nil {
+	if err := checkTokens(&cfg); err != nil {
+		return nil, err
+	}
+	if _, err := httpd.ParseScope(string(cmp.Or(cfg.AuthScope, httpd.ScopeAll))); err != nil {
+		return nil, fmt.Errorf("AuthScope: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
+		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken),
+		selection: authtoken.NewHolder(cfg.SelectionToken)}
+	s.auth.SetTokens(cfg.AuthToken, cfg.AuthTokenAlso)
+	s.selection.SetTokens(cfg.SelectionToken, cfg.SelectionTokenAlso)
+	scheme, peerTLSConfig, err := peerTLS(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	s.scheme, s.peerTLS = scheme, peerTLSConfig
+	if cfg.TLS != nil {
+		if s.cert, err = loadServingCert(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
-		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken)}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -124,6 +160,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	cfg.Cluster.Logger = cfg.Logger
 	cfg.Cluster.Auth = s.auth // inter-node calls carry the token
+	cfg.Cluster.PeerScheme, cfg.Cluster.PeerTLS = scheme, peerTLSConfig
 
 	s.Indexer = indexer.New(cfg.Logger)
 	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
@@ -168,18 +205,29 @@ func Start(cfg Config) (*Server, error) {
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node, Leases: s.Node,
 		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
-		Auth: s.auth, AuthAll: cfg.AuthAll, CatalogWait: cfg.CatalogWait,
+		Auth: s.auth, Selection: s.selection, Scope: cfg.AuthScope, CatalogWait: cfg.CatalogWait,
+		PeerScheme: scheme, PeerTLS: peerTLSConfig,
 		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
 	// connection forever. Writes get more room for large /dump answers.
 	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute}
+		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute,
+		// net/http's own complaints (a failed TLS handshake, say) go
+		// through the node's logger, in its format.
+		ErrorLog: slog.NewLogLogger(cfg.Logger.With("component", "http").Handler(), slog.LevelWarn)}
+	if s.cert != nil {
+		s.http.TLSConfig = s.cert.serverTLS()
+	}
 	s.wg.Add(3)
 	go s.judgeStaleRanks()
 	go func() {
 		defer s.wg.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := s.http.Serve
+		if s.cert != nil {
+			serve = func(ln net.Listener) error { return s.http.ServeTLS(ln, "", "") } // the certificate is GetCertificate's
+		}
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
@@ -193,10 +241,11 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
-		"http_advertise", cfg.Cluster.HTTPAdvertise, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
-		"authenticated", cfg.AuthToken != "")
+		"http_advertise", cfg.Cluster.HTTPAdvertise, "scheme", scheme, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
+		"authenticated", cfg.AuthToken != "", "auth_scope", cmp.Or(cfg.AuthScope, httpd.ScopeAll),
+		"selection_token", cfg.SelectionToken != "")
 	if cfg.AuthToken == "" {
-		s.log.Warn("running without authentication: catalog and cluster writes and /dump are open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
+		s.log.Warn("running without authentication: every route, bookings and catalog writes included, is open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
 	}
 	return s, nil
 }
@@ -279,8 +328,8 @@ func (s *Server) Removed() <-chan struct{} { return s.Node.Removed() }
 // Addr is the address the API listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the API's base URL.
-func (s *Server) URL() string { return "http://" + advertisable(s.Addr()) }
+// URL is the API's base URL (https with TLS).
+func (s *Server) URL() string { return s.scheme + "://" + advertisable(s.Addr()) }
 
 // Close stops the node: the HTTP server drains requests until ctx ends,
 // then Raft hands over leadership (when there are other voters) and shuts

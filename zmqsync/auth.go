@@ -67,14 +67,15 @@ func (m *macer) sum(dst []byte, token string, payload []byte) []byte {
 // opener checks and decodes the messages of one peer; its hash state is
 // the peer goroutine's own.
 type opener struct {
-	cur, prev macer
-	buf       [MACSize]byte
+	cur, also, prev macer
+	buf             [MACSize]byte
 }
 
 // open checks one received ZMQ message and decodes its payload into m:
 // the frames (topic, payload, and an optional MAC of MACSize bytes), then,
-// while sec holds a token, the MAC under that token or, for grace after a
-// rotation, the previous one; only then the payload. It returns "" or why
+// while sec holds a token, the MAC under that token, its second one (a
+// token file's second line) or, for grace after a rotation, the previous
+// one; only then the payload. It returns "" or why
 // the message is dropped (a reason label of the dropped-messages counter)
 // with an error saying more. A node without a token ignores a MAC frame:
 // it accepts anything, and so keeps syncing with nodes given a token first.
@@ -102,11 +103,14 @@ func (o *opener) open(frames [][]byte, sec *authtoken.Secret, grace time.Duratio
 	return "", nil
 }
 
-// verify reports whether mac authenticates payload under sec's token, or
-// under its previous token within grace of the rotation. hmac.Equal takes
-// the same time whatever bytes differ.
+// verify reports whether mac authenticates payload under sec's token, its
+// second token (authtoken.Secret.Also), or its previous token within grace
+// of the rotation. hmac.Equal takes the same time whatever bytes differ.
 func (o *opener) verify(sec *authtoken.Secret, grace time.Duration, payload, mac []byte) bool {
 	if hmac.Equal(o.cur.sum(o.buf[:0], sec.Token, payload), mac) {
+		return true
+	}
+	if sec.Also != "" && hmac.Equal(o.also.sum(o.buf[:0], sec.Also, payload), mac) {
 		return true
 	}
 	return sec.Previous != "" && time.Since(sec.Rotated) < grace &&

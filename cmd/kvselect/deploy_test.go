@@ -25,7 +25,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvselect/kvselect/api"
+	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/schemacheck"
 )
 
 var (
@@ -258,6 +260,10 @@ func Test_DeployManifest(t *testing.T) {
 			if port := containerPort(t, c, p.probe.HTTPGet.Port); port != flagPort(t, c, "port") {
 				t.Errorf("%s asks port %d, kvselect serves HTTP on %d", p.name, port, flagPort(t, c, "port"))
 			}
+			// A probe carries no token: its route must be open (SPEC §11).
+			if access := openAPIAccess(t, "GET", p.probe.HTTPGet.Path); access != api.AccessOpen {
+				t.Errorf("%s asks GET %s, whose access class is %q: a probe sends no token", p.name, p.probe.HTTPGet.Path, access)
+			}
 		}
 		// /readyz waits up to half a second for the node to apply what it
 		// knew to be committed.
@@ -286,52 +292,57 @@ func Test_DeployManifest(t *testing.T) {
 
 	// The arguments as the kubelet expands them for pod kvselect-0.
 	args, vars := expandArgs(t, c, "kvselect-0", "default")
-	tokenFile := flagValue(t, args, "auth-token-file")
+	tokenFiles := map[string]string{}
+	for _, flag := range []string{"auth-token-file", "selection-token-file"} {
+		tokenFiles[flag] = flagValue(t, args, flag)
+	}
 
-	t.Run("token from a Secret", func(t *testing.T) {
-		mount, ok := mountFor(c, tokenFile)
-		if !ok {
-			t.Fatalf("--auth-token-file=%s is on no volume mount", tokenFile)
-		}
-		if !mount.ReadOnly {
-			t.Errorf("the token volume %s is mounted writable", mount.Name)
-		}
-		var key string
-		for _, v := range pod.Volumes {
-			if v.Name != mount.Name {
-				continue
+	t.Run("tokens from a Secret", func(t *testing.T) {
+		for flag, tokenFile := range tokenFiles {
+			mount, ok := mountFor(c, tokenFile)
+			if !ok {
+				t.Fatalf("--%s=%s is on no volume mount", flag, tokenFile)
 			}
-			if v.Secret == nil {
-				t.Fatalf("volume %s holding --auth-token-file is not a Secret", v.Name)
+			if !mount.ReadOnly {
+				t.Errorf("the token volume %s is mounted writable", mount.Name)
 			}
-			rel := strings.TrimPrefix(strings.TrimPrefix(tokenFile, mount.MountPath), "/")
-			for _, it := range v.Secret.Items {
-				if it.Path == rel {
-					key = it.Key
+			var key string
+			for _, v := range pod.Volumes {
+				if v.Name != mount.Name {
+					continue
+				}
+				if v.Secret == nil {
+					t.Fatalf("volume %s holding --%s is not a Secret", v.Name, flag)
+				}
+				rel := strings.TrimPrefix(strings.TrimPrefix(tokenFile, mount.MountPath), "/")
+				for _, it := range v.Secret.Items {
+					if it.Path == rel {
+						key = it.Key
+					}
+				}
+				if key == "" {
+					t.Fatalf("secret volume %s has no item at %s (--%s=%s)", v.Name, rel, flag, tokenFile)
+				}
+				// authtoken refuses a world-writable file; the node reads it as
+				// the fsGroup, not as its owner.
+				if m := v.Secret.DefaultMode; m != nil && (*m&0o002 != 0 || *m&0o040 == 0) {
+					t.Errorf("defaultMode %#o: want group-readable and not world-writable", *m)
+				}
+				var s secret
+				find(t, objs, "Secret", v.Secret.SecretName, &s)
+				placeholder, ok := s.StringData[key]
+				if !ok {
+					t.Fatalf("Secret %s has no stringData %q", v.Secret.SecretName, key)
+				}
+				// The shipped placeholder must never work as a token: a node
+				// given it refuses to start.
+				if err := authtoken.Validate(strings.TrimSpace(placeholder)); err == nil {
+					t.Errorf("the placeholder token %s of Secret %s would be accepted: %q", key, v.Secret.SecretName, placeholder)
 				}
 			}
 			if key == "" {
-				t.Fatalf("secret volume %s has no item at %s (--auth-token-file=%s)", v.Name, rel, tokenFile)
+				t.Fatalf("no volume named %s", mount.Name)
 			}
-			// authtoken refuses a world-writable file; the node reads it as
-			// the fsGroup, not as its owner.
-			if m := v.Secret.DefaultMode; m != nil && (*m&0o002 != 0 || *m&0o040 == 0) {
-				t.Errorf("defaultMode %#o: want group-readable and not world-writable", *m)
-			}
-			var s secret
-			find(t, objs, "Secret", v.Secret.SecretName, &s)
-			placeholder, ok := s.StringData[key]
-			if !ok {
-				t.Fatalf("Secret %s has no stringData %q", v.Secret.SecretName, key)
-			}
-			// The shipped placeholder must never work as a token: a node
-			// given it refuses to start.
-			if err := authtoken.Validate(strings.TrimSpace(placeholder)); err == nil {
-				t.Errorf("the placeholder token of Secret %s would be accepted: %q", v.Secret.SecretName, placeholder)
-			}
-		}
-		if key == "" {
-			t.Fatalf("no volume named %s", mount.Name)
 		}
 	})
 
@@ -341,15 +352,17 @@ func Test_DeployManifest(t *testing.T) {
 				t.Errorf("argument %q: write flags as --name=value", a)
 			}
 		}
-		// The token file is the Secret's at run time; a valid one here.
-		tmp := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(tmp, []byte("t0ken\n"), 0o440); err != nil {
-			t.Fatal(err)
-		}
+		// The token files are the Secret's at run time; valid ones here.
 		local := slices.Clone(args)
-		for i, a := range local {
-			if strings.HasPrefix(a, "--auth-token-file=") {
-				local[i] = "--auth-token-file=" + tmp
+		for flag := range tokenFiles {
+			tmp := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tmp, []byte(flag+"-t0ken\n"), 0o440); err != nil {
+				t.Fatal(err)
+			}
+			for i, a := range local {
+				if strings.HasPrefix(a, "--"+flag+"=") {
+					local[i] = "--" + flag + "=" + tmp
+				}
 			}
 		}
 		for k, v := range vars {
@@ -361,8 +374,11 @@ func Test_DeployManifest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kvselect refuses the manifest's arguments: %v", err)
 		}
-		if cfg.AuthToken == "" {
+		if cfg.AuthToken == "" || cfg.SelectionToken == "" {
 			t.Error("the node runs without a token")
+		}
+		if cfg.AuthScope != httpd.ScopeAll {
+			t.Errorf("--auth-scope %s: the manifest runs on a network it does not own; keep the default, all", cfg.AuthScope)
 		}
 		if cfg.Cluster.NodeID != "kvselect-0" {
 			t.Errorf("node id %q, want the pod's name", cfg.Cluster.NodeID)
@@ -741,4 +757,22 @@ func buildFiles(t *testing.T, pkgs []string) []string {
 		files = append(files, filepath.ToSlash(rel))
 	}
 	return files
+}
+
+// openAPIAccess is the x-kvselect-access of an operation in the API's
+// OpenAPI document ("" when it has none); path may carry a query.
+func openAPIAccess(t *testing.T, method, path string) string {
+	t.Helper()
+	doc, err := schemacheck.ParseDocument(api.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _, _ = strings.Cut(path, "?")
+	for _, op := range doc.Operations() {
+		if op.Method == method && op.Path == path {
+			access, _ := op.Spec["x-kvselect-access"].(string)
+			return access
+		}
+	}
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/cluster"
+	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/envflag"
@@ -56,14 +57,14 @@ func run(args []string) error {
 
 // waitForStop returns on SIGINT or SIGTERM, or once the node has been
 // removed from the cluster: like a removed etcd member, it stops (and the
-// process exits 0) rather than serve a frozen catalog. SIGHUP reloads the
-// token file.
+// process exits 0) rather than serve a frozen catalog. SIGHUP reads the
+// token files and the TLS certificate again.
 func waitForStop(srv *server.Server, sig <-chan os.Signal, log *slog.Logger) {
 	for {
 		select {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
-				_ = srv.ReloadAuthToken() // logs what it did; a bad file keeps the token
+				_ = srv.Reload() // logs what it did; a bad file keeps what it would replace
 				continue
 			}
 			log.Info("signal received, shutting down", "signal", s.String())
@@ -117,8 +118,12 @@ func parseConfig(args []string) (server.Config, error) {
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7092", "address the Raft transport binds")
 		raftAdvertise = fs.String("raft-advertise", "", "Raft address other nodes dial (default: --raft-addr; never 0.0.0.0)")
 		httpAdvertise = fs.String("http-advertise", "", "HTTP address other nodes and redirects use (default: bind:port, loopback for 0.0.0.0)")
-		authTokenFile = fs.String("auth-token-file", "", "file holding the bearer token required on catalog and cluster writes and /dump, and keying replica-sync MACs; SIGHUP reads it again")
-		authScope     = fs.String("auth-scope", "admin", "what the token protects: admin (writes and /dump) or all (every route but /health, /readyz and /openapi.json)")
+		authTokenFile = fs.String("auth-token-file", "", "file holding the admin bearer token: one line, or two during a rotation (the first is sent and signs replica-sync messages, both are accepted); SIGHUP reads it again")
+		authScope     = fs.String("auth-scope", "all", "what the admin token protects: all (every route but /health, /ready, /readyz and /openapi.json) or admin (a trusted network: only catalog, threshold, cluster and replica-sync writes, /dump and keepalives)")
+		selTokenFile  = fs.String("selection-token-file", "", "file holding a second token, for Ray callers: accepted on selection, bookings, loads, keepalives and catalog reads, 403 elsewhere; one or two lines; needs --auth-token-file; SIGHUP reads it again")
+		tlsCertFile   = fs.String("tls-cert-file", "", "PEM certificate (with its chain) to serve HTTPS with; the node then calls the others over https too; SIGHUP reads it again")
+		tlsKeyFile    = fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+		tlsCAFile     = fs.String("tls-ca-file", "", "PEM CA certificates the node trusts when it calls other nodes over https (default: the system's roots)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
@@ -218,7 +223,11 @@ func parseConfig(args []string) (server.Config, error) {
 		return server.Config{}, fmt.Errorf("--kv-dial: %w", err)
 	}
 	cl.Join = splitList(*join)
-	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers)
+	scheme := "http"
+	if *tlsCertFile != "" || *tlsKeyFile != "" {
+		scheme = "https"
+	}
+	recoveryPeers, err := server.ParsePeerURLs(*indexerPeers, scheme)
 	if err != nil {
 		return server.Config{}, fmt.Errorf("--indexer-peers (env %s): %w", envflag.Name(env.Prefix, "indexer-peers"), err)
 	}
@@ -271,20 +280,51 @@ func parseConfig(args []string) (server.Config, error) {
 	if *threads < 1 {
 		return cfg, fmt.Errorf("--threads (env %s) must be at least 1, got %d", envflag.Name(env.Prefix, "threads"), *threads)
 	}
-	switch *authScope {
-	case "admin":
-	case "all":
-		cfg.AuthAll = true
-	default:
-		return cfg, fmt.Errorf("--auth-scope must be admin or all, got %q", *authScope)
+	if err := authConfig(&cfg, *authTokenFile, *selTokenFile, *authScope); err != nil {
+		return cfg, err
 	}
-	if *authTokenFile != "" {
-		if cfg.AuthToken, err = authtoken.ReadFile(*authTokenFile); err != nil {
-			return cfg, fmt.Errorf("--auth-token-file (env %s): %w", envflag.Name(env.Prefix, "auth-token-file"), err)
-		}
-		cfg.AuthTokenFile = *authTokenFile // SIGHUP reads it again
+	if err := tlsConfig(&cfg, *tlsCertFile, *tlsKeyFile, *tlsCAFile); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
+}
+
+// authConfig reads the token files into cfg (SPEC §11).
+func authConfig(cfg *server.Config, adminFile, selectionFile, scope string) error {
+	var err error
+	if cfg.AuthScope, err = httpd.ParseScope(scope); err != nil {
+		return fmt.Errorf("--auth-scope (env %s): %w", envflag.Name(env.Prefix, "auth-scope"), err)
+	}
+	if adminFile != "" {
+		if cfg.AuthToken, cfg.AuthTokenAlso, err = authtoken.ReadFile(adminFile); err != nil {
+			return fmt.Errorf("--auth-token-file (env %s): %w", envflag.Name(env.Prefix, "auth-token-file"), err)
+		}
+		cfg.AuthTokenFile = adminFile // SIGHUP reads it again
+	}
+	if selectionFile != "" {
+		if adminFile == "" {
+			return errors.New("--selection-token-file needs --auth-token-file: without an admin token every route is open")
+		}
+		if cfg.SelectionToken, cfg.SelectionTokenAlso, err = authtoken.ReadFile(selectionFile); err != nil {
+			return fmt.Errorf("--selection-token-file (env %s): %w", envflag.Name(env.Prefix, "selection-token-file"), err)
+		}
+		cfg.SelectionTokenFile = selectionFile
+	}
+	return nil
+}
+
+// tlsConfig sets cfg's HTTPS from the --tls-* flags.
+func tlsConfig(cfg *server.Config, certFile, keyFile, caFile string) error {
+	switch {
+	case certFile == "" && keyFile == "" && caFile == "":
+		return nil
+	case certFile == "" && keyFile == "":
+		return errors.New("--tls-ca-file needs --tls-cert-file and --tls-key-file: a node calls the others over https when it serves https itself")
+	case certFile == "" || keyFile == "":
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	cfg.TLS = &server.TLSConfig{CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+	return nil
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

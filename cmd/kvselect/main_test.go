@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	httpd "github.com/kvselect/kvselect/http"
+	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/envflag"
 )
 
 func Test_ParseConfigPrecedence(t *testing.T) {
@@ -43,9 +47,13 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		if err := os.WriteFile(path, []byte("abc\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := parseConfig([]string{"--auth-token-file", path, "--auth-scope", "all"})
-		if err != nil || cfg.AuthToken != "abc" || !cfg.AuthAll {
-			t.Fatalf("token config = %q %v %v", cfg.AuthToken, cfg.AuthAll, err)
+		cfg, err := parseConfig([]string{"--auth-token-file", path})
+		if err != nil || cfg.AuthToken != "abc" || cfg.AuthScope != httpd.ScopeAll {
+			t.Fatalf("token config = %q %q %v", cfg.AuthToken, cfg.AuthScope, err)
+		}
+		cfg, err = parseConfig([]string{"--auth-token-file", path, "--auth-scope", "admin"})
+		if err != nil || cfg.AuthScope != httpd.ScopeAdmin {
+			t.Fatalf("--auth-scope admin = %q %v", cfg.AuthScope, err)
 		}
 	})
 	t.Run("cluster flags", func(t *testing.T) {
@@ -72,7 +80,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		}
 	})
 	for _, bad := range [][]string{
-		{"--auth-scope", "some"}, {"--log-level", "loud"}, {"--log-format", "xml"}, {"stray"},
+		{"--auth-scope", "some"}, {"--auth-scope", ""}, {"--log-level", "loud"}, {"--log-format", "xml"}, {"stray"},
 		{"--initial-cluster", "n1"}, {"--initial-cluster", "n1=0.0.0.0:7000"}, {"--peer-dial", "n2=a/b/c/d"},
 		{"--kv-dial", "127.0.0.1:5557"}, {"--max-reservations", "1"}, {"--max-reserved-blocks", "0"},
 		{"--max-reservations", "-5"},
@@ -125,7 +133,9 @@ func Test_IndexerPeersFlag(t *testing.T) {
 }
 
 // Test_AuthTokenFile: a token file that cannot be used stops the start
-// with an error that names the file and the problem (SPEC §11).
+// with an error that names the flag, its variable, the file and the
+// problem, never the token (SPEC §11). The same checks apply to
+// --selection-token-file.
 func Test_AuthTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name, content string, mode os.FileMode) string {
@@ -138,45 +148,97 @@ func Test_AuthTokenFile(t *testing.T) {
 		}
 		return path
 	}
-	tests := []struct {
-		name, path string
-		token      string // wanted on success
-		problem    string // wanted in the error
-		asRoot     bool   // false: root reads any file, skip
-	}{
-		{name: "token", path: file("ok", "s3cret\n", 0o600), token: "s3cret", asRoot: true},
-		{name: "missing", path: filepath.Join(dir, "missing"), problem: "no such file", asRoot: true},
-		{name: "empty", path: file("empty", "", 0o600), problem: "is empty", asRoot: true},
-		{name: "white space only", path: file("blank", "  \n\n", 0o600), problem: "is empty", asRoot: true},
-		{name: "world-writable", path: file("ww", "s3cret", 0o646), problem: "world-writable", asRoot: true},
-		{name: "unreadable: a directory", path: dir, problem: "is a directory", asRoot: true},
-		{name: "unreadable: no permission", path: file("noperm", "s3cret", 0o000), problem: "permission denied"},
-		{name: "not for a header", path: file("ctl", "s3c\x01ret", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
-		{name: "two tokens", path: file("two", "one two", 0o600), problem: "cannot go in an HTTP header", asRoot: true},
+	type test struct {
+		name, path  string
+		token, also string // wanted on success
+		problem     string // wanted in the error
+		notAsRoot   bool   // root reads the file whatever its mode: skip
 	}
-	for _, tt := range tests {
+	tests := []test{
+		{name: "token", path: file("ok", "s3cret\n", 0o600), token: "s3cret"},
+		{name: "two lines: a rotation", path: file("two", "s3cret\ns3cret-old\n", 0o600), token: "s3cret", also: "s3cret-old"},
+		{name: "missing", path: filepath.Join(dir, "missing"), problem: "no such file"},
+		{name: "empty", path: file("empty", "", 0o600), problem: "is empty"},
+		{name: "white space only", path: file("blank", "  \n\n", 0o600), problem: "is empty"},
+		{name: "world-writable", path: file("ww", "s3cret", 0o646), problem: "world-writable"},
+		{name: "unreadable: a directory", path: dir, problem: "is a directory"},
+		{name: "unreadable: no permission", path: file("noperm", "s3cret", 0o000), problem: "permission denied", notAsRoot: true},
+		{name: "not for a header", path: file("ctl", "s3c\x01ret", 0o600), problem: "cannot go in an HTTP header"},
+		{name: "two tokens on a line", path: file("spaced", "one two", 0o600), problem: "cannot go in an HTTP header"},
+		{name: "three lines", path: file("three", "s3cret\nb\nc", 0o600), problem: "has 3 lines"},
+	}
+	// The read itself fails, for root too (CI runs as root).
+	if path, problem, ok := authtoken.UnreadableForRoot(); ok {
+		tests = append(tests, test{name: "unreadable: the read fails", path: path, problem: problem})
+	}
+	for _, flag := range []string{"auth-token-file", "selection-token-file"} {
+		for _, tt := range tests {
+			t.Run(flag+"/"+tt.name, func(t *testing.T) {
+				if tt.notAsRoot && os.Geteuid() == 0 {
+					t.Skip("root reads the file whatever its mode; the read-fails case stands in for it")
+				}
+				args := []string{"--" + flag, tt.path}
+				if flag == "selection-token-file" {
+					args = append(args, "--auth-token-file", file("admin", "admin-token", 0o600))
+				}
+				cfg, err := parseConfig(args)
+				got, also, from := cfg.AuthToken, cfg.AuthTokenAlso, cfg.AuthTokenFile
+				if flag == "selection-token-file" {
+					got, also, from = cfg.SelectionToken, cfg.SelectionTokenAlso, cfg.SelectionTokenFile
+				}
+				if tt.problem == "" {
+					if err != nil || got != tt.token || also != tt.also || from != tt.path {
+						t.Fatalf("tokens %q, %q from %q, %v", got, also, from, err)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("accepted %s", tt.path)
+				}
+				for _, want := range []string{"--" + flag, envflag.Name("KVSELECT", flag), tt.path, tt.problem} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not say %q", err, want)
+					}
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("error %q quotes the token", err)
+				}
+			})
+		}
+	}
+}
+
+// Test_AuthAndTLSFlags: the combinations the node refuses, and what the
+// TLS flags make of a bare --indexer-peers address.
+func Test_AuthAndTLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	admin, selection := filepath.Join(dir, "admin"), filepath.Join(dir, "selection")
+	for path, token := range map[string]string{admin: "admin-token", selection: "sel-token"} {
+		if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		problem string // "" accepted
+	}{
+		{"selection token without an admin token", []string{"--selection-token-file", selection}, "needs --auth-token-file"},
+		{"both tokens", []string{"--auth-token-file", admin, "--selection-token-file", selection}, ""},
+		{"cert without key", []string{"--tls-cert-file", "c.pem"}, "go together"},
+		{"key without cert", []string{"--tls-key-file", "k.pem"}, "go together"},
+		{"CA without a certificate", []string{"--tls-ca-file", "ca.pem"}, "--tls-ca-file needs --tls-cert-file"},
+		{"TLS", []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem"}, ""},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if !tt.asRoot && os.Geteuid() == 0 {
-				t.Skip("root reads the file whatever its mode")
-			}
-			cfg, err := parseConfig([]string{"--auth-token-file", tt.path})
-			if tt.problem == "" {
-				if err != nil || cfg.AuthToken != tt.token || cfg.AuthTokenFile != tt.path {
-					t.Fatalf("token %q from %q, %v", cfg.AuthToken, cfg.AuthTokenFile, err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted %s", tt.path)
-			}
-			for _, want := range []string{"--auth-token-file", "KVSELECT_AUTH_TOKEN_FILE", tt.path, tt.problem} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not say %q", err, want)
-				}
-			}
-			if strings.Contains(err.Error(), "s3cret") {
-				t.Errorf("error %q quotes the token", err)
+			_, err := parseConfig(tt.args)
+			if tt.problem == "" && err != nil || tt.problem != "" && (err == nil || !strings.Contains(err.Error(), tt.problem)) {
+				t.Fatalf("parseConfig(%q) = %v, want %q", tt.args, err, tt.problem)
 			}
 		})
+	}
+	cfg, err := parseConfig([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,http://b:8092"})
+	if err != nil || cfg.TLS == nil || cfg.TLS.CertFile != "c.pem" || strings.Join(cfg.Recovery.Peers, " ") != "https://a:8092 http://b:8092" {
+		t.Fatalf("TLS config %+v, peers %q, %v", cfg.TLS, cfg.Recovery.Peers, err)
 	}
 }

@@ -42,6 +42,12 @@ type procNode struct {
 	httpAddr string
 	args     []string
 	logPath  string
+	// token, when set, goes on the harness's own status polls (a node
+	// with --auth-token-file guards /cluster/status).
+	token string
+	// https, when set, is the client of a node that serves HTTPS (it
+	// trusts the node's CA); its URLs are then https.
+	https *http.Client
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once the process has exited and been reaped
@@ -50,7 +56,20 @@ type procNode struct {
 }
 
 // url is the node's HTTP base URL followed by path.
-func (n *procNode) url(path string) string { return "http://" + n.httpAddr + path }
+func (n *procNode) url(path string) string {
+	if n.https != nil {
+		return "https://" + n.httpAddr + path
+	}
+	return "http://" + n.httpAddr + path
+}
+
+// pollClient is the client of the harness's polls of n.
+func (n *procNode) pollClient() *http.Client {
+	if n.https != nil {
+		return n.https
+	}
+	return pollClient
+}
 
 // exited reports whether the process has exited.
 func (n *procNode) exited() bool {
@@ -359,13 +378,17 @@ func (a answer) String() string {
 	return fmt.Sprintf("%d %s", a.status, strings.TrimSpace(string(a.body)))
 }
 
-// send makes one JSON request with client and reads the whole answer.
-func send(ctx context.Context, client *http.Client, method, url, body string) (answer, error) {
+// send makes one JSON request with client and reads the whole answer;
+// header holds pairs of header names and values.
+func send(ctx context.Context, client *http.Client, method, url, body string, header ...string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -380,7 +403,11 @@ func send(ctx context.Context, client *http.Client, method, url, body string) (a
 
 // getJSON GETs path on node into v, requiring 200.
 func getJSON(node *procNode, path string, v any) error {
-	a, err := send(context.Background(), pollClient, http.MethodGet, node.url(path), "")
+	var header []string
+	if node.token != "" {
+		header = []string{api.HeaderAuthorization, api.Bearer(node.token)}
+	}
+	a, err := send(context.Background(), node.pollClient(), http.MethodGet, node.url(path), "", header...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", node.id, err)
 	}

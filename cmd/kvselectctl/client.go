@@ -1,54 +1,55 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/authtoken"
 )
 
-// maxTokenFile bounds the token file read.
-const maxTokenFile = 64 << 10
-
 // newClient builds the Go client from the global flags: the nodes of
-// --addr, the token of --token-file, and --timeout for each request and
-// for the retries of a leader-only one.
+// --addr, the token of --token or --token-file, the CA of --ca-file, and
+// --timeout for each request and for the retries of a leader-only one.
 func newClient(g *globals) (*client.Client, error) {
 	if g.timeout <= 0 {
 		return nil, usageErrorf("--timeout must be positive, got %v", g.timeout)
 	}
 	addrs := strings.Split(g.addr, ",")
-	token, err := readToken(g.tokenFile)
+	token, err := g.bearer()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(client.Config{Addrs: addrs, Token: token, RetryTimeout: g.timeout,
+	c, err := client.New(client.Config{Addrs: addrs, Token: token, RetryTimeout: g.timeout, CAFile: g.caFile,
 		HTTPClient: &http.Client{Timeout: g.timeout}})
-	if err != nil {
+	switch {
+	case errors.Is(err, client.ErrCAFile):
+		return nil, errors.New("--ca-file: " + strings.TrimPrefix(err.Error(), "client: "))
+	case err != nil:
 		return nil, usageErrorf("--addr: %s", strings.TrimPrefix(err.Error(), "client: "))
 	}
 	return c, nil
 }
 
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
+// bearer is the token to send: --token, or the first line of
+// --token-file (a node's two-line token file during a rotation will do).
+func (g *globals) bearer() (string, error) {
+	switch {
+	case g.token != "" && g.tokenFile != "":
+		return "", usageErrorf("give --token or --token-file, not both")
+	case g.token != "":
+		if err := authtoken.Validate(g.token); err != nil {
+			return "", usageErrorf("--token: %v", err)
+		}
+		return g.token, nil
+	case g.tokenFile != "":
+		token, _, err := authtoken.ReadFile(g.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		return token, nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("--token-file: %s is empty", path)
-	}
-	return token, nil
+	return "", nil
 }

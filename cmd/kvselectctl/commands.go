@@ -37,6 +37,7 @@ func newRootCmd(e *env) *cobra.Command {
 	root.SetHelpCommand(helpCmd())
 	e.g.register(root.PersistentFlags())
 	_ = root.MarkPersistentFlagFilename("token-file")
+	_ = root.MarkPersistentFlagFilename("ca-file")
 	root.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 
 	root.AddCommand(clusterCmd(e), workersCmd(e), selectCmd(e), reservationsCmd(e), loadsCmd(e), thresholdsCmd(e), replicaSyncCmd(e), dumpCmd(e))
@@ -56,7 +57,9 @@ says so each second.
 Tables are for people; --json prints the server's JSON, indented.
 
 Every global flag can also be set through KVSELECT_<FLAG>, for example
-KVSELECT_ADDR or KVSELECT_TOKEN_FILE; the command line wins.
+KVSELECT_ADDR, KVSELECT_TOKEN_FILE, KVSELECT_TOKEN or KVSELECT_CA_FILE;
+the command line wins. A cluster that serves HTTPS takes https:// URLs
+in --addr, and --ca-file when its CA is its own.
 
 Exit status: 0 on success; 1 when a request fails or the server answers
 with an error ("kvselectctl: <code>: <message> (HTTP <status>)"); 2 for a

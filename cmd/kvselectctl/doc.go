@@ -25,7 +25,7 @@
 // "kvselectctl help <command>" prints the same; the help goes to stdout.
 // "kvselectctl completion <shell>" prints a completion script that
 // completes commands, subcommands and flags. The global flags (--addr,
-// --token-file, --json, --timeout) are accepted before or after the
+// --token-file, --token, --ca-file, --json, --timeout) are accepted before or after the
 // command, flags and positional arguments may mix, and everything after
 // "--" is positional. -name, with one dash, is still read as --name, as Go's
 // flag package (the parser before cobra) read it. Every global flag can

@@ -9,6 +9,8 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/fakenode"
+	"github.com/kvselect/kvselect/internal/testpki"
+	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
 
@@ -171,5 +173,37 @@ func Test_EndToEndCluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCtl("cluster", "status", "--json")), &st); err != nil ||
 		st.Leader.ID != next.Node.ID() || len(st.Members) != 3 {
 		t.Fatalf("cluster status --json: %+v, %v", st, err)
+	}
+}
+
+// Test_EndToEndHTTPS drives a node that serves HTTPS with a CA of its own
+// and two tokens: the CA and the token come from the environment
+// (KVSELECT_CA_FILE, KVSELECT_TOKEN); without the CA nothing is trusted,
+// and the selection token is refused an admin command with 403.
+func Test_EndToEndHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, dir, "ctl")
+	leaf := ca.Issue(t, "n1")
+	cfg := servertest.Config("n1", t.TempDir())
+	cfg.TLS = &server.TLSConfig{CertFile: leaf.CertFile, KeyFile: leaf.KeyFile}
+	cfg.AuthToken, cfg.SelectionToken = "adm", "sel"
+	s := servertest.MustStart(t, cfg)
+
+	_, errOut, code := runCLI(t, "--addr", s.URL(), "--token", "adm", "cluster", "status")
+	if code != exitError || !strings.Contains(errOut, "certificate signed by unknown authority") {
+		t.Fatalf("without the CA: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("KVSELECT_ADDR", s.URL())
+	t.Setenv("KVSELECT_CA_FILE", ca.CertFile)
+	t.Setenv("KVSELECT_TOKEN", "adm")
+	if out, errOut, code := runCLI(t, "cluster", "status"); code != exitOK || !strings.HasPrefix(out, "node n1  state leader") {
+		t.Fatalf("cluster status over HTTPS: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, "--token", "sel", "dump"); code != exitError || !strings.HasPrefix(errOut, "kvselectctl: forbidden: ") ||
+		!strings.Contains(errOut, "(HTTP 403)") {
+		t.Fatalf("dump with the selection token: exit %d, stderr %q", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, "--token", "sel", "loads"); code != exitOK {
+		t.Fatalf("loads with the selection token: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -35,7 +35,9 @@ const envPrefix = "KVSELECT"
 // globals are the flags every command accepts, before or after its name.
 type globals struct {
 	addr      string
+	token     string
 	tokenFile string
+	caFile    string
 	json      bool
 	timeout   time.Duration
 }
@@ -48,7 +50,9 @@ func defaultGlobals() *globals {
 // environment variable.
 func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.addr, "addr", g.addr, "comma-separated node base `URLs`, tried in order; a bare host:port gets http://")
-	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "`file` holding the bearer token sent on every request")
+	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "`file` holding the bearer token sent on every request (its first line: a node's token file will do)")
+	fs.StringVar(&g.token, "token", g.token, "bearer `token` sent on every request; prefer --token-file or the environment variable, a command line is visible to every user of the host")
+	fs.StringVar(&g.caFile, "ca-file", g.caFile, "PEM `file` of the CA that signs the nodes' HTTPS certificates (default: the system's roots)")
 	fs.BoolVar(&g.json, "json", g.json, "print the server's JSON (indented) instead of tables")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "per-request timeout; also bounds retries while the cluster elects a leader")
 	fs.VisitAll(func(f *pflag.Flag) { f.Usage += " (env " + envflag.Name(envPrefix, f.Name) + ")" })

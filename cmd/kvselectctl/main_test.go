@@ -100,7 +100,13 @@ func Test_ExitCodes(t *testing.T) {
 		{name: "bad timeout", args: []string{"--timeout", "0s", "loads"}, wantCode: exitUsage,
 			wantStderr: "kvselectctl: --timeout must be positive, got 0s"},
 		{name: "missing token file", args: []string{"--token-file", "/nonexistent/token", "loads"}, wantCode: exitError,
-			wantStderr: "kvselectctl: --token-file: open /nonexistent/token: no such file or directory"},
+			wantStderr: "kvselectctl: --token-file: invalid auth token: open /nonexistent/token: no such file or directory"},
+		{name: "token and token file", args: []string{"--token-file", "/nonexistent/token", "--token", "t", "loads"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: give --token or --token-file, not both"},
+		{name: "token not for a header", args: []string{"--token", "two words", "loads"}, wantCode: exitUsage,
+			wantStderr: "kvselectctl: --token: invalid auth token: byte 3"},
+		{name: "missing CA file", args: []string{"--ca-file", "/nonexistent/ca.pem", "loads"}, wantCode: exitError,
+			wantStderr: "kvselectctl: --ca-file: invalid CA file: open /nonexistent/ca.pem: no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/envflag"
 	"github.com/kvselect/kvselect/kvsim"
 )
@@ -53,7 +52,8 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		replayWithTopic  = fs.Bool("replay-with-topic", false, "answer replay with [\"\", topic, seq, payload] instead of vLLM's [\"\", seq, payload]")
 		register         = fs.String("register", "", "kvselect URL to register every worker with after start (POST /workers)")
 		leaseTTL         = fs.Duration("lease-ttl", 10*time.Second, "with --register: register each worker with this lease and keep it alive, so kvselect drops the workers once kvsim stops (whole seconds, 1s-1h; 0: no lease, the workers stay until deleted)")
-		authTokenFile    = fs.String("auth-token-file", "", "file holding the bearer token for kvselect calls")
+		authTokenFile    = fs.String("auth-token-file", "", "file holding the bearer token for kvselect calls (the admin token: kvsim registers workers); of a two-line file, the first line is sent")
+		tlsCAFile        = fs.String("tls-ca-file", "", "PEM CA certificates that sign the kvselect nodes' HTTPS certificates (default: the system's roots)")
 		control          = fs.String("control", "127.0.0.1:8093", "address of the HTTP control API (empty disables it)")
 		trace            = fs.String("trace", "", "Mooncake trace (JSON lines) to replay after start; kvsim prints a report, then keeps serving its workers until SIGINT or SIGTERM unless --exit-after-trace")
 		traceSelect      = fs.String("trace-select", "", "kvselect URL whose /select chooses each trace request's worker (default: round-robin)")
@@ -121,9 +121,11 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 	if lease != 0 && (lease < time.Second || lease > time.Hour || lease%time.Second != 0) {
 		return config{}, fmt.Errorf("--lease-ttl must be 0 or whole seconds from 1s to 1h, got %s", lease)
 	}
-	token, err := readToken(*authTokenFile)
-	if err != nil {
-		return config{}, err
+	var token string
+	if *authTokenFile != "" {
+		if token, _, err = authtoken.ReadFile(*authTokenFile); err != nil {
+			return config{}, fmt.Errorf("--auth-token-file: %w", err)
+		}
 	}
 
 	return config{
@@ -142,6 +144,7 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 			Topic:           *topic,
 			ReplayWithTopic: *replayWithTopic,
 			AuthToken:       token,
+			CAFile:          *tlsCAFile,
 			LeaseTTL:        lease,
 		},
 		register:         *register,
@@ -155,29 +158,6 @@ func parseConfig(args []string, output io.Writer) (config, error) {
 		logLevel:         level,
 		logFormat:        *logFormat,
 	}, nil
-}
-
-// maxTokenFile bounds the token file read.
-const maxTokenFile = 64 << 10
-
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("--auth-token-file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
-	if err != nil {
-		return "", fmt.Errorf("--auth-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(data))
-	if token == "" {
-		return "", fmt.Errorf("--auth-token-file: %s is empty", path)
-	}
-	return token, nil
 }
 
 // newLogger builds the process logger.

@@ -80,6 +80,52 @@ func Test_Validate(t *testing.T) {
 	}
 }
 
+// Test_HolderTwoTokens: a holder accepts its token and its second one,
+// nothing else, and sends only the first; setting a pair records the
+// replaced token as Previous only when the sent token changes.
+func Test_HolderTwoTokens(t *testing.T) {
+	h := NewHolder("")
+	if h.Accepts("") || h.Accepts("x") {
+		t.Fatal("a holder without a token accepts something")
+	}
+	for _, step := range []struct {
+		token, also  string
+		changed      bool
+		accepts      []string
+		refuses      []string
+		wantPrevious string
+	}{
+		{"old", "", true, []string{"old"}, []string{"new", "", "ol", "oldx"}, ""},
+		{"old", "new", true, []string{"old", "new"}, []string{"", "ne", "newold"}, ""},
+		{"old", "new", false, []string{"old", "new"}, nil, ""},
+		{"new", "old", true, []string{"old", "new"}, []string{""}, "old"},
+		{"new", "new", true, []string{"new"}, []string{"old"}, "old"}, // a second line equal to the first is no second token
+		{"new", "", false, []string{"new"}, []string{"old"}, "old"},
+	} {
+		if got := h.SetTokens(step.token, step.also); got != step.changed {
+			t.Fatalf("SetTokens(%q, %q) changed = %v", step.token, step.also, got)
+		}
+		s := h.Load()
+		if h.Token() != step.token || s.Previous != step.wantPrevious {
+			t.Fatalf("after SetTokens(%q, %q): %+v", step.token, step.also, s)
+		}
+		for _, tok := range step.accepts {
+			if !h.Accepts(tok) {
+				t.Errorf("after SetTokens(%q, %q): %q refused", step.token, step.also, tok)
+			}
+		}
+		for _, tok := range step.refuses {
+			if h.Accepts(tok) {
+				t.Errorf("after SetTokens(%q, %q): %q accepted", step.token, step.also, tok)
+			}
+		}
+	}
+	var nilHolder *Holder
+	if nilHolder.Accepts("x") {
+		t.Fatal("a nil holder accepts a token")
+	}
+}
+
 func Test_ReadFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string, mode os.FileMode) string {
@@ -92,30 +138,43 @@ func Test_ReadFile(t *testing.T) {
 		}
 		return p
 	}
-	for _, tt := range []struct {
-		name, path, want, problem string
+	tests := []struct {
+		name, path, want, also, problem string
 	}{
 		{name: "trimmed", path: write("ok", "  s3cret\n", 0o600), want: "s3cret"},
 		{name: "group readable", path: write("group", "s3cret", 0o640), want: "s3cret"},
+		{name: "two lines", path: write("lines", "new\nold\n", 0o600), want: "new", also: "old"},
+		{name: "two lines, CRLF and blanks around", path: write("crlf", "\r\n new \r\n old\r\n\n", 0o600), want: "new", also: "old"},
+		{name: "two equal lines", path: write("same", "s3cret\ns3cret\n", 0o600), want: "s3cret"},
 		{name: "missing", path: filepath.Join(dir, "nope"), problem: "no such file"},
 		{name: "directory", path: dir, problem: "is a directory"},
 		{name: "empty", path: write("empty", "", 0o600), problem: "is empty"},
 		{name: "blank", path: write("blank", " \n\t\n", 0o600), problem: "is empty"},
 		{name: "world-writable", path: write("ww", "s3cret", 0o666), problem: "world-writable"},
-		{name: "two lines", path: write("lines", "a\nb\n", 0o600), problem: "cannot go in an HTTP header"},
+		{name: "three lines", path: write("three", "a\nb\nc\n", 0o600), problem: "has 3 lines"},
+		{name: "an empty line between two", path: write("gap", "a\n\nb\n", 0o600), problem: "has 3 lines"},
+		{name: "two tokens on a line", path: write("spaced", "a b\nc", 0o600), problem: "line 1: invalid auth token: byte 1"},
+		{name: "bad second line", path: write("bad2", "a\nb c", 0o600), problem: "line 2: invalid auth token: byte 1"},
 		{name: "too large", path: write("large", strings.Repeat("x", MaxFileSize+1), 0o600), problem: "larger than"},
-	} {
+	}
+	if path, problem, ok := UnreadableForRoot(); ok {
+		tests = append(tests, struct{ name, path, want, also, problem string }{name: "unreadable, even by root", path: path, problem: problem})
+	}
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReadFile(tt.path)
+			got, also, err := ReadFile(tt.path)
 			if tt.problem == "" {
-				if err != nil || got != tt.want {
-					t.Fatalf("ReadFile = %q, %v; want %q", got, err, tt.want)
+				if err != nil || got != tt.want || also != tt.also {
+					t.Fatalf("ReadFile = %q, %q, %v; want %q, %q", got, also, err, tt.want, tt.also)
 				}
 				return
 			}
 			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.path) ||
 				!strings.Contains(err.Error(), tt.problem) {
 				t.Fatalf("ReadFile = %q, %v; want an error naming %s and %q", got, err, tt.path, tt.problem)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the error quotes the token: %v", err)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -60,8 +61,24 @@ func (n *Node) serve(w http.ResponseWriter, r *http.Request) {
 	n.Mux.ServeHTTP(w, r)
 }
 
+// NewTLS starts a fake node that serves HTTPS with httptest's
+// certificate for 127.0.0.1 (Certificate; it signs itself, so its PEM
+// serves as a CA file). Failed handshakes (a client without the CA) are
+// not logged.
+func NewTLS(t testing.TB) *Node {
+	t.Helper()
+	n := &Node{Mux: http.NewServeMux()}
+	n.Server = httptest.NewUnstartedServer(http.HandlerFunc(n.serve))
+	n.Server.Config.ErrorLog = log.New(io.Discard, "", 0)
+	n.StartTLS()
+	t.Cleanup(n.Close)
+	return n
+}
+
 // Host is the node's host:port, as /cluster/status advertises it.
-func (n *Node) Host() string { return strings.TrimPrefix(n.URL, "http://") }
+func (n *Node) Host() string {
+	return strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
+}
 
 // Requests returns what the node received on one route ("POST /workers").
 func (n *Node) Requests(route string) []Request {

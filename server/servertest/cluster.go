@@ -188,6 +188,18 @@ func (c *Cluster) Crash(i int) {
 // Restart starts a stopped node i again on its data dir and Raft address.
 func (c *Cluster) Restart(i int) *server.Server {
 	c.t.Helper()
+	return c.RestartWith(i, nil)
+}
+
+// RestartWith starts a stopped node i again, its configuration first
+// adjusted by mutate (when not nil) as a restarted process would read
+// its files again (tokens, certificates); the change is kept for later
+// restarts.
+func (c *Cluster) RestartWith(i int, mutate func(cfg *server.Config)) *server.Server {
+	c.t.Helper()
+	if mutate != nil {
+		mutate(&c.cfgs[i])
+	}
 	cfg := c.cfgs[i]
 	cfg.Cluster.RaftListener = nil
 	s, err := server.Start(cfg)

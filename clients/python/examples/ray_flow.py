@@ -65,10 +65,10 @@ def main() -> int:
     ap.add_argument("--kvselect", default="http://127.0.0.1:8092", help="kvselect node URLs, comma separated")
     ap.add_argument("--kvsim", help="kvsim control API URL: serve prompts on simulated workers")
     ap.add_argument("--model", default="llama", help="model_name of the workers")
-    ap.add_argument("--token-file", help="file holding the bearer token")
+    ap.add_argument("--token-file", help="file holding the bearer token (the admin token: the example registers workers)")
+    ap.add_argument("--ca-file", help="PEM file of the CA that signs the nodes' HTTPS certificates")
     args = ap.parse_args()
-    token = open(args.token_file).read().strip() if args.token_file else None
-    kv = Client(args.kvselect, token=token)
+    kv = Client(args.kvselect, token_file=args.token_file, ca_file=args.ca_file)
 
     print("1. register the workers (catalog writes go through the leader)")
     mine: List[int] = []

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -105,12 +107,35 @@ class _Answer:
     body: bytes
 
 
-def base_url(addr: str) -> str:
-    """Turns "host:port" into "http://host:port" without a trailing slash."""
+def base_url(addr: str, scheme: str = "http") -> str:
+    """Turns "host:port" into "<scheme>://host:port" (http by default)
+    without a trailing slash; an address with a scheme keeps it."""
     addr = addr.strip()
     if "://" not in addr:
-        addr = "http://" + addr
+        addr = scheme + "://" + addr
     return addr.rstrip("/")
+
+
+def read_token_file(path: str) -> str:
+    """The token of a token file: its first line (a kvselect node's file
+    holds two during a rotation, the one to send first), checked as the
+    node checks it: visible ASCII, so that it goes into a header as is."""
+    with open(path, "rb") as f:
+        raw = f.read(4097)
+    if len(raw) > 4096:
+        raise ValueError(f"{path} is larger than 4096 bytes: not a token file")
+    lines = raw.decode("ascii", errors="replace").strip().splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise ValueError(f"{path} is empty")
+    _check_token(token, path)
+    return token
+
+
+def _check_token(token: str, what: str) -> None:
+    for i, c in enumerate(token):
+        if not 0x21 <= ord(c) <= 0x7E:
+            raise ValueError(f"{what}: byte {i} of the token cannot go in an HTTP header (use visible ASCII)")
 
 
 class Client:
@@ -118,16 +143,26 @@ class Client:
 
     addrs: node base URLs ("http://host:port" or "host:port"), in order of
     preference, as a list or a comma-separated string.
-    token: bearer token sent on every request.
+    token: bearer token sent on every request (the selection token is
+    enough for selection, bookings, loads, keepalives and catalog reads;
+    catalog writes need the admin token).
+    token_file: a file to read the token from instead (its first line).
+    ca_file: PEM file of the CA that signs the nodes' HTTPS certificates,
+    trusted instead of the system's roots (https:// addresses).
     timeout: seconds one request (one attempt) may take, unless the call
     has a timeout of its own.
     retry_timeout: seconds a leader-only request keeps retrying while no
     leader answers.
     pinned: send every call to the first address, once (no failover, no
     leader following, no retries).
+
+    Client.from_env() reads the addresses, token and CA file from the
+    variables kvselectctl reads (KVSELECT_ADDR, KVSELECT_TOKEN or
+    KVSELECT_TOKEN_FILE, KVSELECT_CA_FILE).
     """
 
     def __init__(self, addrs: Union[str, Sequence[str]], *, token: Optional[str] = None,
+                 token_file: Optional[str] = None, ca_file: Optional[str] = None,
                  timeout: float = 10.0, retry_timeout: float = 10.0,
                  max_answer_bytes: int = 1 << 30, pinned: bool = False) -> None:
         if isinstance(addrs, str):
@@ -143,7 +178,15 @@ class Client:
             self._addrs.append(base)
         if not self._addrs:
             raise ValueError("no node address given")
+        if token and token_file:
+            raise ValueError("give token or token_file, not both")
+        if token_file:
+            token = read_token_file(token_file)
+        elif token:
+            _check_token(token, "token")
         self._token = token
+        self._ca_file = ca_file
+        self._ssl = _ssl_context(ca_file)
         self._timeout = timeout
         self._retry_timeout = retry_timeout
         self._max_answer = max_answer_bytes
@@ -153,18 +196,34 @@ class Client:
         self._index = 0
         self._local = threading.local()
 
+    @classmethod
+    def from_env(cls, addrs: Union[str, Sequence[str], None] = None, **kwargs: Any) -> "Client":
+        """A client configured as kvselectctl is: the addresses from
+        KVSELECT_ADDR (unless given), the token from KVSELECT_TOKEN or
+        KVSELECT_TOKEN_FILE (not both) and the CA from KVSELECT_CA_FILE,
+        unless kwargs give them."""
+        addrs = addrs or os.environ.get("KVSELECT_ADDR") or "http://127.0.0.1:8092"
+        if "token" not in kwargs and "token_file" not in kwargs:
+            kwargs["token"] = os.environ.get("KVSELECT_TOKEN") or None
+            kwargs["token_file"] = os.environ.get("KVSELECT_TOKEN_FILE") or None
+        if "ca_file" not in kwargs and os.environ.get("KVSELECT_CA_FILE"):
+            kwargs["ca_file"] = os.environ["KVSELECT_CA_FILE"]
+        return cls(addrs, **kwargs)
+
     # A client can be sent to a Ray task or actor (pickled): it keeps its
-    # nodes, token, home node and session index, and gets a fresh lock.
+    # nodes, token, CA file, home node and session index, and gets a fresh
+    # lock and TLS context (the CA file is read again where it lands).
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_lock"], state["_local"]
+        del state["_lock"], state["_local"], state["_ssl"]
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._ssl = _ssl_context(self._ca_file)
 
     # Session consistency and introspection.
 
@@ -563,7 +622,8 @@ class Client:
             if st["leader"]["id"] != st.get("node_id"):
                 if not st["leader"].get("http_addr"):
                     continue
-                leader = base_url(st["leader"]["http_addr"])
+                # A cluster serves one scheme: the leader's is base's.
+                leader = base_url(st["leader"]["http_addr"], urlsplit(base).scheme)
             if leader != avoid:
                 return leader
         return ""
@@ -610,8 +670,12 @@ class Client:
 
     def _round_trip(self, url: str, call: _Call) -> _Answer:
         u = urlsplit(url)
-        conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(u.hostname, u.port, timeout=call.time_left(self._timeout))
+        timeout = call.time_left(self._timeout)
+        conn: http.client.HTTPConnection
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
         target = (u.path or "/") + ("?" + u.query if u.query else "")
         headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.5.0"}
         if call.body is not None:
@@ -640,6 +704,12 @@ class Client:
             return _Answer(node="", url=url, status=resp.status, headers=resp.headers, body=body)
         finally:
             conn.close()
+
+
+def _ssl_context(ca_file: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The TLS context of https calls: the system's roots (None), or
+    ca_file's CA certificates instead."""
+    return ssl.create_default_context(cafile=ca_file) if ca_file else None
 
 
 def _json(body: Mapping[str, Any]) -> bytes:

@@ -83,6 +83,7 @@ def path(template: str, ident: object) -> str:
 CODE_BAD_REQUEST = "bad_request"
 CODE_PAYLOAD_TOO_LARGE = "payload_too_large"
 CODE_UNAUTHORIZED = "unauthorized"
+CODE_FORBIDDEN = "forbidden"
 CODE_NOT_FOUND = "not_found"
 CODE_METHOD_NOT_ALLOWED = "method_not_allowed"
 CODE_CONFLICT = "conflict"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -40,9 +42,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get_json(url: str, timeout: float = 2.0) -> Optional[dict]:
+def get_json(url: str, timeout: float = 2.0, context: Optional[ssl.SSLContext] = None) -> Optional[dict]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return json.load(resp)
     except Exception:  # not up yet, or an error answer
         return None
@@ -240,3 +242,46 @@ def fakes() -> Iterator[Callable[[], FakeNode]]:
 def dead_addr() -> str:
     """An address nothing listens on."""
     return f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture
+def tls_node(tmp_path) -> Iterator[Dict[str, str]]:
+    """One kvselect node serving HTTPS with a CA made for the test (by the
+    openssl command; skipped without it), an admin token and a selection
+    token. Yields its URL and the paths of the CA and token files."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test CA with")
+    d = str(tmp_path)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+            "-subj", "/CN=test-ca", "-keyout", "ca-key.pem", "-out", "ca.pem")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-subj", "/CN=n1", "-keyout", "n1-key.pem", "-out", "n1.csr")
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "n1.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-days", "1", "-extfile", "ext.cnf", "-out", "n1.pem")
+    files = {"ca": "ca.pem", "admin": "admin-token", "selection": "selection-token"}
+    files = {k: os.path.join(d, v) for k, v in files.items()}
+    for name, token in (("admin", "adm-new\nadm-old\n"), ("selection", "sel-new\n")):
+        with open(files[name], "w") as f:
+            f.write(token)
+        os.chmod(files[name], 0o600)
+    port, raft = free_port(), free_port()
+    p = Proc([binary("kvselect"), "--node-id", "n1", "--bind", "127.0.0.1", "--port", str(port),
+              "--raft-addr", f"127.0.0.1:{raft}", "--data-dir", os.path.join(d, "n1"), "--log-level", "warn",
+              "--tls-cert-file", os.path.join(d, "n1.pem"), "--tls-key-file", os.path.join(d, "n1-key.pem"),
+              "--auth-token-file", files["admin"], "--selection-token-file", files["selection"]],
+             os.path.join(d, "n1.log"))
+    url = f"https://127.0.0.1:{port}"
+    ctx = ssl.create_default_context(cafile=files["ca"])
+    try:
+        # /readyz is open: no token needed to wait for the node.
+        wait_for("the node leads and is ready",
+                 lambda: (get_json(url + "/readyz", context=ctx) or {}).get("state") == "leader")
+        yield {"url": url, **files}
+    finally:
+        p.stop()

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/kvselect/kvselect/client"
+)
+
+// HTTPS (SPEC §11). A node given a certificate serves its API over TLS
+// only, and calls the other nodes over https: a cluster runs one scheme,
+// so the node's own setting says which (member addresses in the catalog
+// are host:port, without a scheme). --tls-ca-file names the CA the node
+// trusts when it calls them (forwarding to the leader, the index
+// recovery's /dump, join, metadata, the removal check), instead of the
+// system's roots. The certificate and key are read again on SIGHUP
+// (Reload); the CA file only at start.
+
+// TLSConfig serves the HTTP API over HTTPS.
+type TLSConfig struct {
+	// CertFile and KeyFile hold the node's certificate (with its chain)
+	// and private key, PEM. Both are required.
+	CertFile, KeyFile string
+	// CAFile, when set, holds the CA certificates (PEM) that sign the
+	// other nodes' certificates; "" trusts the system's roots.
+	CAFile string
+}
+
+// ErrTLSConfig is wrapped by every error about the TLS configuration.
+var ErrTLSConfig = errors.New("invalid TLS configuration")
+
+// servingCert is the node's certificate, swapped whole on a reload; the
+// TLS handshake reads it for every new connection.
+type servingCert struct {
+	certFile, keyFile string
+	cur               atomic.Pointer[tls.Certificate]
+}
+
+func loadServingCert(certFile, keyFile string) (*servingCert, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, fmt.Errorf("%w: a certificate needs both a cert file and a key file (--tls-cert-file, --tls-key-file)", ErrTLSConfig)
+	}
+	c := &servingCert{certFile: certFile, keyFile: keyFile}
+	if err := c.reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// reload reads the certificate and key again; a pair that does not load
+// keeps the current one.
+func (c *servingCert) reload() error {
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("%w: certificate %s, key %s: %w", ErrTLSConfig, c.certFile, c.keyFile, err)
+	}
+	c.cur.Store(&cert)
+	return nil
+}
+
+func (c *servingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
+
+// serverTLS is the TLS configuration the API is served with.
+func (c *servingCert) serverTLS() *tls.Config {
+	return &tls.Config{GetCertificate: c.get, MinVersion: tls.VersionTLS12}
+}
+
+// peerTLS returns the scheme of the node's calls to other nodes and their
+// TLS configuration (nil: plain HTTP, or the system's roots).
+func peerTLS(cfg *TLSConfig) (scheme string, tc *tls.Config, err error) {
+	if cfg == nil {
+		return "http", nil, nil
+	}
+	if cfg.CAFile == "" {
+		return "https", nil, nil
+	}
+	if tc, err = client.TLSConfig(cfg.CAFile); err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrTLSConfig, err)
+	}
+	return "https", tc, nil
+}
