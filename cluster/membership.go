@@ -143,11 +143,27 @@ func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 		// was sent, and the cluster is not taking writes.
 		return fmt.Errorf("%w: another metadata write is still pending: %v", ErrNoLeader, ctx.Err())
 	}
-	if cur, ok := n.Catalog().Node(meta.ID); ok && cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync {
+	cur, ok := n.Catalog().Node(meta.ID)
+	if ok && metaCurrent(cur, meta) {
 		return nil
 	}
-	_, err := n.Apply(ctx, fsm.SetNode{Node: meta})
-	return err
+	restart := meta.Incarnation != 0 && cur.Incarnation != meta.Incarnation
+	if restart {
+		// An incarnation is written after the cluster id, never before
+		// (planClusterID relies on it).
+		if err := n.ensureClusterID(ctx, false); err != nil {
+			return err
+		}
+	}
+	if _, err := n.Apply(ctx, fsm.SetNode{Node: meta}); err != nil {
+		return err
+	}
+	if restart && meta.ID != n.cfg.NodeID {
+		// A node started: if it restored a snapshot that lost the
+		// cluster id, this gives it back (identity.go).
+		return n.ensureClusterID(ctx, true)
+	}
+	return nil
 }
 
 // Remove removes a member and its metadata (leader only). Removing an
