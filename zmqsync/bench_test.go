@@ -158,7 +158,7 @@ func bareDelays(b *testing.B, rate, n int) []time.Duration {
 	b.ResetTimer()
 	pace(rate, n, func(i int) {
 		ev := benchEvent(i)
-		payload := AppendMessage(binary.BigEndian.AppendUint64(nil, uint64(i)), &Message{Origin: "a", Events: []Event{ev}})
+		payload := AppendMessage(binary.BigEndian.AppendUint64(nil, uint64(i)), &Message{Version: PreviousVersion, Origin: "a", Events: []Event{ev}})
 		sent[i] = time.Now()
 		_ = pub.Send(zmq4.NewMsgFrom([]byte(Topic), payload[:8], payload[8:]))
 	})

@@ -218,7 +218,7 @@ func (s *Syncer) Publish(ev Event) {
 // send batches queued events into messages until the syncer closes.
 func (s *Syncer) send() {
 	defer s.wg.Done()
-	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
+	msg := Message{Version: PreviousVersion, Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
 	var (
 		buf []byte
 		mac macer

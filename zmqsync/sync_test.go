@@ -157,7 +157,8 @@ func Test_Garbage(t *testing.T) {
 	defer evil.Close()
 	var rb recorder
 	b := startSyncer(t, "b", &rb, "tcp://"+evil.Addr().String())
-	valid := AppendMessage(nil, &Message{Origin: "evil", Events: []Event{testAdmission("ok")}})
+	validMsg := wireV1("evil", testAdmission("ok"))
+	valid := AppendMessage(nil, &validMsg)
 	junk := [][][]byte{
 		{[]byte(Topic)},                                    // no payload
 		{[]byte(Topic), []byte{0x93, 0x01}},                // truncated
