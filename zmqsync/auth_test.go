@@ -161,6 +161,7 @@ func Test_AuthenticatedSync(t *testing.T) {
 	var ra, rb recorder
 	a := startAuthSyncer(t, "a", &ra, authtoken.NewHolder("s3cret"))
 	b := startAuthSyncer(t, "b", &rb, authtoken.NewHolder("s3cret"), a.Endpoint())
+	asPrevious(a, b) // v1: the messages forged below need no counter
 	publishUntil(t, a, &rb, "probe-a")
 	a.Publish(testAdmission("from-a"))
 	eventually(t, "b applies a's admission", func() bool { return slices.Contains(rb.got(), "a:admission:from-a") })
@@ -267,8 +268,7 @@ func Test_RotationGrace(t *testing.T) {
 	var ra, rb, rc recorder
 	a := startAuthSyncer(t, "a", &ra, authtoken.NewHolder("old"))
 	bAuth := authtoken.NewHolder("old")
-	startAuthSyncer(t, "b", &rb, bAuth, a.Endpoint())
-	publishUntil(t, a, &rb, "probe-b")
+	b := startAuthSyncer(t, "b", &rb, bAuth, a.Endpoint())
 	cAuth := authtoken.NewHolder("old")
 	c, err := Start(Config{NodeID: "c", Listen: "tcp://127.0.0.1:0", Peers: []string{a.Endpoint()}, Apply: rc.apply,
 		Auth: cAuth, PreviousTokenGrace: -1, BackoffMin: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -276,6 +276,8 @@ func Test_RotationGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	inCluster(a, b, c)
+	publishUntil(t, a, &rb, "probe-b")
 	publishUntil(t, a, &rc, "probe-c")
 	bAuth.Set("new")
 	cAuth.Set("new")

@@ -99,6 +99,7 @@ func syncDelays(b *testing.B, rate, n int, token string) []time.Duration {
 		b.Fatal(err)
 	}
 	defer recv.Close()
+	inCluster(a, recv)
 	waitLive(b, func() { a.Publish(Event{Kind: KindFree, ReservationID: "probe-1"}) }, func() bool { return recv.Peers()[0].Events > 0 })
 	b.ResetTimer()
 	pace(rate, n, func(i int) {

@@ -105,6 +105,10 @@ type LivePart struct {
 	// Complete is set by the receiver, never sent: this part ends a set
 	// whose every part arrived, in order.
 	Complete bool
+
+	// epoch is the sender's epoch when it took the set (never sent): the
+	// sender drops a part of a set taken in another epoch.
+	epoch uint64
 }
 
 // Want asks Target, in its epoch Epoch, to publish the admissions of IDs
