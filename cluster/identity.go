@@ -13,9 +13,9 @@ import (
 // The cluster's identity and each node's epoch (SPEC §3.6, §11; DESIGN.md,
 // Cluster id and epochs): what replica sync binds its messages to.
 
-// newIncarnation draws this process's incarnation: random, never 0 (0 is
+// NewIncarnation draws a process's incarnation: random, never 0 (0 is
 // how a record without one reads).
-func newIncarnation() uint64 {
+func NewIncarnation() uint64 {
 	var b [8]byte
 	for {
 		if _, err := rand.Read(b[:]); err != nil {

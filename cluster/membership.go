@@ -147,23 +147,17 @@ func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 	if ok && metaCurrent(cur, meta) {
 		return nil
 	}
-	restart := meta.Incarnation != 0 && cur.Incarnation != meta.Incarnation
-	if restart {
-		// An incarnation is written after the cluster id, never before
-		// (planClusterID relies on it).
-		if err := n.ensureClusterID(ctx, false); err != nil {
+	if meta.Incarnation != 0 && cur.Incarnation != meta.Incarnation {
+		// A node started. The cluster id goes before any incarnation
+		// (planClusterID relies on it); writing it again gives it back
+		// to a node that restarted on a snapshot which lost it
+		// (identity.go), before the node sees its new epoch.
+		if err := n.ensureClusterID(ctx, meta.ID != n.cfg.NodeID); err != nil {
 			return err
 		}
 	}
-	if _, err := n.Apply(ctx, fsm.SetNode{Node: meta}); err != nil {
-		return err
-	}
-	if restart && meta.ID != n.cfg.NodeID {
-		// A node started: if it restored a snapshot that lost the
-		// cluster id, this gives it back (identity.go).
-		return n.ensureClusterID(ctx, true)
-	}
-	return nil
+	_, err := n.Apply(ctx, fsm.SetNode{Node: meta})
+	return err
 }
 
 // Remove removes a member and its metadata (leader only). Removing an

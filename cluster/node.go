@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
 		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout),
-		incarnation: newIncarnation()}
+		incarnation: cmp.Or(cfg.Incarnation, NewIncarnation())}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error
