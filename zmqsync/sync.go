@@ -381,7 +381,8 @@ func (s *Syncer) send() {
 			// release: v1, which has no live or want events.
 			prev.Events = keepV1(prev.Events[:0], msg.Events)
 			buf = s.transmit(&prev, buf, &mac)
-			clear(msg.Events)
+			clear(msg.Events) // drop references to hash slices
+			clear(prev.Events)
 			continue
 		}
 		if id.Epoch != epoch {
@@ -405,6 +406,7 @@ func (s *Syncer) send() {
 			}
 		}
 		clear(msg.Events) // drop references to hash slices
+		clear(prev.Events)
 	}
 }
 
