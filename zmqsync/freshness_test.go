@@ -332,6 +332,9 @@ func Test_SenderModes(t *testing.T) {
 	var sent []string // v2 events up to the v1 copy
 	for m := next(t, frames); ; m = next(t, frames) {
 		if m.Version == PreviousVersion {
+			if slices.Equal(eventIDs(m), []string{"second"}) {
+				continue // the sender judged "second" after SetMembers: copied too
+			}
 			if !slices.Equal(eventIDs(m), []string{"dual"}) || !slices.Equal(sent, []string{"", "dual"}) {
 				t.Fatalf("dual: v2 events %q, then a v1 copy of %q", sent, eventIDs(m))
 			}
