@@ -135,10 +135,11 @@
 //
 // # Acceptance
 //
-// A receiver checks, in this order, with its origin's state locked
-// (origin.go): the frames and the MAC (Authentication); the decoding;
-// then, counting each drop by reason in
-// kvselect_replica_sync_dropped_messages_total:
+// A receiver checks the frames and the MAC (Authentication), decodes the
+// payload, then checks, in this order, counting each drop by reason in
+// kvselect_replica_sync_dropped_messages_total (from unknown_origin on,
+// and while it applies the events, with the origin's state locked,
+// origin.go):
 //
 //   - echo: the origin is this node.
 //   - not_ready (v2): this node does not know the cluster id yet.
