@@ -100,7 +100,8 @@ bench: build
 	  $(GO) test -run '^$$' -bench CatalogWrite -benchtime 500x -count 1 ./server/ && \
 	  $(GO) test -run '^$$' -bench SelectHTTP -benchtime 1x -count 1 ./server/ && \
 	  $(GO) test -run '^$$' -bench DumpTransfer -benchtime 1x -count 1 ./http/ && \
-	  $(GO) test -run '^$$' -bench Propagation -benchtime 1x -count 1 ./zmqsync/; } \
+	  $(GO) test -run '^$$' -bench ReplicaSyncHTTP -benchtime 1x -count 1 ./server/ && \
+	  $(GO) test -run '^$$' -bench PublishToApply -benchtime 1x -count 1 ./zmqsync/; } \
 	  | tee bench/results/go-bench.txt
 	$(BIN)/kvbench report -require-gates -in bench/results/go-bench.txt -out bench/results/inprocess.json
 

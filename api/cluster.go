@@ -17,10 +17,13 @@ const (
 
 // ClusterStatus answers GET /cluster/status and every /cluster write.
 type ClusterStatus struct {
-	NodeID string    `json:"node_id"`
-	State  string    `json:"state"`
-	Term   uint64    `json:"term"`
-	Leader LeaderRef `json:"leader"`
+	NodeID string `json:"node_id"`
+	// ClusterID is the cluster's random 128-bit identity in hex, written
+	// by the first leader and kept in the catalog; "" until then.
+	ClusterID string    `json:"cluster_id"`
+	State     string    `json:"state"`
+	Term      uint64    `json:"term"`
+	Leader    LeaderRef `json:"leader"`
 	// CommitIndex and AppliedIndex are Raft's (they count configuration
 	// and no-op entries too). CatalogIndex is the index of the last
 	// catalog write this node has applied, side effects included: the
@@ -55,6 +58,10 @@ type Member struct {
 	// Reachable is the answering node's view: the leader tracks every
 	// follower's heartbeats; a follower can only judge the leader.
 	Reachable bool `json:"reachable"`
+	// Epoch is the member's epoch in the catalog: the Raft index at which
+	// its current process recorded itself. It grows at every start of the
+	// node; 0 until a node of this release published one.
+	Epoch uint64 `json:"epoch"`
 }
 
 // JoinRequest is the body of POST /cluster/join: the new member's id and
@@ -81,6 +88,10 @@ type NodeMeta struct {
 	HTTPAddr    string `json:"http_addr"`
 	ReplicaSync string `json:"replica_sync,omitempty"`
 	ModifyIndex uint64 `json:"modify_index,omitempty"`
+	// Incarnation is the random number the member's process drew at
+	// start; its first write gives the member a new epoch. Omitted by a
+	// writer that knows none (the record's stays).
+	Incarnation uint64 `json:"incarnation,omitempty"`
 }
 
 // Redirect is the body of a 307 to the leader (?redirect=true).

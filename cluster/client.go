@@ -61,7 +61,8 @@ func (p *peerClient) join(ctx context.Context, addr string, req api.JoinRequest)
 func (p *peerClient) metadata(ctx context.Context, addr string, meta fsm.NodeMeta) error {
 	c, err := p.to(addr)
 	if err == nil {
-		_, err = c.SetMetadata(ctx, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync})
+		_, err = c.SetMetadata(ctx, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync,
+			Incarnation: meta.Incarnation})
 	}
 	return err
 }

@@ -35,6 +35,11 @@ type Config struct {
 	// ReplicaSyncAdvertise is this node's replica-sync endpoint
 	// (tcp://host:port), published with the metadata; empty when off.
 	ReplicaSyncAdvertise string
+	// Incarnation identifies this process in its node metadata; the
+	// catalog turns its first write into the node's epoch. 0: Open draws
+	// one. An owner that needs it before Open returns (its catalog
+	// observer runs from the start) draws it with NewIncarnation.
+	Incarnation uint64
 
 	// InitialCluster is the configuration every node of a new cluster
 	// bootstraps with; it must list this node at RaftAdvertise. Ignored when

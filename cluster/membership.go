@@ -143,8 +143,18 @@ func (n *Node) putMetadata(ctx context.Context, meta fsm.NodeMeta) error {
 		// was sent, and the cluster is not taking writes.
 		return fmt.Errorf("%w: another metadata write is still pending: %v", ErrNoLeader, ctx.Err())
 	}
-	if cur, ok := n.Catalog().Node(meta.ID); ok && cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync {
+	cur, ok := n.Catalog().Node(meta.ID)
+	if ok && metaCurrent(cur, meta) {
 		return nil
+	}
+	if meta.Incarnation != 0 && cur.Incarnation != meta.Incarnation {
+		// A node started. The cluster id goes before any incarnation
+		// (planClusterID relies on it); writing it again gives it back
+		// to a node that restarted on a snapshot which lost it
+		// (identity.go), before the node sees its new epoch.
+		if err := n.ensureClusterID(ctx, meta.ID != n.cfg.NodeID); err != nil {
+			return err
+		}
 	}
 	_, err := n.Apply(ctx, fsm.SetNode{Node: meta})
 	return err

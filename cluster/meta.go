@@ -119,7 +119,16 @@ func (n *Node) LeaderWait() time.Duration { return n.cfg.LeaderWait }
 
 // selfMeta is the metadata this node publishes about itself.
 func (n *Node) selfMeta() fsm.NodeMeta {
-	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: n.cfg.ReplicaSyncAdvertise}
+	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: n.cfg.ReplicaSyncAdvertise,
+		Incarnation: n.incarnation}
+}
+
+// metaCurrent reports whether the catalog's record cur already says what
+// meta does; an incarnation of 0 (a writer that knows none) asks nothing
+// of the record's.
+func metaCurrent(cur, meta fsm.NodeMeta) bool {
+	return cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync &&
+		(meta.Incarnation == 0 || cur.Incarnation == meta.Incarnation)
 }
 
 // untilStop is a context that ends when Close stops the node's
@@ -138,8 +147,10 @@ func (n *Node) untilStop() (context.Context, context.CancelFunc) {
 
 // publishMetadata keeps this node's metadata in the catalog: the leader
 // writes its own, a follower asks the leader through POST
-// /cluster/metadata. It runs until Close, re-checking on every leader or
-// catalog change, with backoff while it cannot succeed.
+// /cluster/metadata. The metadata carries this process's incarnation, so
+// its first write gives the node a new epoch. On the leader it first makes
+// sure the catalog has a cluster id. It runs until Close, re-checking on
+// every leader or catalog change, with backoff while it cannot succeed.
 func (n *Node) publishMetadata() {
 	defer n.wg.Done()
 	ctx, cancel := n.untilStop()
@@ -147,7 +158,10 @@ func (n *Node) publishMetadata() {
 	backoff := 50 * time.Millisecond
 	for {
 		leaderCh, catalogCh := n.changes()
-		err := n.ensureMetadata(ctx)
+		err := n.ensureClusterID(ctx, false)
+		if err == nil {
+			err = n.ensureMetadata(ctx)
+		}
 		// Configuration changes (a re-add) have no channel of their own,
 		// and observations may be dropped: re-check now and then anyway.
 		retry := time.After(recheckEvery)
@@ -177,7 +191,7 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 		return n.client.join(ctx, leader.DialHTTP, api.JoinRequest{ID: want.ID, RaftAddr: n.RaftAddr(),
 			HTTPAddr: want.HTTPAddr, ReplicaSync: want.ReplicaSync, CaughtUp: true})
 	}
-	if cur, ok := n.Catalog().Node(want.ID); ok && cur.HTTPAddr == want.HTTPAddr && cur.ReplicaSync == want.ReplicaSync {
+	if cur, ok := n.Catalog().Node(want.ID); ok && metaCurrent(cur, want) {
 		return nil
 	}
 	switch {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,11 +49,14 @@ type Node struct {
 	closed        bool
 
 	hadState bool // the data dir held raft state at Open
-	provider *dialProvider
-	client   *peerClient
-	stop     chan struct{} // closed by Close; stops publishMetadata, announceCommits and watchRemoval
-	removed  chan struct{} // closed once this node is out of the committed configuration (removal.go)
-	wg       sync.WaitGroup
+	// incarnation is this process's, published in the node metadata
+	// (identity.go).
+	incarnation uint64
+	provider    *dialProvider
+	client      *peerClient
+	stop        chan struct{} // closed by Close; stops publishMetadata, announceCommits and watchRemoval
+	removed     chan struct{} // closed once this node is out of the committed configuration (removal.go)
+	wg          sync.WaitGroup
 	// announce asks announceCommits for a barrier (AnnounceCommit); one
 	// pending request stands for any number.
 	announce chan struct{}
@@ -106,7 +110,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
-		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS)}
+		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS),
+		incarnation: cmp.Or(cfg.Incarnation, NewIncarnation())}
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error

@@ -18,8 +18,10 @@ import (
 func (n *Node) Status() api.ClusterStatus {
 	leader := n.Leader() // one read: id and address of the same leader
 	leaderID := raft.ServerID(leader.ID)
+	catalog := n.Catalog()
 	st := api.ClusterStatus{
 		NodeID:       n.cfg.NodeID,
+		ClusterID:    catalog.ClusterID().String(),
 		State:        stateName(n.raft.State()),
 		Term:         n.raft.CurrentTerm(),
 		Leader:       api.LeaderRef{ID: leader.ID, HTTPAddr: leader.HTTPAddr},
@@ -31,7 +33,6 @@ func (n *Node) Status() api.ClusterStatus {
 	if string(leaderID) != n.cfg.NodeID {
 		st.LastContactMs = lastContactMs(n.raft.Stats()["last_contact"])
 	}
-	catalog := n.Catalog()
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		st.ConfigIndex = n.configurationIndex() // raft's f.Index() is always 0 here
 		n.mu.Lock()
@@ -39,7 +40,7 @@ func (n *Node) Status() api.ClusterStatus {
 			m := api.Member{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: s.Suffrage.String(),
 				Reachable: !n.unreachable[s.ID]}
 			if meta, ok := catalog.Node(string(s.ID)); ok {
-				m.HTTPAddr = meta.HTTPAddr
+				m.HTTPAddr, m.Epoch = meta.HTTPAddr, meta.Epoch
 			}
 			if s.ID == leaderID && string(leaderID) != n.cfg.NodeID {
 				m.Reachable = st.LastContactMs >= 0 && st.LastContactMs < 2*n.cfg.HeartbeatTimeout.Milliseconds()

@@ -16,6 +16,7 @@ type Catalog struct {
 	partitions map[PartitionKey]*Partition
 	nodes      map[string]NodeMeta
 	thresholds map[string]Thresholds // by model
+	clusterID  ClusterID
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -205,6 +206,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			partitions: maps.Clone(cur.partitions),
 			nodes:      cur.nodes,      // node metadata is copied on first write
 			thresholds: cur.thresholds, // so are thresholds
+			clusterID:  cur.clusterID,
 		},
 		touched: map[PartitionKey]bool{},
 	}

@@ -33,6 +33,9 @@ const (
 	// CmdExpireLease removes a worker whose lease lapsed, unless the
 	// record changed since the leader judged it (SPEC §3.7).
 	CmdExpireLease CommandType = 9
+	// CmdSetClusterID gives the catalog its cluster id unless it has one
+	// (written with the IgnoreUnknown flag).
+	CmdSetClusterID CommandType = 10
 
 	// IgnoreUnknown is the flag bit of a type an older binary may skip.
 	IgnoreUnknown CommandType = 0x80
@@ -61,6 +64,8 @@ func (t CommandType) String() string {
 		return "init_thresholds"
 	case CmdExpireLease:
 		return "expire_lease"
+	case CmdSetClusterID:
+		return "set_cluster_id"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }

@@ -3,8 +3,9 @@
 //
 // The catalog is the only state kvselect replicates through Raft: inference
 // workers (with their endpoints, data-parallel ranks and block size) keyed by
-// worker id, grouped into partitions by (model_name, tenant_id), and the
-// selector nodes' metadata. Every node applies the same commands in the
+// worker id, grouped into partitions by (model_name, tenant_id), the
+// selector nodes' metadata (with each node's epoch, which grows at every
+// start of the node), and the cluster id (clusterid.go). Every node applies the same commands in the
 // same order and so holds an identical catalog, including what is derived
 // from it: each worker's lifecycle (schedulable or incomplete, with
 // reasons), each partition's block size, schedulable workers and ranks.

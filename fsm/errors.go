@@ -13,6 +13,9 @@ var (
 	ErrLeaseRenewed = errors.New("lease renewed")
 	// ErrNodeNotFound is returned by a delete of unknown node metadata.
 	ErrNodeNotFound = errors.New("node not found")
+	// ErrClusterIDSet is returned by a SetClusterID naming another id
+	// than the one the catalog already holds: the first one stays.
+	ErrClusterIDSet = errors.New("cluster id already set")
 	// ErrInvalidCommand is returned when a command's content is invalid
 	// (for example a patch that would leave data_parallel_size at 0). The
 	// HTTP layer validates first, so this is a second line of defence.

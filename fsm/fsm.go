@@ -51,6 +51,7 @@ var handlers = map[CommandType]handler{
 	CmdExpireLease:  applyExpireLease,
 	CmdSetNode:      applySetNode,
 	CmdDeleteNode:   applyDeleteNode,
+	CmdSetClusterID: applySetClusterID,
 
 	CmdSetThresholds:   applySetThresholds,
 	CmdClearThresholds: applyClearThresholds,
@@ -236,7 +237,7 @@ func (s *snapshot) Release() {}
 // built completely before it is swapped in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var snap snapshotV3
+	var snap snapshotV4
 	if err := json.NewDecoder(rc).Decode(&snap); err != nil {
 		return fmt.Errorf("restore catalog snapshot: %w", err)
 	}
@@ -247,6 +248,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			snap.Version, snapshotVersion)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
+	if snap.ClusterID != "" {
+		id, err := ParseClusterID(snap.ClusterID)
+		if err != nil {
+			return fmt.Errorf("restore catalog snapshot: %w", err)
+		}
+		e.next.clusterID = id
+	}
 	for i := range snap.Workers {
 		w := snap.Workers[i].decode(true)
 		if _, dup := e.next.workers[w.WorkerID]; dup {
@@ -260,7 +268,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		e.put(w)
 	}
 	for _, v := range snap.Nodes {
-		n := v.decode()
+		n := v.decode(true)
 		if _, dup := e.next.nodes[n.ID]; dup {
 			return fmt.Errorf("restore catalog snapshot: node %q appears twice", n.ID)
 		}

@@ -20,13 +20,19 @@ import (
 // before.
 //
 // Snapshots carry a version: 1 held workers only, 2 added node metadata, 3
-// busy thresholds. A snapshot is written at the lowest version that holds
-// its content, so a catalog without thresholds stays readable by the
-// binaries before them.
+// busy thresholds, 4 the cluster id. A snapshot is written at the lowest
+// version that holds its content, so a catalog without thresholds stays
+// readable by the binaries before them.
 //
 // Threshold commands (types 6-8) share one payload, thresholdsV1. Type 9
 // (expire_lease) is expireLeaseV1; it has no IgnoreUnknown flag, because a
 // binary that skipped it would keep a worker every other node dropped.
+// Type 10 (set_cluster_id) is setClusterIDV1, written with the
+// IgnoreUnknown flag (0x8a): a binary before cluster ids skips it.
+//
+// A node record (nodeV1) gained two optional fields under the omitempty
+// rule: incarnation in set_node (the writing process's start, see
+// NodeMeta) and epoch in snapshots (derived, like modify_index).
 
 // workerV1 is a worker record in entries and snapshots. Derived fields are
 // written (as zero in commands, for human readers in snapshots) and
@@ -151,6 +157,14 @@ type nodeV1 struct {
 	HTTPAddr    string `json:"http_addr"`
 	ReplicaSync string `json:"replica_sync,omitempty"`
 	ModifyIndex uint64 `json:"modify_index"`
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Epoch is written in snapshots only; a set_node's is ignored (the
+	// FSM derives it).
+	Epoch uint64 `json:"epoch,omitempty"`
+}
+
+type setClusterIDV1 struct {
+	ClusterID string `json:"cluster_id"`
 }
 
 type setNodeV1 struct {
@@ -161,12 +175,26 @@ type deleteNodeV1 struct {
 	ID string `json:"id"`
 }
 
-func encodeNode(n NodeMeta) nodeV1 {
-	return nodeV1{ID: n.ID, HTTPAddr: n.HTTPAddr, ReplicaSync: n.ReplicaSync, ModifyIndex: n.ModifyIndex}
+// encodeNode writes a record; derived says whether its epoch goes too
+// (snapshots, not commands).
+func encodeNode(n NodeMeta, derived bool) nodeV1 {
+	v := nodeV1{ID: n.ID, HTTPAddr: n.HTTPAddr, ReplicaSync: n.ReplicaSync, ModifyIndex: n.ModifyIndex,
+		Incarnation: n.Incarnation}
+	if derived {
+		v.Epoch = n.Epoch
+	}
+	return v
 }
 
-func (v nodeV1) decode() NodeMeta {
-	return NodeMeta{ID: v.ID, HTTPAddr: v.HTTPAddr, ReplicaSync: v.ReplicaSync, ModifyIndex: v.ModifyIndex}
+// decode reads a record; the epoch is kept only when restoring a
+// snapshot.
+func (v nodeV1) decode(derived bool) NodeMeta {
+	n := NodeMeta{ID: v.ID, HTTPAddr: v.HTTPAddr, ReplicaSync: v.ReplicaSync, ModifyIndex: v.ModifyIndex,
+		Incarnation: v.Incarnation}
+	if derived {
+		n.Epoch = v.Epoch
+	}
+	return n
 }
 
 // EncodeCommand renders a command as a log entry.
@@ -189,9 +217,11 @@ func EncodeCommand(c Command) ([]byte, error) {
 	case ExpireLease:
 		payload = expireLeaseV1{WorkerID: c.WorkerID, ModifyIndex: c.ModifyIndex}
 	case SetNode:
-		payload = setNodeV1{Node: encodeNode(c.Node)}
+		payload = setNodeV1{Node: encodeNode(c.Node, false)}
 	case DeleteNode:
 		payload = deleteNodeV1{ID: c.ID}
+	case SetClusterID:
+		payload = setClusterIDV1{ClusterID: c.ID.String()}
 	case SetThresholds:
 		payload = thresholdsV1{Model: c.Model, ActiveDecodeBlocks: c.ActiveDecodeBlocks, ActivePrefillTokens: c.ActivePrefillTokens}
 	case ClearThresholds:
@@ -232,31 +262,36 @@ func (v workerPatchV1) decode() WorkerPatch {
 	}
 }
 
-// snapshotV3 is the on-disk form of a snapshot; version 2 is the same
-// without thresholds, version 1 without nodes either.
-type snapshotV3 struct {
+// snapshotV4 is the on-disk form of a snapshot; version 3 is the same
+// without the cluster id, version 2 without thresholds either, version 1
+// without nodes.
+type snapshotV4 struct {
 	Version    int            `json:"version"`
 	Index      uint64         `json:"index"`
+	ClusterID  string         `json:"cluster_id,omitempty"`
 	Workers    []workerV1     `json:"workers"`
 	Nodes      []nodeV1       `json:"nodes,omitempty"`
 	Thresholds []thresholdsV1 `json:"thresholds,omitempty"`
 }
 
 // snapshotVersion is the newest version Snapshot writes and Restore reads.
-const snapshotVersion = 3
+const snapshotVersion = 4
 
-func encodeSnapshot(c *Catalog) snapshotV3 {
-	s := snapshotV3{Version: 2, Index: c.index, Workers: []workerV1{}}
+func encodeSnapshot(c *Catalog) snapshotV4 {
+	s := snapshotV4{Version: 2, Index: c.index, Workers: []workerV1{}}
 	for _, t := range c.AllThresholds() {
 		s.Version = 3
 		s.Thresholds = append(s.Thresholds, thresholdsV1{Model: t.Model, ActiveDecodeBlocks: t.ActiveDecodeBlocks,
 			ActivePrefillTokens: t.ActivePrefillTokens, ModifyIndex: t.ModifyIndex})
 	}
+	if !c.clusterID.IsZero() {
+		s.Version, s.ClusterID = 4, c.clusterID.String()
+	}
 	for _, w := range c.Workers("", "") {
 		s.Workers = append(s.Workers, encodeWorker(w, true))
 	}
 	for _, n := range c.Nodes() {
-		s.Nodes = append(s.Nodes, encodeNode(n))
+		s.Nodes = append(s.Nodes, encodeNode(n, true))
 	}
 	return s
 }

@@ -124,6 +124,7 @@ func Test_GoldenSnapshots(t *testing.T) {
 		blockSizeIdx uint64 // of worker 7
 		reencodes    bool   // Persist of the restored catalog gives the same bytes
 	}{
+		{"snapshot.v4.json", 2, 1, true},
 		{"snapshot.v3.json", 2, 1, true},
 		{"snapshot.v2.json", 2, 1, true},
 		{"snapshot.v1.json", 0, 1, false},
@@ -149,6 +150,14 @@ func Test_GoldenSnapshots(t *testing.T) {
 			if p, _ := c.Partition(PartitionKey{"llama3:8b", "team-a"}); p == nil ||
 				!reflect.DeepEqual(p.Ranks, []RankKey{{Worker: 7, Rank: 2}, {Worker: 7, Rank: 3}}) {
 				t.Fatalf("partition = %+v", p)
+			}
+			wantID := ""
+			var wantEpoch uint64
+			if tt.file == "snapshot.v4.json" {
+				wantID, wantEpoch = goldenClusterID, 3
+			}
+			if n1, _ := c.Node("n1"); c.ClusterID().String() != wantID || n1.Epoch != wantEpoch {
+				t.Fatalf("cluster id %q, n1 %+v", c.ClusterID(), n1)
 			}
 			if !tt.reencodes {
 				return
@@ -247,4 +256,71 @@ func persisted(t *testing.T, f *FSM) []byte {
 		t.Fatal(err)
 	}
 	return sink.Bytes()
+}
+
+// goldenClusterID is the id in set_cluster_id.v1.bin and snapshot.v4.json.
+const goldenClusterID = "5f0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5"
+
+// Test_GoldenClusterIDAndIncarnation pins the log format of the cluster id
+// (type 10, flagged IgnoreUnknown) and of a node record with an
+// incarnation, and what they do: the first id stays, and an incarnation
+// new to the record makes its epoch the entry's index.
+func Test_GoldenClusterIDAndIncarnation(t *testing.T) {
+	id, err := ParseClusterID(goldenClusterID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := NodeMeta{ID: "n1", HTTPAddr: "10.0.0.1:8092", ReplicaSync: "tcp://10.0.0.1:9092", Incarnation: 0x1d2c3b4a59687766}
+	steps := []struct {
+		file  string
+		cmd   Command
+		check func(t *testing.T, c *Catalog)
+	}{
+		{"set_cluster_id.v1.bin", SetClusterID{ID: id}, func(t *testing.T, c *Catalog) {
+			if c.ClusterID() != id {
+				t.Fatalf("cluster id %s", c.ClusterID())
+			}
+		}},
+		{"set_node.v1-incarnation.bin", SetNode{Node: n1}, func(t *testing.T, c *Catalog) {
+			want := n1
+			want.ModifyIndex, want.Epoch = 2, 2
+			if got, _ := c.Node("n1"); got != want {
+				t.Fatalf("node = %+v, want %+v", got, want)
+			}
+		}},
+		// Written again (a retry): the epoch stays.
+		{"set_node.v1-incarnation.bin", SetNode{Node: n1}, func(t *testing.T, c *Catalog) {
+			if got, _ := c.Node("n1"); got.Epoch != 2 || got.ModifyIndex != 3 {
+				t.Fatalf("node = %+v", got)
+			}
+		}},
+		// Without an incarnation (an operator's join): the epoch stays.
+		{"set_node.v1.bin", SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "10.0.0.1:8092", ReplicaSync: "tcp://10.0.0.1:9092"}},
+			func(t *testing.T, c *Catalog) {
+				if got, _ := c.Node("n1"); got.Epoch != 2 || got.Incarnation != n1.Incarnation {
+					t.Fatalf("node = %+v", got)
+				}
+			}},
+	}
+	f := New()
+	for i, st := range steps {
+		t.Run(st.file, func(t *testing.T) {
+			data := golden(t, st.file)
+			res := f.Apply(&raft.Log{Index: uint64(i + 1), Data: data}).(*Result)
+			if res.Err != nil || res.Skipped {
+				t.Fatalf("apply: %+v", res)
+			}
+			st.check(t, f.Catalog())
+			enc, err := EncodeCommand(st.cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(enc, data) {
+				t.Fatalf("encoder drifted:\n got %q\nwant %q", enc, data)
+			}
+		})
+	}
+	if data := golden(t, "set_cluster_id.v1.bin"); CommandType(data[0]) != CmdSetClusterID|IgnoreUnknown {
+		t.Fatalf("set_cluster_id is written as type %#x, want the IgnoreUnknown flag", data[0])
+	}
 }

@@ -23,6 +23,19 @@ type NodeMeta struct {
 	ReplicaSync string
 	// ModifyIndex is the Raft index of the last change.
 	ModifyIndex uint64
+	// Incarnation identifies the process that wrote the record: a random
+	// number each node draws when it starts, outside the FSM. 0 from a
+	// writer that does not know incarnations (an operator's join, a
+	// release before epochs), which keeps the record's incarnation and
+	// epoch as they were.
+	Incarnation uint64
+	// Epoch (derived) is the Raft index at which the node's current
+	// incarnation was first written: it grows at every start of the
+	// node and never repeats, not even for a node removed and added
+	// again, since log indexes do not. 0 until a node of this release
+	// published an incarnation. Replica sync accepts a node's messages
+	// only from its current epoch (SPEC §3.6).
+	Epoch uint64
 }
 
 // ValidateNode checks a node record the way ValidateSpec checks a worker.
@@ -59,11 +72,23 @@ func (c *Catalog) Nodes() []NodeMeta {
 }
 
 func applySetNode(e *editor, payload []byte) (outcome, error) {
-	n := decodePayload[setNodeV1](CmdSetNode, payload).Node.decode()
+	n := decodePayload[setNodeV1](CmdSetNode, payload).Node.decode(false)
 	if err := ValidateNode(&n); err != nil {
 		return outcome{}, err
 	}
 	n.ModifyIndex = e.next.index
+	old, had := e.next.nodes[n.ID]
+	switch {
+	case n.Incarnation == 0 && had:
+		// A writer that does not know incarnations changes addresses
+		// only.
+		n.Incarnation, n.Epoch = old.Incarnation, old.Epoch
+	case n.Incarnation == 0:
+	case had && n.Incarnation == old.Incarnation:
+		n.Epoch = old.Epoch // the same process again (a retried write)
+	default:
+		n.Epoch = e.next.index // a new start of the node
+	}
 	e.setNode(n)
 	return outcome{}, nil
 }

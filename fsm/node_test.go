@@ -94,3 +94,105 @@ func Test_SnapshotKeepsNodes(t *testing.T) {
 		}
 	}
 }
+
+// Test_NodeEpochs: a node's epoch is the index at which its current
+// incarnation was first written. It grows at every new incarnation, stays
+// when the same one or none is written again, and never repeats, even for
+// a node deleted and added again.
+func Test_NodeEpochs(t *testing.T) {
+	h := newHarness(t)
+	set := func(inc uint64) Command {
+		return SetNode{Node: NodeMeta{ID: "n1", HTTPAddr: "h:1", Incarnation: inc}}
+	}
+	steps := []struct {
+		name      string
+		cmd       Command
+		wantEpoch uint64 // 0: the index of this command
+		keep      bool   // the epoch of the step before
+	}{
+		{"no incarnation yet", set(0), 0, false},
+		{"first incarnation", set(7), 0, false},
+		{"the same again", set(7), 0, true},
+		{"without incarnation", set(0), 0, true},
+		{"a restart", set(8), 0, false},
+		{"back to an older incarnation is a new start too", set(7), 0, false},
+		{"deleted", DeleteNode{ID: "n1"}, 0, false},
+		{"added again with the old incarnation", set(7), 0, false},
+	}
+	var epoch uint64
+	for i, st := range steps {
+		res := h.apply(st.cmd)
+		if res.Err != nil {
+			t.Fatalf("%s: %v", st.name, res.Err)
+		}
+		n, ok := h.f.Catalog().Node("n1")
+		switch {
+		case st.name == "deleted":
+			if ok {
+				t.Fatalf("%s: still there", st.name)
+			}
+			continue
+		case i == 0:
+			if n.Epoch != 0 {
+				t.Fatalf("%s: epoch %d", st.name, n.Epoch)
+			}
+			continue
+		case st.keep:
+			if n.Epoch != epoch {
+				t.Fatalf("%s: epoch %d, want %d kept", st.name, n.Epoch, epoch)
+			}
+		default:
+			if n.Epoch != res.Index || n.Epoch <= epoch {
+				t.Fatalf("%s: epoch %d, want index %d above %d", st.name, n.Epoch, res.Index, epoch)
+			}
+		}
+		epoch = n.Epoch
+	}
+}
+
+// Test_ClusterID: the first id written stays; writing it again changes
+// nothing; another one is refused with ErrClusterIDSet; an invalid one
+// never applies; snapshots keep it.
+func Test_ClusterID(t *testing.T) {
+	for _, bad := range []string{"", "00000000000000000000000000000000", "5f0c", "zz0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5",
+		"5f0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5aa"} {
+		if _, err := ParseClusterID(bad); !errors.Is(err, ErrInvalidCommand) {
+			t.Fatalf("ParseClusterID(%q) = %v", bad, err)
+		}
+	}
+	a, _ := ParseClusterID("5f0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5")
+	b, _ := ParseClusterID("00000000000000000000000000000001")
+	h := newHarness(t)
+	if !h.f.Catalog().ClusterID().IsZero() || h.f.Catalog().ClusterID().String() != "" {
+		t.Fatal("a new catalog has a cluster id")
+	}
+	for _, st := range []struct {
+		id      ClusterID
+		wantErr error
+	}{{a, nil}, {a, nil}, {b, ErrClusterIDSet}, {ClusterID{}, ErrInvalidCommand}} {
+		if res := h.apply(SetClusterID{ID: st.id}); !errors.Is(res.Err, st.wantErr) {
+			t.Fatalf("set %s: %v, want %v", st.id, res.Err, st.wantErr)
+		}
+		if got := h.f.Catalog().ClusterID(); got != a {
+			t.Fatalf("cluster id %s after setting %s", got, st.id)
+		}
+	}
+	snap, _ := h.f.Snapshot()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	restored := New()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil || restored.Catalog().ClusterID() != a {
+		t.Fatalf("restored %s, %v", restored.Catalog().ClusterID(), err)
+	}
+	for _, bad := range []string{
+		`{"version":4,"index":1,"cluster_id":"00000000000000000000000000000000","workers":[]}`,
+		`{"version":4,"index":1,"cluster_id":"xyz","workers":[]}`,
+		`{"version":5,"index":1,"workers":[]}`,
+	} {
+		if err := New().Restore(io.NopCloser(strings.NewReader(bad))); err == nil {
+			t.Fatalf("restore of %s succeeded", bad)
+		}
+	}
+}

@@ -75,8 +75,12 @@ type reservation struct {
 	handle uint64
 	rank   *rankLoad
 	// origin is the id of the node that booked it when it was mirrored
-	// from a peer by replica sync; "" for a booking made here.
-	origin string
+	// from a peer by replica sync; "" for a booking made here. epoch and
+	// counter say which start of the origin published its admission, in
+	// which message (0 for one that came as v1); seen is the last of the
+	// origin's live sets that listed it (antientropy.go).
+	origin               string
+	epoch, counter, seen uint64
 	// charged is the blocks it counts against the node's bounds
 	// (capacity.go): its sequence hashes as booked.
 	charged int64

@@ -13,10 +13,14 @@ type metrics struct {
 	latency    *prometheus.HistogramVec
 	expired    prometheus.Counter
 	rejected   prometheus.Counter
+	// Replica-sync anti-entropy (antientropy.go).
+	mirrorsDropped *prometheus.CounterVec
+	resent         *prometheus.CounterVec
+	wanted         prometheus.Counter
 }
 
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		selections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_selections_total",
 			Help: "Selections by route (select, select_and_reserve) and outcome.",
@@ -35,7 +39,26 @@ func newMetrics() *metrics {
 			Name: "dynamo_tasks_rejected_total",
 			Help: "Selections rejected because every schedulable worker was busy (load shedding).",
 		}),
+		mirrorsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvselect_replica_sync_mirrors_dropped_total",
+			Help: "Bookings mirrored from other nodes dropped by anti-entropy: not_live (missing from the origin's live set: a lost free), old_epoch (the origin started again), removed_member (the origin left the cluster).",
+		}, []string{"reason"}),
+		resent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvselect_replica_sync_resent_events_total",
+			Help: "Lifecycle events published again by anti-entropy: admission (a peer lacked it), free and prefill_complete (the origin still listed the booking as live or prefilling).",
+		}, []string{"kind"}),
+		wanted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvselect_replica_sync_wanted_total",
+			Help: "Bookings of other nodes asked for again: listed in their origin's live set but not mirrored here (a lost admission).",
+		}),
 	}
+	for _, r := range []string{mirrorNotLive, mirrorOldEpoch, mirrorRemovedMember} {
+		m.mirrorsDropped.WithLabelValues(r)
+	}
+	for _, k := range []string{"admission", "free", "prefill_complete"} {
+		m.resent.WithLabelValues(k)
+	}
+	return m
 }
 
 func (m *metrics) observeSelect(reserve bool, err error, d time.Duration) {
@@ -92,5 +115,7 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Collectors returns the scheduler's metrics for registration.
 func (s *Scheduler) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.metrics.selections, s.metrics.latency, s.metrics.expired, s.metrics.rejected, loadCollector{s}, capacityCollector{s}}
+	m := s.metrics
+	return []prometheus.Collector{m.selections, m.latency, m.expired, m.rejected, loadCollector{s}, capacityCollector{s},
+		m.mirrorsDropped, m.resent, m.wanted}
 }

@@ -94,12 +94,22 @@ func DropReasons() []string {
 // each keeps its own). A free of an id not known here leaves a tombstone,
 // so that the admission it overtook (it came from another node, over
 // another connection) is dropped when it arrives.
+//
+// Live sets and wants are anti-entropy (antientropy.go).
 func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
 	switch ev.Kind {
 	case zmqsync.KindAdmission:
-		return s.mirrorAdmission(origin, ev)
+		why := s.mirrorAdmission(origin, ev)
+		if why != "" && why != DropDuplicate {
+			s.noteRefused(origin, ev)
+		}
+		return why
 	case zmqsync.KindPrefillComplete, zmqsync.KindFree:
 		return s.endFromPeer(ev)
+	case zmqsync.KindLive:
+		return s.applyLive(origin, ev)
+	case zmqsync.KindWant:
+		return s.applyWant(ev)
 	}
 	return ""
 }
@@ -163,6 +173,7 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	}
 	p.book(&reservation{
 		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin, charged: int64(len(ev.SequenceHashes)),
+		epoch: ev.Epoch, counter: ev.Counter,
 		isl: ev.ISL, prefill: ev.PrefillTokens, admitted: admitted, verified: ev.Chained,
 	}, ev.SequenceHashes)
 	return ""
@@ -229,6 +240,13 @@ func (t *tombstones) take(id string, now time.Time) bool {
 	if ok {
 		t.removeLocked(e)
 	}
+	return ok
+}
+
+// has reports whether id has a live tombstone, without using it up.
+func (t *tombstones) has(id string, now time.Time) bool {
+	t.expireLocked(now)
+	_, ok := t.byID[id]
 	return ok
 }
 

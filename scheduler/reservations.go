@@ -183,6 +183,9 @@ func (s *Scheduler) Free(id string) error {
 		p.unbook(r)
 		s.forget(r)
 		s.publishEnd(zmqsync.KindFree, r)
+		if r.origin != "" && s.publisher != nil {
+			s.notePendingFree(r) // until its origin's live set confirms it
+		}
 	})
 }
 

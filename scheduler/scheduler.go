@@ -42,10 +42,16 @@ type Scheduler struct {
 	pending *pendingSelections
 
 	// Replica sync (replica.go): where this node's events go, as which
-	// node; tombstones of early frees, guarded by resMu.
-	publisher  Publisher
-	nodeID     string
-	tombstones *tombstones
+	// node; tombstones of early frees, guarded by resMu. Anti-entropy
+	// (antientropy.go): the frees of other nodes' bookings their origin
+	// has not confirmed, and the bookings asked of an origin, guarded by
+	// aeMu (taken after a partition lock, never before one).
+	publisher    Publisher
+	nodeID       string
+	tombstones   *tombstones
+	aeMu         sync.Mutex
+	pendingFrees *aeRecords
+	wanted       *aeRecords
 
 	handles atomic.Uint64
 
@@ -97,7 +103,8 @@ func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error)
 		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
 		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
 		pending: newPendingSelections(), tombstones: newTombstones(),
-		capacity: newCapacity(cfg.MaxReservations, cfg.MaxReservedBlocks),
+		capacity:     newCapacity(cfg.MaxReservations, cfg.MaxReservedBlocks),
+		pendingFrees: newAERecords(), wanted: newAERecords(),
 	}, nil
 }
 

@@ -178,7 +178,11 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 		t.Fatal("no unauthenticated drop counted in /metrics")
 	}
 
-	friend := peer("friend", "s3cret")
+	friend := fakeMember(t, s, "friend", "s3cret", func(endpoint string) {
+		if r := call(t, "POST", s.URL()+api.PathReplicaSyncRegister, fmt.Sprintf(`{"endpoint":%q}`, endpoint), authz...); r.status != http.StatusCreated {
+			t.Fatalf("register peer friend: %d %s", r.status, r.body)
+		}
+	})
 	servertest.Eventually(t, "the admission of a peer with the token books the load", func() error {
 		friend.Publish(admission(fmt.Sprint("friend-", time.Now().UnixNano())))
 		if n := activeRequests(); n == 0 {

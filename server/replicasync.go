@@ -24,25 +24,32 @@ func startReplicaSync(cfg Config, sched *scheduler.Scheduler, auth *authtoken.Ho
 	}
 	return zmqsync.Start(zmqsync.Config{NodeID: cfg.Cluster.NodeID, Listen: rc.Listen,
 		Advertise: rc.Advertise, AdvertiseHost: host, Peers: rc.Peers, Auth: auth,
-		Apply: sched.ApplyPeerEvent, DropReasons: scheduler.DropReasons(), Logger: log,
+		Apply: sched.ApplyPeerEvent, DropReasons: scheduler.DropReasons(),
+		Forget: func(origin string, before uint64) { sched.ForgetMirrors(origin, before) },
+		Live:   sched.LiveBookings, AntiEntropyPeriod: rc.AntiEntropyPeriod, Logger: log,
 		// A node accepts exactly the tokens of its file (auth.go): a
 		// rotation is staged with a second line, not a grace.
 		PreviousTokenGrace: -1})
 }
 
-// replicaMembers lists the members whose replica-sync endpoint the catalog
-// holds, each dialed where --peer-dial says (fault-injection proxies).
+// replicaMembers lists every member of the catalog with its epoch and, when
+// the catalog holds one, its replica-sync endpoint, dialed where
+// --peer-dial says (fault-injection proxies). Members without an endpoint
+// are listed too: replica sync accepts messages from members only.
 func replicaMembers(c *fsm.Catalog, dial map[string]cluster.PeerDial) map[string]zmqsync.Member {
 	out := map[string]zmqsync.Member{}
 	for _, n := range c.Nodes() {
-		if n.ReplicaSync == "" {
-			continue
-		}
-		m := zmqsync.Member{Endpoint: n.ReplicaSync}
-		if d := dial[n.ID].ReplicaSync; d != "" {
+		m := zmqsync.Member{Endpoint: n.ReplicaSync, Epoch: n.Epoch}
+		if d := dial[n.ID].ReplicaSync; d != "" && n.ReplicaSync != "" {
 			m.Dial = "tcp://" + d
 		}
 		out[n.ID] = m
 	}
 	return out
+}
+
+// replicaIdentity is the cluster id and this process's epoch in catalog c.
+func replicaIdentity(c *fsm.Catalog, cfg cluster.Config) zmqsync.Identity {
+	return zmqsync.Identity{ClusterID: zmqsync.ClusterID(c.ClusterID()),
+		Epoch: cluster.EpochOf(c, cfg.NodeID, cfg.Incarnation)}
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,30 +14,49 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 	"github.com/kvselect/kvselect/zmqsync"
 )
 
-// syncCluster is a 3-node cluster with replica sync on, no peer list, and
-// two kvsim workers registered through the leader.
+// syncCluster is a cluster with replica sync on, no peer list, and two
+// kvsim workers registered through the leader.
 type syncCluster struct {
-	t   *testing.T
-	c   *servertest.Cluster
-	sim *kvsim.Sim
-	// token is sent by client (the cluster's admin token, if any).
-	token string
+	t     *testing.T
+	c     *servertest.Cluster
+	sim   *kvsim.Sim
+	token string // the admin token, when the nodes have one
 }
 
+// testAntiEntropyPeriod is the tests' anti-entropy period: short, so that
+// healing takes a fraction of a second, long enough for a loaded machine.
+const testAntiEntropyPeriod = 200 * time.Millisecond
+
 func withReplicaSync(_ int, cfg *server.Config) {
-	cfg.ReplicaSync = &server.ReplicaSyncConfig{Listen: "tcp://127.0.0.1:0"}
+	cfg.ReplicaSync = &server.ReplicaSyncConfig{Listen: "tcp://127.0.0.1:0", AntiEntropyPeriod: testAntiEntropyPeriod}
+}
+
+// syncOptions shape a syncCluster.
+type syncOptions struct {
+	nodes int
+	token string
 }
 
 func startSyncCluster(t *testing.T) *syncCluster {
 	t.Helper()
-	c := servertest.StartCluster(t, 3, withReplicaSync)
-	sim, err := kvsim.Start(kvsim.Config{Workers: 2, BlockSize: e2eBS, CacheBlocks: 64})
+	return startSyncClusterWith(t, syncOptions{})
+}
+
+func startSyncClusterWith(t *testing.T, o syncOptions) *syncCluster {
+	t.Helper()
+	c := servertest.StartCluster(t, cmp.Or(o.nodes, 3), func(i int, cfg *server.Config) {
+		withReplicaSync(i, cfg)
+		cfg.AuthToken = o.token
+	})
+	sim, err := kvsim.Start(kvsim.Config{Workers: 2, BlockSize: e2eBS, CacheBlocks: 64, AuthToken: o.token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +66,7 @@ func startSyncCluster(t *testing.T) *syncCluster {
 	if err := sim.Register(ctx, c.Leader().URL()); err != nil {
 		t.Fatal(err)
 	}
-	sc := &syncCluster{t: t, c: c, sim: sim}
+	sc := &syncCluster{t: t, c: c, sim: sim, token: o.token}
 	sc.waitMeshed()
 	return sc
 }
@@ -107,6 +127,37 @@ func (sc *syncCluster) waitMeshed() {
 		}
 	}
 	sc.waitLoads("the probes are freed everywhere", func(l api.RankLoad) bool { return l.ActiveRequests == 0 })
+}
+
+// fakeMember starts a replica-sync publisher that the cluster takes for
+// one of its members: the catalog gets (through leader) a node record for
+// id with an incarnation, so an epoch, and the syncer publishes as id, in
+// the cluster, in that epoch, with token. register makes the nodes under
+// test follow it. It stands for a node of the cluster a test drives by
+// hand.
+func fakeMember(t *testing.T, leader *server.Server, id, token string, register func(endpoint string)) *zmqsync.Syncer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	servertest.Eventually(t, "the cluster has an id", func() error {
+		if leader.Node.ClusterID().IsZero() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	res, err := leader.Node.Apply(ctx, fsm.SetNode{Node: fsm.NodeMeta{ID: id, HTTPAddr: "127.0.0.1:1", Incarnation: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := zmqsync.Start(zmqsync.Config{NodeID: id, Listen: "tcp://127.0.0.1:0", Auth: authtoken.NewHolder(token),
+		Apply: func(string, *zmqsync.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	p.SetIdentity(zmqsync.Identity{ClusterID: zmqsync.ClusterID(leader.Node.ClusterID()), Epoch: res.Index})
+	register(p.Endpoint())
+	return p
 }
 
 // client is a client whose home is node s (bookings go there).
@@ -244,16 +295,12 @@ func Test_ReplicaSyncSteers(t *testing.T) {
 func Test_ReplicaSyncDropsWhatItCannotPlace(t *testing.T) {
 	sc := startSyncCluster(t)
 	b := sc.c.Live()[1]
-	rogue, err := zmqsync.Start(zmqsync.Config{NodeID: "rogue", Listen: "tcp://127.0.0.1:0",
-		Apply: func(string, *zmqsync.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rogue.Close()
 	ctx := context.Background()
-	if created, err := sc.client(b).RegisterReplicaSyncPeer(ctx, rogue.Endpoint()); err != nil || !created {
-		t.Fatalf("register the rogue: %v %v", created, err)
-	}
+	rogue := fakeMember(t, sc.c.Leader(), "rogue", "", func(endpoint string) {
+		if created, err := sc.client(b).RegisterReplicaSyncPeer(ctx, endpoint); err != nil || !created {
+			t.Fatalf("register the rogue: %v %v", created, err)
+		}
+	})
 	ev := zmqsync.Event{Kind: zmqsync.KindAdmission, Model: "default", Tenant: "default", WorkerID: 99,
 		BlockSize: e2eBS, SequenceHashes: []uint64{1}, ISL: 16, PrefillTokens: 16, Admitted: time.Now()}
 	servertest.Eventually(t, "b counts the admission for an unknown worker as dropped", func() error {

@@ -87,6 +87,9 @@ type ReplicaSyncConfig struct {
 	// Peers are followed from the start besides the cluster members
 	// (--replica-sync-peers).
 	Peers []string
+	// AntiEntropyPeriod is how often the node publishes its live booking
+	// set (0: zmqsync.DefaultAntiEntropyPeriod, 1 s).
+	AntiEntropyPeriod time.Duration
 }
 
 // Server is a running node.
@@ -161,6 +164,10 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Cluster.Logger = cfg.Logger
 	cfg.Cluster.Auth = s.auth // inter-node calls carry the token
 	cfg.Cluster.PeerScheme, cfg.Cluster.PeerTLS = scheme, peerTLSConfig
+	// Drawn here, not in Open: the catalog observer needs it from the
+	// first change it sees (replica sync's epoch).
+	cfg.Cluster.Incarnation = cmp.Or(cfg.Cluster.Incarnation, cluster.NewIncarnation())
+	s.cfg.Cluster.Incarnation = cfg.Cluster.Incarnation
 
 	s.Indexer = indexer.New(cfg.Logger)
 	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
@@ -260,13 +267,16 @@ func Start(cfg Config) (*Server, error) {
 //     reservations (its matches read the index of step 1);
 //  3. the listeners start last, so no KV event arrives for a rank the
 //     index does not know yet, and stop for ranks already gone;
-//  4. replica sync follows the members the catalog names (their
-//     metadata), after the scheduler knows the ranks their events name.
+//  4. replica sync learns the cluster id and this node's epoch, and
+//     follows the members the catalog names (their metadata and epochs),
+//     after the scheduler knows the ranks their events name; a member that
+//     restarted or left has its mirrored bookings dropped here.
 func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	s.Indexer.ApplyCatalog(ch)
 	s.Scheduler.ApplyCatalog(ch)
 	s.Ingest.ApplyCatalog(ch)
 	if s.Sync != nil {
+		s.Sync.SetIdentity(replicaIdentity(ch.Cur, s.cfg.Cluster))
 		s.Sync.SetMembers(replicaMembers(ch.Cur, s.cfg.Cluster.PeerDial))
 	}
 	if len(ch.Partitions) > 0 && s.cfg.InitialThresholds.set() {

@@ -81,16 +81,16 @@ type opener struct {
 // it accepts anything, and so keeps syncing with nodes given a token first.
 func (o *opener) open(frames [][]byte, sec *authtoken.Secret, grace time.Duration, m *Message) (string, error) {
 	if len(frames) < 2 || len(frames) > 3 || string(frames[0]) != Topic || len(frames) == 3 && len(frames[2]) != MACSize {
-		m.Origin, m.Events = "", m.Events[:0]
+		m.reset()
 		return "frames", errFrames
 	}
 	if sec.Token != "" {
 		if len(frames) != 3 {
-			m.Origin, m.Events = "", m.Events[:0]
+			m.reset()
 			return "unauthenticated", errNoMAC
 		}
 		if !o.verify(sec, grace, frames[1], frames[2]) {
-			m.Origin, m.Events = "", m.Events[:0]
+			m.reset()
 			return "unauthenticated", errBadMAC
 		}
 	}

@@ -25,7 +25,7 @@ import (
 //
 // Another implementation of the wire format checks itself against it.
 func Test_AppendMAC_Vector(t *testing.T) {
-	payload := AppendMessage(nil, &Message{Origin: "n1"})
+	payload := AppendMessage(nil, &Message{Version: PreviousVersion, Origin: "n1"})
 	if got := hex.EncodeToString(payload); got != "9301a26e3190" {
 		t.Fatalf("payload %s", got)
 	}
@@ -52,7 +52,8 @@ func Test_AppendMAC_Vector(t *testing.T) {
 // Test_Open: which messages a node accepts, with and without a token, and
 // during the grace after a rotation.
 func Test_Open(t *testing.T) {
-	payload := AppendMessage(nil, &Message{Origin: "n1", Events: []Event{testAdmission("r1")}})
+	v2 := wireV2("n1", 1, 1, testAdmission("r1"))
+	payload := AppendMessage(nil, &v2)
 	malformed := payload[:len(payload)-1]
 	topic := []byte(Topic)
 	mac := func(token string, p []byte) []byte { return AppendMAC(nil, p, token) }
@@ -160,6 +161,7 @@ func Test_AuthenticatedSync(t *testing.T) {
 	var ra, rb recorder
 	a := startAuthSyncer(t, "a", &ra, authtoken.NewHolder("s3cret"))
 	b := startAuthSyncer(t, "b", &rb, authtoken.NewHolder("s3cret"), a.Endpoint())
+	asPrevious(a, b) // v1: the messages forged below need no counter
 	publishUntil(t, a, &rb, "probe-a")
 	a.Publish(testAdmission("from-a"))
 	eventually(t, "b applies a's admission", func() bool { return slices.Contains(rb.got(), "a:admission:from-a") })
@@ -175,7 +177,8 @@ func Test_AuthenticatedSync(t *testing.T) {
 	if _, err := b.Register(evilEP); err != nil {
 		t.Fatal(err)
 	}
-	forged := AppendMessage(nil, &Message{Origin: "a", Events: []Event{testAdmission("forged")}})
+	forgedMsg := wireV1("a", testAdmission("forged"))
+	forged := AppendMessage(nil, &forgedMsg)
 	unsigned := zmq4.NewMsgFrom([]byte(Topic), forged)
 	guessed := zmq4.NewMsgFrom([]byte(Topic), forged, AppendMAC(nil, forged, "guess"))
 	eventually(t, "the stranger's messages arrive and are dropped as unauthenticated", func() bool {
@@ -185,7 +188,8 @@ func Test_AuthenticatedSync(t *testing.T) {
 	})
 	// A message with the right MAC on the same subscription applies: the
 	// drops were the MAC's doing, not the connection's.
-	signed := AppendMessage(nil, &Message{Origin: "a", Events: []Event{testAdmission("signed")}})
+	signedMsg := wireV1("a", testAdmission("signed"))
+	signed := AppendMessage(nil, &signedMsg)
 	eventually(t, "a message with the right MAC applies", func() bool {
 		_ = evil.Send(zmq4.NewMsgFrom([]byte(Topic), signed, AppendMAC(nil, signed, "s3cret")))
 		return slices.Contains(rb.got(), "a:admission:signed")
@@ -264,8 +268,7 @@ func Test_RotationGrace(t *testing.T) {
 	var ra, rb, rc recorder
 	a := startAuthSyncer(t, "a", &ra, authtoken.NewHolder("old"))
 	bAuth := authtoken.NewHolder("old")
-	startAuthSyncer(t, "b", &rb, bAuth, a.Endpoint())
-	publishUntil(t, a, &rb, "probe-b")
+	b := startAuthSyncer(t, "b", &rb, bAuth, a.Endpoint())
 	cAuth := authtoken.NewHolder("old")
 	c, err := Start(Config{NodeID: "c", Listen: "tcp://127.0.0.1:0", Peers: []string{a.Endpoint()}, Apply: rc.apply,
 		Auth: cAuth, PreviousTokenGrace: -1, BackoffMin: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -273,6 +276,8 @@ func Test_RotationGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	inCluster(a, b, c)
+	publishUntil(t, a, &rb, "probe-b")
 	publishUntil(t, a, &rc, "probe-c")
 	bAuth.Set("new")
 	cAuth.Set("new")
@@ -302,7 +307,8 @@ const (
 func openFuzzSeeds() map[string][][]byte {
 	seeds := map[string][][]byte{}
 	payloads := wireFuzzSeeds()
-	for _, name := range []string{"v1-admission", "v1-mixed-short", "v1-truncated-admission", "v1-trailing-fields", "v2"} {
+	for _, name := range []string{"v1-admission", "v1-mixed-short", "v1-truncated-admission", "v1-trailing-fields",
+		"v2-admission", "v2-live", "v2-want", "v2-truncated-live", "v2-trailing-fields", "v3"} {
 		p := payloads[name]
 		seeds[name+"-mac"] = [][]byte{p, AppendMAC(nil, p, fuzzToken)}
 		seeds[name+"-previous-mac"] = [][]byte{p, AppendMAC(nil, p, fuzzOld)}

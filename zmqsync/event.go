@@ -1,6 +1,9 @@
 package zmqsync
 
-import "time"
+import (
+	"encoding/hex"
+	"time"
+)
 
 // Kind is what happened to a reservation on the node that publishes it.
 type Kind uint8
@@ -11,6 +14,12 @@ const (
 	KindAdmission       Kind = 1 // a booking on the publishing node
 	KindPrefillComplete Kind = 2 // its prefill ended (on any node)
 	KindFree            Kind = 3 // it ended (on any node)
+	// KindLive (v2) is one part of the publisher's live booking set, its
+	// anti-entropy announcement (doc.go, Anti-entropy).
+	KindLive Kind = 4
+	// KindWant (v2) asks a publisher to send the admissions of some of
+	// its live bookings again: the receiver lacks them.
+	KindWant Kind = 5
 )
 
 func (k Kind) String() string {
@@ -21,6 +30,10 @@ func (k Kind) String() string {
 		return "prefill_complete"
 	case KindFree:
 		return "free"
+	case KindLive:
+		return "live"
+	case KindWant:
+		return "want"
 	}
 	return "unknown"
 }
@@ -55,12 +68,79 @@ type Event struct {
 	ISL           int64
 	PrefillTokens int64
 	Admitted      time.Time
+
+	// Live (KindLive) and Want (KindWant) carry anti-entropy; nil for the
+	// other kinds.
+	Live *LivePart
+	Want *Want
+
+	// Epoch and Counter are not written per event: the decoder copies
+	// them from the message that carried the event (0 for a v1 message),
+	// so that Apply knows which start of the origin published it and in
+	// which of its messages.
+	Epoch, Counter uint64
 }
+
+// LivePart is one part of a publisher's live booking set: the ids of its
+// own bookings (not its mirrors) in (After, Through], sorted, as they were
+// when the set was taken. A set too large for one event is split into
+// parts of consecutive ranges, sent in order.
+type LivePart struct {
+	// Set numbers the publisher's sets within its epoch, from 1.
+	Set uint64
+	// AsOf is the counter of the last message the publisher had taken
+	// off its queue when it took the set: every admission it sent in a
+	// message numbered up to AsOf is listed unless it had ended. A
+	// receiver therefore drops only mirrors booked from messages up to
+	// AsOf; a later admission is never mistaken for a lost free.
+	AsOf uint64
+	// After and Through bound the ids: After < id <= Through; "" leaves
+	// the bound open (the first part, the last part).
+	After, Through string
+	// IDs are the bookings, strictly ascending.
+	IDs []string
+	// Prefilling are the ascending indexes into IDs of the bookings whose
+	// prefill is not complete.
+	Prefilling []uint32
+	// Complete is set by the receiver, never sent: this part ends a set
+	// whose every part arrived, in order.
+	Complete bool
+
+	// epoch is the sender's epoch when it took the set (never sent): the
+	// sender drops a part of a set taken in another epoch.
+	epoch uint64
+}
+
+// Want asks Target, in its epoch Epoch, to publish the admissions of IDs
+// again: the sender lacks bookings that Target's live set lists.
+type Want struct {
+	Target string
+	Epoch  uint64
+	IDs    []string
+}
+
+// ClusterID is the cluster's identity (fsm.ClusterID), to which v2
+// messages are bound.
+type ClusterID [16]byte
+
+// IsZero reports whether the id is unset.
+func (id ClusterID) IsZero() bool { return id == ClusterID{} }
+
+func (id ClusterID) String() string { return hex.EncodeToString(id[:]) }
 
 // Message is what one PUB send carries: the events one node published
 // since its last send, in order.
 type Message struct {
+	// Version is the schema the message is encoded in (Version or
+	// PreviousVersion); 0 means Version.
+	Version int
 	// Origin is the publishing node's id; a node drops its own echoes.
 	Origin string
-	Events []Event
+	// ClusterID, Epoch and Counter (v2) bind the message to its cluster
+	// and number it: Epoch is the publisher's epoch (its start) and
+	// Counter counts its messages within it, from 1.
+	ClusterID ClusterID
+	Epoch     uint64
+	Counter   uint64
+	Events    []Event
 }

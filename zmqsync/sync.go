@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -31,9 +32,18 @@ import (
 // (zmqx.WriteTimeout) or keeps the writer waiting most of the time, and
 // the queue drains. The residual loss, a burst of more than PubQueue
 // messages faster than the slowest connected subscriber reads, is not
-// counted. A SUB checks each message's frames and, while the node has a
-// token, its MAC (auth.go), decodes it whole, drops the node's own
-// echoes, and applies the events in order through Config.Apply.
+// counted by the sender; receivers see it as a gap in the origin's
+// counters (kvselect_replica_sync_missed_messages_total), and
+// anti-entropy heals what it lost (antientropy.go). A SUB checks each
+// message's frames and, while the node has a token, its MAC (auth.go),
+// decodes it whole, drops the node's own echoes and what its origin's
+// state refuses (origin.go: cluster, membership, epoch, counter), and
+// applies the events in order through Config.Apply.
+//
+// The sender numbers its v2 messages from 1 within its epoch; it sends
+// nothing of its own between learning the cluster id and learning its
+// epoch (its events wait in the queue), and sends v1 while the catalog
+// has no cluster id yet (a cluster still on the previous release).
 
 var (
 	// ErrEndpoint: a peer endpoint that is not tcp://host:port.
@@ -64,8 +74,24 @@ type Config struct {
 	Peers []string
 	// Apply applies one peer event and returns "" or why it dropped it
 	// (a label of the drop counter). It is called from the peers'
-	// goroutines, one event at a time per peer.
+	// goroutines, one event at a time per peer, with the origin's state
+	// locked (origin.go). ev.Epoch and ev.Counter say which start of the
+	// origin published it, in which message; a live part's Complete
+	// says it ends a set whose every part arrived. Wants reach Apply only
+	// when addressed to this node's current epoch.
 	Apply func(origin string, ev *Event) string
+	// Forget drops what this node mirrors of origin from epochs before
+	// the given one (every mirror of it for ForgetAll: the member left).
+	// It is called with the origin's state locked, so no event of a
+	// forgotten epoch applies after it. nil: nothing is mirrored.
+	Forget func(origin string, before uint64)
+	// Live appends this node's live local bookings to dst; it is called
+	// every AntiEntropyPeriod, and what it returns is published as the
+	// node's live set (antientropy.go). nil: no live sets are published.
+	Live func(dst []LiveBooking) []LiveBooking
+	// AntiEntropyPeriod is how often the live set is published (default
+	// DefaultAntiEntropyPeriod).
+	AntiEntropyPeriod time.Duration
 	// DropReasons are the reasons Apply may return, so the counters exist
 	// from the start.
 	DropReasons []string
@@ -98,9 +124,25 @@ const (
 )
 
 // encodedSize is about how many bytes ev takes on the wire (an upper
-// bound: 9 bytes per hash, 64 for the numbers and headers).
+// bound: 9 bytes per hash, 3 of header per id, 5 per index, 64 for the
+// numbers and headers).
 func encodedSize(ev *Event) int {
-	return 64 + len(ev.ReservationID) + len(ev.Model) + len(ev.Tenant) + 9*len(ev.SequenceHashes)
+	n := 64 + len(ev.ReservationID) + len(ev.Model) + len(ev.Tenant) + 9*len(ev.SequenceHashes)
+	switch {
+	case ev.Live != nil:
+		n += len(ev.Live.After) + len(ev.Live.Through) + idsSize(ev.Live.IDs) + 5*len(ev.Live.Prefilling)
+	case ev.Want != nil:
+		n += len(ev.Want.Target) + idsSize(ev.Want.IDs)
+	}
+	return n
+}
+
+func idsSize(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		n += 3 + len(id)
+	}
+	return n
 }
 
 // Source is why the node follows a peer.
@@ -114,11 +156,21 @@ const (
 )
 
 // Member is a cluster member as replica sync needs it: the endpoint it
-// advertises and the address to dial it at (the same unless --peer-dial
-// says otherwise).
+// advertises (empty when it runs without replica sync), the address to
+// dial it at (the same unless --peer-dial says otherwise) and its epoch in
+// the catalog.
 type Member struct {
 	Endpoint string
 	Dial     string
+	Epoch    uint64
+}
+
+// Identity is this node's place in its cluster, from the catalog: the
+// cluster id (zero until the catalog has one) and this process's epoch (0
+// until the catalog records it).
+type Identity struct {
+	ClusterID ClusterID
+	Epoch     uint64
 }
 
 // Syncer publishes this node's lifecycle events and applies its peers'.
@@ -138,6 +190,29 @@ type Syncer struct {
 	closed  bool
 	peers   map[string]*peer // by endpoint
 	members map[string]Member
+
+	// identity is SetIdentity's; identityChanged is closed and replaced
+	// when it changes (the sender waits on it while it holds).
+	identity        atomic.Pointer[Identity]
+	identityMu      sync.Mutex
+	identityChanged chan struct{}
+
+	// Origins (origin.go): omu guards the map and known (the catalog's
+	// members as last given); each state has its own lock.
+	omu     sync.Mutex
+	origins map[string]*originState
+	known   map[string]Member
+	// dual: send v1 copies too (recomputeDual).
+	dual atomic.Bool
+
+	// sent is the epoch and counter of the last v2 message whose events
+	// the sender took off the queue (antientropy.go reads it).
+	sentMu             sync.Mutex
+	sentEpoch, sentCtr uint64
+
+	// sendFilter, when set, is asked about every message before it is
+	// sent: false drops it (SetSendFilter, for fault injection).
+	sendFilter atomic.Pointer[func(*Message) bool]
 }
 
 // Start binds the PUB socket, subscribes to cfg.Peers and starts the
@@ -161,6 +236,9 @@ func Start(cfg Config) (*Syncer, error) {
 	if cfg.PreviousTokenGrace == 0 {
 		cfg.PreviousTokenGrace = DefaultPreviousTokenGrace
 	}
+	if cfg.AntiEntropyPeriod <= 0 {
+		cfg.AntiEntropyPeriod = DefaultAntiEntropyPeriod
+	}
 	for _, ep := range cfg.Peers {
 		if err := ValidateEndpoint(ep); err != nil {
 			return nil, err
@@ -171,7 +249,9 @@ func Start(cfg Config) (*Syncer, error) {
 		cfg: cfg, log: cfg.Logger.With("component", "zmqsync"), metrics: newMetrics(cfg.DropReasons),
 		out: make(chan Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
 		peers: map[string]*peer{}, members: map[string]Member{},
+		identityChanged: make(chan struct{}), origins: map[string]*originState{}, known: map[string]Member{},
 	}
+	s.identity.Store(&Identity{})
 	pub, err := zmqx.ListenPub(ctx, cfg.Listen, s.log)
 	if err != nil {
 		cancel()
@@ -185,6 +265,10 @@ func Start(cfg Config) (*Syncer, error) {
 	}
 	s.wg.Add(1)
 	go s.send()
+	if cfg.Live != nil {
+		s.wg.Add(1)
+		go s.announce()
+	}
 	s.mu.Lock()
 	for _, ep := range cfg.Peers {
 		s.addSourceLocked(ep, ep, SourceFlag, "")
@@ -215,18 +299,69 @@ func (s *Syncer) Publish(ev Event) {
 	}
 }
 
+// SetIdentity tells the syncer the cluster id and this process's epoch, as
+// the catalog has them now (every catalog change); see Identity.
+func (s *Syncer) SetIdentity(id Identity) {
+	s.identityMu.Lock()
+	defer s.identityMu.Unlock()
+	if cur := s.identity.Load(); *cur == id {
+		return
+	}
+	if cur := s.identity.Load(); cur.Epoch == 0 && id.Epoch != 0 {
+		s.log.Info("replica sync: this node's epoch is in the catalog; publishing", "epoch", id.Epoch, "cluster_id", id.ClusterID)
+	}
+	s.identity.Store(&id)
+	close(s.identityChanged)
+	s.identityChanged = make(chan struct{})
+}
+
+// currentIdentity returns the identity and a channel closed when it next
+// changes.
+func (s *Syncer) currentIdentity() (Identity, <-chan struct{}) {
+	s.identityMu.Lock()
+	defer s.identityMu.Unlock()
+	return *s.identity.Load(), s.identityChanged
+}
+
+// SetSendFilter makes the sender ask f about every message it is about to
+// send (v2 messages with their counter already taken): false drops the
+// message, as a lossy network would. For fault-injection tests; nil
+// removes the filter.
+func (s *Syncer) SetSendFilter(f func(*Message) bool) {
+	if f == nil {
+		s.sendFilter.Store(nil)
+		return
+	}
+	s.sendFilter.Store(&f)
+}
+
 // send batches queued events into messages until the syncer closes.
 func (s *Syncer) send() {
 	defer s.wg.Done()
 	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
+	prev := Message{Version: PreviousVersion, Origin: s.cfg.NodeID}
 	var (
-		buf []byte
-		mac macer
+		buf            []byte
+		mac            macer
+		epoch, counter uint64
 	)
 	for {
+		id, changed := s.currentIdentity()
+		if !id.ClusterID.IsZero() && id.Epoch == 0 {
+			// The catalog has a cluster id but not this process's epoch
+			// yet: hold (the events wait in the queue).
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-changed:
+			}
+			continue
+		}
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-changed:
+			continue
 		case ev := <-s.out:
 			msg.Events = append(msg.Events[:0], ev)
 		}
@@ -241,26 +376,76 @@ func (s *Syncer) send() {
 				break drain
 			}
 		}
-		buf = AppendMessage(buf[:0], &msg)
-		// zmq4 keeps the frames until its writer has sent them: give it
-		// its own copy, buf is reused.
-		var out zmq4.Msg
-		if token := s.cfg.Auth.Token(); token != "" {
-			// One allocation holds the payload and its MAC frame.
-			framed := mac.sum(append(make([]byte, 0, len(buf)+MACSize), buf...), token, buf)
-			out = zmq4.NewMsgFrom([]byte(Topic), framed[:len(buf)], framed[len(buf):])
-		} else {
-			out = zmq4.NewMsgFrom([]byte(Topic), slices.Clone(buf))
-		}
-		if err := s.pub.Send(out); err != nil {
-			s.metrics.sendDropped.Add(float64(len(msg.Events)))
-			s.log.Debug("replica sync send failed", "err", err)
+		if id.ClusterID.IsZero() {
+			// A cluster without an id runs (partly) on the previous
+			// release: v1, which has no live or want events.
+			prev.Events = keepV1(prev.Events[:0], msg.Events)
+			buf = s.transmit(&prev, buf, &mac)
+			clear(msg.Events) // drop references to hash slices
+			clear(prev.Events)
 			continue
 		}
-		s.metrics.sentMessages.Inc()
-		s.metrics.sentEvents.Add(float64(len(msg.Events)))
+		if id.Epoch != epoch {
+			epoch, counter = id.Epoch, 0
+		}
+		counter++
+		msg.Version, msg.ClusterID, msg.Epoch, msg.Counter = Version, id.ClusterID, epoch, counter
+		msg.Events = slices.DeleteFunc(msg.Events, func(ev Event) bool {
+			return ev.Kind == KindLive && ev.Live.epoch != epoch // a set taken in another epoch
+		})
+		s.sentMu.Lock()
+		s.sentEpoch, s.sentCtr = epoch, counter
+		s.sentMu.Unlock()
+		buf = s.transmit(&msg, buf, &mac)
+		if s.dual.Load() {
+			// Members that may still run the previous release read v1
+			// only; those of this release drop the copy (old_version).
+			if prev.Events = keepV1(prev.Events[:0], msg.Events); len(prev.Events) > 0 {
+				buf = s.transmit(&prev, buf, &mac)
+				s.metrics.previousVersion.WithLabelValues("sent").Inc()
+			}
+		}
 		clear(msg.Events) // drop references to hash slices
+		clear(prev.Events)
 	}
+}
+
+// keepV1 appends to dst the events of src that v1 can carry.
+func keepV1(dst, src []Event) []Event {
+	for _, ev := range src {
+		if ev.Kind <= KindFree {
+			dst = append(dst, ev)
+		}
+	}
+	return dst
+}
+
+// transmit encodes m into buf, adds the MAC while the node has a token,
+// and hands it to the PUB socket; it returns buf for reuse.
+func (s *Syncer) transmit(m *Message, buf []byte, mac *macer) []byte {
+	buf = AppendMessage(buf[:0], m)
+	if f := s.sendFilter.Load(); f != nil && !(*f)(m) {
+		s.metrics.sendDropped.Add(float64(len(m.Events)))
+		return buf
+	}
+	// zmq4 keeps the frames until its writer has sent them: give it its
+	// own copy, buf is reused.
+	var out zmq4.Msg
+	if token := s.cfg.Auth.Token(); token != "" {
+		// One allocation holds the payload and its MAC frame.
+		framed := mac.sum(append(make([]byte, 0, len(buf)+MACSize), buf...), token, buf)
+		out = zmq4.NewMsgFrom([]byte(Topic), framed[:len(buf)], framed[len(buf):])
+	} else {
+		out = zmq4.NewMsgFrom([]byte(Topic), slices.Clone(buf))
+	}
+	if err := s.pub.Send(out); err != nil {
+		s.metrics.sendDropped.Add(float64(len(m.Events)))
+		s.log.Debug("replica sync send failed", "err", err)
+		return buf
+	}
+	s.metrics.sentMessages.Inc()
+	s.metrics.sentEvents.Add(float64(len(m.Events)))
+	return buf
 }
 
 // ValidateEndpoint checks a peer endpoint: tcp://host:port.
@@ -314,15 +499,14 @@ func (s *Syncer) Deregister(endpoint string) error {
 	return nil
 }
 
-// SetMembers makes the node follow exactly these cluster members (by node
-// id; this node itself is skipped): a member that joins is subscribed, one
-// that leaves or moves is dropped.
+// SetMembers gives the node the catalog's members (by node id, every
+// member, with its epoch; this node itself is skipped). It follows those
+// with an endpoint: a member that joins is subscribed, one that leaves or
+// moves is dropped. And it accepts messages from members only, from each
+// one's current epoch on (origin.go): the mirrors of an earlier epoch are
+// forgotten when the catalog shows a later one, and all of a member's when
+// it leaves.
 func (s *Syncer) SetMembers(members map[string]Member) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
 	want := make(map[string]Member, len(members))
 	for id, m := range members {
 		if m.Dial == "" {
@@ -330,9 +514,23 @@ func (s *Syncer) SetMembers(members map[string]Member) {
 		}
 		want[id] = m
 	}
-	members = want
+	if !s.followMembers(want) {
+		return
+	}
+	s.updateOrigins(want)
+}
+
+// followMembers subscribes to the members with an endpoint; it reports
+// false when the syncer is closed.
+func (s *Syncer) followMembers(members map[string]Member) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	follows := func(a, b Member) bool { return a.Endpoint == b.Endpoint && a.Dial == b.Dial }
 	for id, m := range s.members {
-		if nm, ok := members[id]; !ok || nm != m {
+		if nm, ok := members[id]; !ok || !follows(nm, m) {
 			s.dropSourceLocked(m.Endpoint, SourceMember)
 			delete(s.members, id)
 		}
@@ -351,6 +549,7 @@ func (s *Syncer) SetMembers(members map[string]Member) {
 		s.members[id] = m
 		s.addSourceLocked(m.Endpoint, m.Dial, SourceMember, id)
 	}
+	return true
 }
 
 // addSourceLocked follows endpoint (dialed at dial) for one more reason.
@@ -550,7 +749,7 @@ func (p *peer) session(ctx context.Context) (received bool, err error) {
 	}
 }
 
-// receive decodes and applies one message.
+// receive decodes, checks and applies one message.
 func (p *peer) receive(frames [][]byte, m *Message) {
 	met := p.s.metrics
 	met.receivedMessages.Inc()
@@ -567,23 +766,44 @@ func (p *peer) receive(frames [][]byte, m *Message) {
 	case reason == "":
 		p.refusing = false
 	}
+	var dropped uint64
+	if reason == "" {
+		reason = p.s.accept(m, func(st *originState) { dropped = p.s.applyEvents(st, m) })
+	}
 	if reason != "" {
 		met.droppedMessages.WithLabelValues(reason).Inc()
-		p.s.log.Debug("replica sync message dropped", "endpoint", p.endpoint, "reason", reason, "err", err)
+		if reason != dropEcho {
+			p.s.log.Debug("replica sync message dropped", "endpoint", p.endpoint, "origin", m.Origin, "reason", reason,
+				"epoch", m.Epoch, "counter", m.Counter, "err", err)
+		}
 		return
 	}
-	if m.Origin == p.s.cfg.NodeID {
-		met.droppedMessages.WithLabelValues("echo").Inc()
-		return
-	}
-	var dropped uint64
+	p.update(func(st *PeerStatus) { st.Events += uint64(len(m.Events)); st.Dropped += dropped })
+}
+
+// applyEvents hands an accepted message's events to Apply, in order, with
+// the origin's state st locked; it returns how many Apply dropped.
+func (s *Syncer) applyEvents(st *originState, m *Message) (dropped uint64) {
+	met := s.metrics
+	self := s.identity.Load()
 	for i := range m.Events {
 		ev := &m.Events[i]
 		met.receivedEvents.WithLabelValues(ev.Kind.String()).Inc()
-		if why := p.s.cfg.Apply(m.Origin, ev); why != "" {
+		switch ev.Kind {
+		case KindWant:
+			if ev.Want.Target != s.cfg.NodeID || ev.Want.Epoch != self.Epoch {
+				continue // for another node, or an earlier start of this one
+			}
+		case KindLive:
+			st.assembleLive(ev.Live)
+			if ev.Live.Complete {
+				met.liveSets.WithLabelValues("received").Inc()
+			}
+		}
+		if why := s.cfg.Apply(m.Origin, ev); why != "" {
 			met.droppedEvents.WithLabelValues(why).Inc()
 			dropped++
 		}
 	}
-	p.update(func(st *PeerStatus) { st.Events += uint64(len(m.Events)); st.Dropped += dropped })
+	return dropped
 }

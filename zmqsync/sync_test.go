@@ -64,6 +64,36 @@ func startSyncer(t *testing.T, id string, rec *recorder, peers ...string) *Synce
 	return s
 }
 
+// testCluster is the cluster id of the tests' syncers.
+var testCluster = ClusterID{0xc1, 0x05, 0x7e, 0x40, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+
+// inCluster makes the syncers one cluster of this release, as the catalog
+// would: each has the cluster id and its epoch (10, 11, ...), and knows
+// the others as members with theirs. Members get no endpoint here: the
+// tests choose who follows whom.
+func inCluster(ss ...*Syncer) {
+	members := map[string]Member{}
+	for i, s := range ss {
+		members[s.cfg.NodeID] = Member{Epoch: uint64(10 + i)}
+	}
+	for i, s := range ss {
+		s.SetIdentity(Identity{ClusterID: testCluster, Epoch: uint64(10 + i)})
+		s.SetMembers(members)
+	}
+}
+
+// asPrevious makes the syncers members of a cluster without a cluster id
+// and without epochs, as one still on the previous release: they speak v1.
+func asPrevious(ss ...*Syncer) {
+	members := map[string]Member{}
+	for _, s := range ss {
+		members[s.cfg.NodeID] = Member{}
+	}
+	for _, s := range ss {
+		s.SetMembers(members)
+	}
+}
+
 // eventually polls cond until it holds, failing after 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -109,6 +139,7 @@ func Test_PublishAndApply(t *testing.T) {
 	if created, err := a.Register(b.Endpoint()); !created || err != nil {
 		t.Fatalf("register: %v %v", created, err)
 	}
+	inCluster(a, b)
 	publishUntil(t, a, &rb, "probe-a")
 	publishUntil(t, b, &ra, "probe-b")
 
@@ -157,7 +188,9 @@ func Test_Garbage(t *testing.T) {
 	defer evil.Close()
 	var rb recorder
 	b := startSyncer(t, "b", &rb, "tcp://"+evil.Addr().String())
-	valid := AppendMessage(nil, &Message{Origin: "evil", Events: []Event{testAdmission("ok")}})
+	b.SetMembers(map[string]Member{"evil": {}}) // a member of the previous release: v1
+	validMsg := wireV1("evil", testAdmission("ok"))
+	valid := AppendMessage(nil, &validMsg)
 	junk := [][][]byte{
 		{[]byte(Topic)},                                    // no payload
 		{[]byte(Topic), []byte{0x93, 0x01}},                // truncated
@@ -263,7 +296,7 @@ func Test_PeerManagement(t *testing.T) {
 func Test_StalledSubscriber(t *testing.T) {
 	var ra, rb recorder
 	a := startSyncer(t, "a", &ra)
-	startSyncer(t, "b", &rb, a.Endpoint())
+	inCluster(a, startSyncer(t, "b", &rb, a.Endpoint()))
 	publishUntil(t, a, &rb, "probe-a")
 
 	// A raw TCP peer that completes the ZMTP handshake as a SUB, then

@@ -1,4 +1,4 @@
-package zmqsync_test
+package zmqsync
 
 import (
 	"fmt"
@@ -8,22 +8,21 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/zmqsync"
 )
 
 // Test_SecondTokenAccepted: a node whose token file holds two lines
 // (authtoken.Secret.Also) accepts messages signed with either, with no
 // time-based grace: that is what lets kvselect rotate a token node by node
 // ("old\nnew", "new\nold", "new"). A node holding only the old token drops
-// the same messages. Only the public API is used, so the test survives a
-// change of the wire format.
+// the same messages. The three are one cluster of this release (v2).
 func Test_SecondTokenAccepted(t *testing.T) {
 	publisher := start(t, "a", authtoken.NewHolder("new"), nil)
 	both := authtoken.NewHolder("old")
 	both.SetTokens("old", "new")
 	var gotBoth, gotOld applied
-	start(t, "b", both, &gotBoth, publisher.Endpoint())
+	b := start(t, "b", both, &gotBoth, publisher.Endpoint())
 	oldOnly := start(t, "c", authtoken.NewHolder("old"), &gotOld, publisher.Endpoint())
+	inCluster(publisher, b, oldOnly)
 
 	// PUB/SUB loses what is sent before a subscription is live: publish
 	// until both subscribers have received something.
@@ -31,7 +30,7 @@ func Test_SecondTokenAccepted(t *testing.T) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for i := 0; len(gotBoth.ids()) == 0 || received(oldOnly) == 0; i++ {
-		publisher.Publish(zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: fmt.Sprint("probe-", i)})
+		publisher.Publish(Event{Kind: KindFree, ReservationID: fmt.Sprint("probe-", i)})
 		select {
 		case <-deadline:
 			t.Fatalf("after 20 s: the node with both tokens applied %v; the node with the old one received %d messages",
@@ -50,7 +49,7 @@ type applied struct {
 	got []string
 }
 
-func (a *applied) apply(_ string, ev *zmqsync.Event) string {
+func (a *applied) apply(_ string, ev *Event) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.got = append(a.got, ev.ReservationID)
@@ -64,12 +63,12 @@ func (a *applied) ids() []string {
 }
 
 // start runs a syncer with the time-based grace off, following peers.
-func start(t *testing.T, id string, auth *authtoken.Holder, rec *applied, peers ...string) *zmqsync.Syncer {
+func start(t *testing.T, id string, auth *authtoken.Holder, rec *applied, peers ...string) *Syncer {
 	t.Helper()
 	if rec == nil {
 		rec = &applied{}
 	}
-	s, err := zmqsync.Start(zmqsync.Config{NodeID: id, Listen: "tcp://127.0.0.1:0", Peers: peers, Apply: rec.apply,
+	s, err := Start(Config{NodeID: id, Listen: "tcp://127.0.0.1:0", Peers: peers, Apply: rec.apply,
 		Auth: auth, PreviousTokenGrace: -1, BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -81,7 +80,7 @@ func start(t *testing.T, id string, auth *authtoken.Holder, rec *applied, peers 
 
 // received is how many messages s has received from its peers, applied or
 // dropped.
-func received(s *zmqsync.Syncer) uint64 {
+func received(s *Syncer) uint64 {
 	var n uint64
 	for _, p := range s.Peers() {
 		n += p.Messages

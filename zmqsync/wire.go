@@ -10,46 +10,67 @@ import (
 	"github.com/kvselect/kvselect/internal/msgpackx"
 )
 
-// The wire format of replica-sync messages; doc.go describes schema v1.
+// The wire format of replica-sync messages; doc.go describes schemas v2
+// and v1.
 const (
 	// Topic is the first frame of every replica-sync ZMQ message, the
 	// subscription prefix of every subscriber.
 	Topic = "kvselect.sync"
-	// Version is the schema version this package writes and the only one
-	// it reads.
-	Version = 1
+	// Version is the schema version this package writes.
+	Version = 2
+	// PreviousVersion is the schema of the release before, still read
+	// (and written to members that may run it) for one release.
+	PreviousVersion = 1
 
 	// MaxEvents bounds the events of one message; a publisher with more
 	// pending splits them over several messages.
 	MaxEvents = 4096
 	// MaxOriginLen bounds a message's origin (the publishing node's id).
 	MaxOriginLen = api.MaxNameLen // the longest node id the catalog accepts
+	// MaxSetIDs bounds the reservation ids of one live or want event; a
+	// publisher with more splits its set over several events.
+	MaxSetIDs = 4096
 )
 
 // minEventBytes is the size of the shortest valid event: a fixarray
 // header, a fixint kind and a fixstr id of one byte.
 const minEventBytes = 4
 
+// minIDBytes is the size of the shortest valid id: a fixstr of one byte.
+const minIDBytes = 2
+
 var (
 	// ErrMalformed is wrapped by every error of DecodeMessage except an
-	// unknown version: bytes that are not a valid v1 message, an unknown
-	// event kind, or a field out of range. When the bytes themselves were
-	// not the expected msgpack the error wraps msgpackx.ErrMalformed too,
-	// and a bad reservation id wraps api.ErrBadID.
+	// unknown version: bytes that are not a valid message of its version,
+	// an unknown event kind, or a field out of range. When the bytes
+	// themselves were not the expected msgpack the error wraps
+	// msgpackx.ErrMalformed too, and a bad reservation id wraps
+	// api.ErrBadID.
 	ErrMalformed = errors.New("malformed replica-sync message")
 	// ErrUnknownVersion reports a well-formed message of a schema version
-	// other than Version.
+	// this package does not read (neither Version nor PreviousVersion).
 	ErrUnknownVersion = errors.New("unknown replica-sync message version")
 )
 
-// AppendMessage appends m, encoded as schema v1, to dst and returns the
-// extended slice. It writes whatever m holds: a message that
-// ValidateMessage rejects is encoded all the same, and every receiver drops
-// it. With a dst of enough capacity it does not allocate.
+// AppendMessage appends m, encoded in schema m.Version (Version when 0),
+// to dst and returns the extended slice. Schema v1 has no header beyond
+// the origin: m.ClusterID, Epoch and Counter are not written. It writes
+// whatever m holds: a message that ValidateMessage rejects is encoded all
+// the same, and every receiver drops it. With a dst of enough capacity it
+// does not allocate, live and want events aside.
 func AppendMessage(dst []byte, m *Message) []byte {
-	dst = appendArrayLen(dst, 3)
-	dst = appendUint(dst, Version)
-	dst = appendStr(dst, m.Origin)
+	if m.Version == PreviousVersion {
+		dst = appendArrayLen(dst, 3)
+		dst = appendUint(dst, PreviousVersion)
+		dst = appendStr(dst, m.Origin)
+	} else {
+		dst = appendArrayLen(dst, 6)
+		dst = appendUint(dst, Version)
+		dst = appendStr(dst, m.Origin)
+		dst = appendBin(dst, m.ClusterID[:])
+		dst = appendUint(dst, m.Epoch)
+		dst = appendUint(dst, m.Counter)
+	}
 	dst = appendArrayLen(dst, len(m.Events))
 	for i := range m.Events {
 		dst = appendEvent(dst, &m.Events[i])
@@ -58,6 +79,12 @@ func AppendMessage(dst []byte, m *Message) []byte {
 }
 
 func appendEvent(dst []byte, ev *Event) []byte {
+	switch ev.Kind {
+	case KindLive:
+		return appendLive(dst, ev.Live)
+	case KindWant:
+		return appendWant(dst, ev.Want)
+	}
 	if ev.Kind != KindAdmission {
 		if ev.BookedBy == "" {
 			dst = appendArrayLen(dst, 2)
@@ -87,7 +114,44 @@ func appendEvent(dst []byte, ev *Event) []byte {
 	return appendInt(dst, ev.Admitted.UnixNano())
 }
 
-// DecodeMessage decodes one schema v1 payload into m, reusing the backing
+func appendLive(dst []byte, l *LivePart) []byte {
+	if l == nil {
+		l = &LivePart{}
+	}
+	dst = appendArrayLen(dst, 7)
+	dst = appendUint(dst, uint64(KindLive))
+	dst = appendUint(dst, l.Set)
+	dst = appendUint(dst, l.AsOf)
+	dst = appendStr(dst, l.After)
+	dst = appendStr(dst, l.Through)
+	dst = appendStrs(dst, l.IDs)
+	dst = appendArrayLen(dst, len(l.Prefilling))
+	for _, i := range l.Prefilling {
+		dst = appendUint(dst, uint64(i))
+	}
+	return dst
+}
+
+func appendWant(dst []byte, w *Want) []byte {
+	if w == nil {
+		w = &Want{}
+	}
+	dst = appendArrayLen(dst, 4)
+	dst = appendUint(dst, uint64(KindWant))
+	dst = appendStr(dst, w.Target)
+	dst = appendUint(dst, w.Epoch)
+	return appendStrs(dst, w.IDs)
+}
+
+func appendStrs(dst []byte, ss []string) []byte {
+	dst = appendArrayLen(dst, len(ss))
+	for _, s := range ss {
+		dst = appendStr(dst, s)
+	}
+	return dst
+}
+
+// DecodeMessage decodes one payload of schema v2 or v1 into m, reusing the backing
 // arrays of m.Events and of their SequenceHashes: the decoded hash slices
 // are valid until the next decode into the same m, so a receiver that keeps
 // them copies them. Strings are never aliased to b.
@@ -100,10 +164,14 @@ func DecodeMessage(b []byte, m *Message) error {
 	var r msgpackx.Reader
 	r.Reset(b)
 	if err := decodeMessage(&r, m); err != nil {
-		m.Origin, m.Events = "", m.Events[:0]
+		m.reset()
 		return err
 	}
 	return nil
+}
+
+func (m *Message) reset() {
+	m.Version, m.Origin, m.ClusterID, m.Epoch, m.Counter, m.Events = 0, "", ClusterID{}, 0, 0, m.Events[:0]
 }
 
 func decodeMessage(r *msgpackx.Reader, m *Message) error {
@@ -118,12 +186,18 @@ func decodeMessage(r *msgpackx.Reader, m *Message) error {
 	if err != nil {
 		return malformed(err)
 	}
-	if v != Version {
-		return fmt.Errorf("%w: %d (this node reads %d)", ErrUnknownVersion, v, Version)
+	want := 6
+	switch v {
+	case Version:
+	case PreviousVersion:
+		want = 3
+	default:
+		return fmt.Errorf("%w: %d (this node reads %d and %d)", ErrUnknownVersion, v, PreviousVersion, Version)
 	}
-	if n < 3 {
-		return malformed(r.Fail(fmt.Sprintf("message array of %d elements, want at least 3", n)))
+	if n < want {
+		return malformed(r.Fail(fmt.Sprintf("v%d message array of %d elements, want at least %d", v, n, want)))
 	}
+	m.Version = int(v)
 	origin, err := r.Str()
 	if err != nil {
 		return malformed(err)
@@ -134,14 +208,46 @@ func decodeMessage(r *msgpackx.Reader, m *Message) error {
 	if m.Origin != string(origin) { // no allocation when the sender is the last one
 		m.Origin = string(origin)
 	}
+	m.ClusterID, m.Epoch, m.Counter = ClusterID{}, 0, 0
+	if v == Version {
+		if err := decodeHeader(r, m); err != nil {
+			return err
+		}
+	}
 	if err := decodeEvents(r, m); err != nil {
 		return err
 	}
-	if err := skipTrailing(r, n-3); err != nil {
+	if err := skipTrailing(r, n-want); err != nil {
 		return err
 	}
 	if r.Remaining() != 0 {
 		return malformed(r.Fail("bytes after the message"))
+	}
+	return nil
+}
+
+// decodeHeader reads what v2 adds after the origin: the cluster id, the
+// publisher's epoch and the message's counter.
+func decodeHeader(r *msgpackx.Reader, m *Message) error {
+	id, err := r.StrOrBin(false)
+	if err != nil {
+		return malformed(err)
+	}
+	if len(id) != len(m.ClusterID) {
+		return invalid("cluster id of %d bytes, want %d", len(id), len(m.ClusterID))
+	}
+	copy(m.ClusterID[:], id)
+	if m.ClusterID.IsZero() {
+		return invalid("zero cluster id")
+	}
+	if m.Epoch, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if m.Counter, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if m.Epoch == 0 || m.Counter == 0 {
+		return invalid("epoch %d, counter %d: both start at 1", m.Epoch, m.Counter)
 	}
 	return nil
 }
@@ -172,8 +278,8 @@ func decodeEvents(r *msgpackx.Reader, m *Message) error {
 		if i > 0 {
 			prev = &events[i-1]
 		}
-		ev := Event{SequenceHashes: old.SequenceHashes[:0]}
-		if err := decodeEvent(r, &ev, &old, prev); err != nil {
+		ev := Event{SequenceHashes: old.SequenceHashes[:0], Epoch: m.Epoch, Counter: m.Counter}
+		if err := decodeEvent(r, m.Version, &ev, &old, prev); err != nil {
 			m.Events = events[:0]
 			return fmt.Errorf("event %d: %w", i, err)
 		}
@@ -183,11 +289,11 @@ func decodeEvents(r *msgpackx.Reader, m *Message) error {
 	return nil
 }
 
-// decodeEvent decodes one event into ev. old (the event this slot held
-// before) and prev (the event before it) lend their strings when the bytes
-// are equal, so a batch of one partition costs no allocation per
-// model and tenant.
-func decodeEvent(r *msgpackx.Reader, ev, old, prev *Event) error {
+// decodeEvent decodes one event of a message of the given version into
+// ev. old (the event this slot held before) and prev (the event before it)
+// lend their strings when the bytes are equal, so a batch of one partition
+// costs no allocation per model and tenant.
+func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *Event) error {
 	n, err := r.ArrayLen()
 	if err != nil {
 		return malformed(err)
@@ -200,17 +306,33 @@ func decodeEvent(r *msgpackx.Reader, ev, old, prev *Event) error {
 		return malformed(err)
 	}
 	want := 2
-	switch kind {
-	case uint64(KindAdmission):
+	switch {
+	case kind == uint64(KindAdmission):
 		want = 12
-	case uint64(KindPrefillComplete), uint64(KindFree):
+	case kind == uint64(KindPrefillComplete), kind == uint64(KindFree):
+	case kind == uint64(KindLive) && version == Version:
+		want = 7
+	case kind == uint64(KindWant) && version == Version:
+		want = 4
 	default:
-		return invalid("unknown event kind %d", kind)
+		return invalid("unknown event kind %d in a v%d message", kind, version)
 	}
 	if n < want {
 		return malformed(r.Fail(fmt.Sprintf("%s event of %d elements, want at least %d", Kind(kind), n, want)))
 	}
 	ev.Kind = Kind(kind)
+	switch ev.Kind {
+	case KindLive:
+		if err := decodeLive(r, ev); err != nil {
+			return err
+		}
+		return skipTrailing(r, n-want)
+	case KindWant:
+		if err := decodeWant(r, ev); err != nil {
+			return err
+		}
+		return skipTrailing(r, n-want)
+	}
 	id, err := r.Str()
 	if err != nil {
 		return malformed(err)
@@ -289,6 +411,132 @@ func decodeAdmission(r *msgpackx.Reader, ev, old, prev *Event) error {
 	return nil
 }
 
+// decodeLive decodes the six fields that follow a live event's kind.
+func decodeLive(r *msgpackx.Reader, ev *Event) error {
+	l := &LivePart{}
+	var err error
+	if l.Set, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if l.Set == 0 {
+		return invalid("live set 0: sets are numbered from 1")
+	}
+	if l.AsOf, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if l.After, err = boundField(r, "after"); err != nil {
+		return err
+	}
+	if l.Through, err = boundField(r, "through"); err != nil {
+		return err
+	}
+	if l.After != "" && l.Through != "" && l.After >= l.Through {
+		return invalid("live part after %q through %q is empty", l.After, l.Through)
+	}
+	if l.IDs, err = decodeIDs(r, "live"); err != nil {
+		return err
+	}
+	for i, id := range l.IDs {
+		switch {
+		case i > 0 && id <= l.IDs[i-1]:
+			return invalid("live ids not strictly ascending at %d", i)
+		case l.After != "" && id <= l.After, l.Through != "" && id > l.Through:
+			return invalid("live id %q outside (%q, %q]", id, l.After, l.Through)
+		}
+	}
+	n, err := r.ArrayLen() // n <= the bytes that remain
+	if err != nil {
+		return malformed(err)
+	}
+	if n > len(l.IDs) {
+		return invalid("%d prefilling entries for %d ids", n, len(l.IDs))
+	}
+	if n > 0 {
+		l.Prefilling = make([]uint32, 0, n)
+	}
+	for range n {
+		i, err := r.Uint32()
+		if err != nil {
+			return malformed(err)
+		}
+		if int(i) >= len(l.IDs) || len(l.Prefilling) > 0 && i <= l.Prefilling[len(l.Prefilling)-1] {
+			return invalid("prefilling index %d: want ascending indexes below %d", i, len(l.IDs))
+		}
+		l.Prefilling = append(l.Prefilling, i)
+	}
+	ev.Live = l
+	return nil
+}
+
+// decodeWant decodes the three fields that follow a want event's kind.
+func decodeWant(r *msgpackx.Reader, ev *Event) error {
+	w := &Want{}
+	target, err := r.Str()
+	if err != nil {
+		return malformed(err)
+	}
+	if len(target) == 0 || len(target) > MaxOriginLen {
+		return invalid("want target of %d bytes, want 1 to %d", len(target), MaxOriginLen)
+	}
+	w.Target = string(target)
+	if w.Epoch, err = r.Uint64(); err != nil {
+		return malformed(err)
+	}
+	if w.Epoch == 0 {
+		return invalid("want of epoch 0")
+	}
+	if w.IDs, err = decodeIDs(r, "want"); err != nil {
+		return err
+	}
+	if len(w.IDs) == 0 {
+		return invalid("want without ids")
+	}
+	ev.Want = w
+	return nil
+}
+
+// boundField reads a live part's bound: "" (open) or a reservation id.
+func boundField(r *msgpackx.Reader, field string) (string, error) {
+	b, err := r.Str()
+	if err != nil {
+		return "", malformed(err)
+	}
+	if len(b) == 0 {
+		return "", nil
+	}
+	if err := api.ValidateID(string(b)); err != nil {
+		return "", fmt.Errorf("%w: live %s: %w", ErrMalformed, field, err)
+	}
+	return string(b), nil
+}
+
+// decodeIDs reads an array of at most MaxSetIDs valid reservation ids.
+func decodeIDs(r *msgpackx.Reader, what string) ([]string, error) {
+	n, err := r.ArrayLen()
+	if err != nil {
+		return nil, malformed(err)
+	}
+	if n > MaxSetIDs {
+		return nil, invalid("%d %s ids, at most %d", n, what, MaxSetIDs)
+	}
+	if n > r.Remaining()/minIDBytes {
+		return nil, malformed(r.Fail(fmt.Sprintf("%d ids in %d bytes", n, r.Remaining())))
+	}
+	ids := make([]string, 0, n)
+	for range n {
+		b, err := r.Str()
+		if err != nil {
+			return nil, malformed(err)
+		}
+		id := string(b)
+		if err := api.ValidateID(id); err != nil {
+			return nil, fmt.Errorf("%w: %s id: %w", ErrMalformed, what, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
 func decodeHashes(r *msgpackx.Reader, ev *Event) error {
 	n, err := r.ArrayLen() // n <= the bytes that remain
 	if err != nil {
@@ -342,26 +590,41 @@ func skipTrailing(r *msgpackx.Reader, n int) error {
 }
 
 // ValidateMessage applies the checks DecodeMessage makes to a message
-// about to be sent, so a publisher can refuse what every receiver would
-// drop. It returns nil or an error wrapping ErrMalformed.
+// about to be sent (in schema m.Version, Version when 0), so a publisher
+// can refuse what every receiver would drop. It returns nil or an error
+// wrapping ErrMalformed.
 func ValidateMessage(m *Message) error {
 	if len(m.Origin) == 0 || len(m.Origin) > MaxOriginLen {
 		return invalid("origin of %d bytes, want 1 to %d", len(m.Origin), MaxOriginLen)
+	}
+	v2 := m.Version != PreviousVersion
+	if v2 && (m.ClusterID.IsZero() || m.Epoch == 0 || m.Counter == 0) {
+		return invalid("v2 header: cluster id %s, epoch %d, counter %d: none may be zero", m.ClusterID, m.Epoch, m.Counter)
 	}
 	if len(m.Events) > MaxEvents {
 		return invalid("%d events, at most %d", len(m.Events), MaxEvents)
 	}
 	for i := range m.Events {
-		if err := validateEvent(&m.Events[i]); err != nil {
+		if err := validateEvent(&m.Events[i], v2); err != nil {
 			return fmt.Errorf("event %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-func validateEvent(ev *Event) error {
+func validateEvent(ev *Event, v2 bool) error {
 	switch ev.Kind {
 	case KindAdmission, KindPrefillComplete, KindFree:
+	case KindLive:
+		if v2 {
+			return validateLive(ev.Live)
+		}
+		return invalid("unknown event kind %d in a v1 message", ev.Kind)
+	case KindWant:
+		if v2 {
+			return validateWant(ev.Want)
+		}
+		return invalid("unknown event kind %d in a v1 message", ev.Kind)
 	default:
 		return invalid("unknown event kind %d", ev.Kind)
 	}
@@ -389,6 +652,59 @@ func validateEvent(ev *Event) error {
 		return invalid("prefill tokens %d, want 0 to isl (%d)", ev.PrefillTokens, ev.ISL)
 	case ev.Admitted.UnixNano() <= 0:
 		return invalid("admission time %v, want after the Unix epoch", ev.Admitted)
+	}
+	return nil
+}
+
+func validateLive(l *LivePart) error {
+	if l == nil || l.Set == 0 {
+		return invalid("live event without a set number")
+	}
+	for _, b := range []string{l.After, l.Through} {
+		if b != "" {
+			if err := api.ValidateID(b); err != nil {
+				return fmt.Errorf("%w: live bound: %w", ErrMalformed, err)
+			}
+		}
+	}
+	if l.After != "" && l.Through != "" && l.After >= l.Through {
+		return invalid("live part after %q through %q is empty", l.After, l.Through)
+	}
+	if len(l.IDs) > MaxSetIDs {
+		return invalid("%d live ids, at most %d", len(l.IDs), MaxSetIDs)
+	}
+	for i, id := range l.IDs {
+		if err := api.ValidateID(id); err != nil {
+			return fmt.Errorf("%w: live id: %w", ErrMalformed, err)
+		}
+		switch {
+		case i > 0 && id <= l.IDs[i-1]:
+			return invalid("live ids not strictly ascending at %d", i)
+		case l.After != "" && id <= l.After, l.Through != "" && id > l.Through:
+			return invalid("live id %q outside (%q, %q]", id, l.After, l.Through)
+		}
+	}
+	for j, i := range l.Prefilling {
+		if int(i) >= len(l.IDs) || j > 0 && i <= l.Prefilling[j-1] {
+			return invalid("prefilling index %d: want ascending indexes below %d", i, len(l.IDs))
+		}
+	}
+	return nil
+}
+
+func validateWant(w *Want) error {
+	switch {
+	case w == nil || len(w.Target) == 0 || len(w.Target) > MaxOriginLen:
+		return invalid("want without a valid target")
+	case w.Epoch == 0:
+		return invalid("want of epoch 0")
+	case len(w.IDs) == 0 || len(w.IDs) > MaxSetIDs:
+		return invalid("want of %d ids, want 1 to %d", len(w.IDs), MaxSetIDs)
+	}
+	for _, id := range w.IDs {
+		if err := api.ValidateID(id); err != nil {
+			return fmt.Errorf("%w: want id: %w", ErrMalformed, err)
+		}
 	}
 	return nil
 }
@@ -426,6 +742,18 @@ func appendStr(dst []byte, s string) []byte {
 		dst = append(dst, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
 	return append(dst, s...)
+}
+
+func appendBin(dst []byte, b []byte) []byte {
+	switch n := len(b); {
+	case n <= math.MaxUint8:
+		dst = append(dst, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, 0xc5, byte(n>>8), byte(n))
+	default:
+		dst = append(dst, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(dst, b...)
 }
 
 func appendUint(dst []byte, v uint64) []byte {

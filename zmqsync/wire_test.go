@@ -2,6 +2,7 @@ package zmqsync
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +23,29 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite testdata/v1-*.bin and the fuzz seed corpus from the encoder")
+var updateGolden = flag.Bool("update", false, "rewrite testdata/v*.bin and the fuzz seed corpus from the encoder")
+
+// wireCluster is the cluster id of the v2 vectors (the one of fsm's golden
+// files).
+var wireCluster = ClusterID{0x5f, 0x0c, 0x2d, 0x3e, 0x4a, 0x1b, 0x6c, 0x7d, 0x8e, 0x9f, 0xa0, 0xb1, 0xc2, 0xd3, 0xe4, 0xf5}
+
+// wireV2 is a v2 message of the test cluster.
+func wireV2(origin string, epoch, counter uint64, events ...Event) Message {
+	return Message{Version: Version, Origin: origin, ClusterID: wireCluster, Epoch: epoch, Counter: counter, Events: events}
+}
+
+// wireV1 is a message of the previous schema.
+func wireV1(origin string, events ...Event) Message {
+	return Message{Version: PreviousVersion, Origin: origin, Events: events}
+}
+
+func wireLive(set, asOf uint64, after, through string, ids []string, prefilling ...uint32) Event {
+	return Event{Kind: KindLive, Live: &LivePart{Set: set, AsOf: asOf, After: after, Through: through, IDs: ids, Prefilling: prefilling}}
+}
+
+func wireWant(target string, epoch uint64, ids ...string) Event {
+	return Event{Kind: KindWant, Want: &Want{Target: target, Epoch: epoch, IDs: ids}}
+}
 
 // t0 is a plausible booking time (November 2023).
 var wireT0 = time.Unix(0, 1_700_000_000_000_000_000)
@@ -55,7 +78,7 @@ func wireMinAdmission() Event {
 	}
 }
 
-// goldenMessages are pinned byte for byte in testdata/v1-<name>.bin.
+// goldenMessages are pinned byte for byte in testdata/v<version>-<name>.bin.
 func wireGoldenMessages() []struct {
 	name string
 	msg  Message
@@ -64,30 +87,76 @@ func wireGoldenMessages() []struct {
 		name string
 		msg  Message
 	}{
-		{"empty", Message{Origin: "n1"}},
-		{"admission", Message{Origin: "n1", Events: []Event{wireAdmission("res-1", 0x1122334455667788, 0x99aabbccddeeff00)}}},
-		{"prefill-complete", Message{Origin: "n2", Events: []Event{{Kind: KindPrefillComplete, ReservationID: "res-1"}}}},
-		{"free", Message{Origin: "n3", Events: []Event{{Kind: KindFree, ReservationID: "res-1"}}}},
-		{"mixed", Message{Origin: strings.Repeat("o", MaxOriginLen), Events: []Event{
+		{"empty", wireV1("n1")},
+		{"admission", wireV1("n1", wireAdmission("res-1", 0x1122334455667788, 0x99aabbccddeeff00))},
+		{"prefill-complete", wireV1("n2", Event{Kind: KindPrefillComplete, ReservationID: "res-1"})},
+		{"free", wireV1("n3", Event{Kind: KindFree, ReservationID: "res-1"})},
+		{"mixed", wireV1(strings.Repeat("o", MaxOriginLen),
 			wireAdmission("res-2", 42), wireMinAdmission(), wireMaxAdmission(),
-			{Kind: KindPrefillComplete, ReservationID: "res-2"},
-			{Kind: KindFree, ReservationID: "res-2"},
-		}}},
+			Event{Kind: KindPrefillComplete, ReservationID: "res-2"},
+			Event{Kind: KindFree, ReservationID: "res-2"},
+		)},
+		{"empty", wireV2("n1", 1, 1)},
+		{"admission", wireV2("n1", 12, 7, wireAdmission("res-1", 0x1122334455667788, 0x99aabbccddeeff00))},
+		{"end", wireV2("n2", 13, 2, Event{Kind: KindPrefillComplete, ReservationID: "res-1", BookedBy: "n1"},
+			Event{Kind: KindFree, ReservationID: "res-1", BookedBy: "n1"})},
+		{"live", wireV2("n1", 12, 8, wireLive(3, 7, "", "", []string{"res-1", "res-2"}, 1))},
+		{"want", wireV2("n3", 40, 2, wireWant("n1", 12, "res-3", "res-1"))},
+		{"mixed", wireV2(strings.Repeat("o", MaxOriginLen), math.MaxUint64, math.MaxUint64,
+			wireAdmission("res-2", 42), wireMinAdmission(), wireMaxAdmission(),
+			Event{Kind: KindPrefillComplete, ReservationID: "res-2"},
+			Event{Kind: KindFree, ReservationID: "res-2", BookedBy: strings.Repeat("b", MaxOriginLen)},
+			wireLive(math.MaxUint64, math.MaxUint64, "a", strings.Repeat("z", api.MaxIDLen), []string{"b", "res-2", "z"}, 0, 2),
+			wireLive(1, 0, "", "", nil),
+			wireWant(strings.Repeat("t", MaxOriginLen), math.MaxUint64, strings.Repeat("r", api.MaxIDLen)),
+		)},
 	}
 }
 
-// messagesEqual reports the first difference between two messages, or "".
-// Nil and empty hash lists are equal; times are compared as UnixNano, the
-// precision of the wire.
-func wireMessagesEqual(got, want *Message) string {
-	if got.Origin != want.Origin {
-		return fmt.Sprintf("origin %q, want %q", got.Origin, want.Origin)
+// goldenPath is where a golden message is pinned.
+func goldenPath(name string, m *Message) string {
+	v := m.Version
+	if v == 0 {
+		v = Version
 	}
-	if len(got.Events) != len(want.Events) {
+	return filepath.Join("testdata", fmt.Sprintf("v%d-%s.bin", v, name))
+}
+
+// messagesEqual reports the first difference between two messages, or "".
+// Nil and empty lists are equal; times are compared as UnixNano, the
+// precision of the wire; an event's Epoch and Counter must be its
+// message's (the decoder copies them) or zero (as a sender writes them).
+func wireMessagesEqual(got, want *Message) string {
+	gv, wv := cmp.Or(got.Version, Version), cmp.Or(want.Version, Version)
+	switch {
+	case gv != wv:
+		return fmt.Sprintf("version %d, want %d", gv, wv)
+	case got.Origin != want.Origin:
+		return fmt.Sprintf("origin %q, want %q", got.Origin, want.Origin)
+	case got.ClusterID != want.ClusterID || got.Epoch != want.Epoch || got.Counter != want.Counter:
+		return fmt.Sprintf("header %s/%d/%d, want %s/%d/%d", got.ClusterID, got.Epoch, got.Counter,
+			want.ClusterID, want.Epoch, want.Counter)
+	case len(got.Events) != len(want.Events):
 		return fmt.Sprintf("%d events, want %d", len(got.Events), len(want.Events))
 	}
 	for i := range got.Events {
 		g, w := got.Events[i], want.Events[i]
+		for _, ev := range []*Event{&g, &w} {
+			if (ev.Epoch != 0 || ev.Counter != 0) && (ev.Epoch != got.Epoch || ev.Counter != got.Counter) {
+				return fmt.Sprintf("event %d: epoch %d, counter %d, not its message's", i, ev.Epoch, ev.Counter)
+			}
+			ev.Epoch, ev.Counter = 0, 0
+			if ev.Live != nil {
+				l := *ev.Live
+				l.IDs, l.Prefilling = append([]string{}, l.IDs...), append([]uint32{}, l.Prefilling...)
+				ev.Live = &l
+			}
+			if ev.Want != nil {
+				w := *ev.Want
+				w.IDs = append([]string{}, w.IDs...)
+				ev.Want = &w
+			}
+		}
 		if !slices.Equal(g.SequenceHashes, w.SequenceHashes) {
 			return fmt.Sprintf("event %d: hashes %v, want %v", i, g.SequenceHashes, w.SequenceHashes)
 		}
@@ -105,8 +174,8 @@ func wireMessagesEqual(got, want *Message) string {
 
 func Test_AppendMessage_Golden(t *testing.T) {
 	for _, tc := range wireGoldenMessages() {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join("testdata", "v1-"+tc.name+".bin")
+		path := goldenPath(tc.name, &tc.msg)
+		t.Run(filepath.Base(path), func(t *testing.T) {
 			got := AppendMessage(nil, &tc.msg)
 			if *updateGolden {
 				if err := os.MkdirAll("testdata", 0o755); err != nil {
@@ -122,7 +191,7 @@ func Test_AppendMessage_Golden(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("encoding drifted from %s:\n got %x\nwant %x\n"+
-					"an incompatible change needs Version 2; a compatible one only appends fields (doc.go)", path, got, want)
+					"an incompatible change needs a new Version; a compatible one only appends fields (doc.go)", path, got, want)
 			}
 			var m Message
 			if err := DecodeMessage(want, &m); err != nil {
@@ -146,12 +215,12 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 		name: "free",
 		// [1, "n1", [[3, "r1"]]]
 		b:    []byte{0x93, 0x01, 0xa2, 'n', '1', 0x91, 0x92, 0x03, 0xa2, 'r', '1'},
-		want: Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
 	}, {
 		name: "prefill complete and free",
 		// [1, "n1", [[2, "r1"], [3, "r2"]]]
 		b: []byte{0x93, 0x01, 0xa2, 'n', '1', 0x92, 0x92, 0x02, 0xa2, 'r', '1', 0x92, 0x03, 0xa2, 'r', '2'},
-		want: Message{Origin: "n1", Events: []Event{
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{
 			{Kind: KindPrefillComplete, ReservationID: "r1"}, {Kind: KindFree, ReservationID: "r2"},
 		}},
 	}, {
@@ -161,7 +230,7 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 			0x9c, 0x01, 0xa2, 'r', '1', 0xa1, 'm', 0xa1, 't', 0x07, 0x00, 0x10,
 			0x92, 0x01, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 			0xc3, 0x0a, 0x05, 0xcf, 0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x00, 0x00},
-		want: Message{Origin: "n1", Events: []Event{{
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{
 			Kind: KindAdmission, ReservationID: "r1", Model: "m", Tenant: "t", WorkerID: 7, DPRank: 0,
 			BlockSize: 16, SequenceHashes: []uint64{1, math.MaxUint64}, Chained: true, ISL: 10, PrefillTokens: 5,
 			Admitted: wireT0,
@@ -170,24 +239,44 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 		name: "free with the booking node",
 		// [1, "n1", [[3, "r1", "n2"]]]
 		b:    []byte{0x93, 0x01, 0xa2, 'n', '1', 0x91, 0x93, 0x03, 0xa2, 'r', '1', 0xa2, 'n', '2'},
-		want: Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2"}}},
 	}, {
 		name: "wide encodings of small values",
 		// [uint8 1, str8 "n1", array16 [[uint64 3, str16 "r1"]]]
 		b: []byte{0x93, 0xcc, 0x01, 0xd9, 0x02, 'n', '1', 0xdc, 0x00, 0x01,
 			0xdd, 0x00, 0x00, 0x00, 0x02, 0xcf, 0, 0, 0, 0, 0, 0, 0, 0x03, 0xda, 0x00, 0x02, 'r', '1'},
-		want: Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
 	}, {
 		name: "signed encodings of non-negative values",
 		// [int8 1, "n1", [[int64 2, "r1"]]]
 		b:    []byte{0x93, 0xd0, 0x01, 0xa2, 'n', '1', 0x91, 0x92, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x02, 0xa2, 'r', '1'},
-		want: Message{Origin: "n1", Events: []Event{{Kind: KindPrefillComplete, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindPrefillComplete, ReservationID: "r1"}}},
 	}, {
 		name: "trailing fields of a newer v1 writer",
 		// [1, "n1", [[3, "r1", nil, {"x": [1]}]], "extra", [1, 2]]
 		b: []byte{0x95, 0x01, 0xa2, 'n', '1', 0x91, 0x94, 0x03, 0xa2, 'r', '1', 0xc0, 0x81, 0xa1, 'x', 0x91, 0x01,
 			0xa5, 'e', 'x', 't', 'r', 'a', 0x92, 0x01, 0x02},
-		want: Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+	}, {
+		name: "v2 free",
+		// [2, "n1", bin(5f0c…f5), 12, 300, [[3, "r1", "n2"]]]
+		b: append(append([]byte{0x96, 0x02, 0xa2, 'n', '1', 0xc4, 0x10}, wireCluster[:]...),
+			0x0c, 0xcd, 0x01, 0x2c, 0x91, 0x93, 0x03, 0xa2, 'r', '1', 0xa2, 'n', '2'),
+		want: Message{Version: Version, Origin: "n1", ClusterID: wireCluster, Epoch: 12, Counter: 300,
+			Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2", Epoch: 12, Counter: 300}}},
+	}, {
+		name: "v2 live part",
+		// [2, "n1", bin(…), 1, 1, [[4, 3, 2, "a", "", ["b", "c"], [1]]]]
+		b: append(append([]byte{0x96, 0x02, 0xa2, 'n', '1', 0xc4, 0x10}, wireCluster[:]...),
+			0x01, 0x01, 0x91, 0x97, 0x04, 0x03, 0x02, 0xa1, 'a', 0xa0, 0x92, 0xa1, 'b', 0xa1, 'c', 0x91, 0x01),
+		want: wireV2("n1", 1, 1, wireLive(3, 2, "a", "", []string{"b", "c"}, 1)),
+	}, {
+		name: "v2 want with trailing fields of a newer v2 writer",
+		// [2, "n1", bin(…), 2, 5, [[5, "n3", 7, ["r9"], "new"]], "extra"]
+		b: append(append([]byte{0x97, 0x02, 0xa2, 'n', '1', 0xc4, 0x10}, wireCluster[:]...),
+			0x02, 0x05, 0x91, 0x95, 0x05, 0xa2, 'n', '3', 0x07, 0x91, 0xa2, 'r', '9', 0xa3, 'n', 'e', 'w',
+			0xa5, 'e', 'x', 't', 'r', 'a'),
+		want: wireV2("n1", 2, 5, wireWant("n3", 7, "r9")),
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,23 +304,55 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 			manyEvents[i] = wireAdmission(manyEvents[i].ReservationID, uint64(i))
 		}
 	}
-	tests := []struct {
+	manyIDs := make([]string, MaxSetIDs)
+	for i := range manyIDs {
+		manyIDs[i] = fmt.Sprintf("id-%06d", i)
+	}
+	var tests []struct {
+		name string
+		msg  Message
+	}
+	// Every v1 case in both schemas; live and want exist in v2 only.
+	for _, tc := range []struct {
+		name   string
+		origin string
+		events []Event
+	}{
+		{"no events", "n", nil},
+		{"admission", "n1", []Event{wireAdmission("r", 1, 2, 3)}},
+		{"admission without hashes", "n1", []Event{wireAdmission("r")}},
+		{"lifecycle with and without the booking node", "n3", []Event{
+			{Kind: KindPrefillComplete, ReservationID: "r", BookedBy: "n1"}, {Kind: KindFree, ReservationID: "r", BookedBy: "n1"},
+			{Kind: KindFree, ReservationID: "s"}}},
+		{"admission not chained", "n1", []Event{func() Event { e := wireAdmission("r", 9); e.Chained = false; return e }()}},
+		{"min admission", "n1", []Event{wireMinAdmission()}},
+		{"max admission", strings.Repeat("o", MaxOriginLen), []Event{wireMaxAdmission()}},
+		{"prefill complete", "n1", []Event{{Kind: KindPrefillComplete, ReservationID: "r"}}},
+		{"free", "n1", []Event{{Kind: KindFree, ReservationID: "r"}}},
+		{"max hashes", "n1", []Event{wireAdmission("r", manyHashes...)}},
+		{"max events", "n1", manyEvents},
+	} {
+		tests = append(tests, struct {
+			name string
+			msg  Message
+		}{"v1 " + tc.name, wireV1(tc.origin, tc.events...)}, struct {
+			name string
+			msg  Message
+		}{"v2 " + tc.name, wireV2(tc.origin, 3, 9, tc.events...)})
+	}
+	for _, tc := range []struct {
 		name string
 		msg  Message
 	}{
-		{"no events", Message{Origin: "n"}},
-		{"admission", Message{Origin: "n1", Events: []Event{wireAdmission("r", 1, 2, 3)}}},
-		{"admission without hashes", Message{Origin: "n1", Events: []Event{wireAdmission("r")}}},
-		{"lifecycle with and without the booking node", Message{Origin: "n3", Events: []Event{
-			{Kind: KindPrefillComplete, ReservationID: "r", BookedBy: "n1"}, {Kind: KindFree, ReservationID: "r", BookedBy: "n1"},
-			{Kind: KindFree, ReservationID: "s"}}}},
-		{"admission not chained", Message{Origin: "n1", Events: []Event{func() Event { e := wireAdmission("r", 9); e.Chained = false; return e }()}}},
-		{"min admission", Message{Origin: "n1", Events: []Event{wireMinAdmission()}}},
-		{"max admission", Message{Origin: strings.Repeat("o", MaxOriginLen), Events: []Event{wireMaxAdmission()}}},
-		{"prefill complete", Message{Origin: "n1", Events: []Event{{Kind: KindPrefillComplete, ReservationID: "r"}}}},
-		{"free", Message{Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r"}}}},
-		{"max hashes", Message{Origin: "n1", Events: []Event{wireAdmission("r", manyHashes...)}}},
-		{"max events", Message{Origin: "n1", Events: manyEvents}},
+		{"v2 empty live set", wireV2("n1", 1, 1, wireLive(1, 0, "", "", nil))},
+		{"v2 live parts", wireV2("n1", 1, 2, wireLive(2, 1, "", "m", []string{"a", "m"}, 0),
+			wireLive(2, 1, "m", "", []string{"n", "z"}, 0, 1))},
+		{"v2 max live part", wireV2("n1", 1, 2, wireLive(5, 4, "", "", manyIDs, 0, MaxSetIDs-1))},
+		{"v2 max want", wireV2("n1", 1, 2, wireWant("n2", 7, manyIDs...))},
+		{"v2 mixed", wireV2("n1", math.MaxUint64, math.MaxUint64, wireAdmission("r", 1), wireWant("n2", 1, "x"),
+			wireLive(1, 1, "", "", []string{"r"}), Event{Kind: KindFree, ReservationID: "r"})},
+	} {
+		tests = append(tests, tc)
 	}
 	var reused Message // decoded into by every case, to exercise reuse
 	for _, tc := range tests {
@@ -256,7 +377,11 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 			if err := msgpack.Unmarshal(b, &generic); err != nil {
 				t.Fatalf("vmihailenco/msgpack cannot read the encoding: %v", err)
 			}
-			if len(generic) != 3 || generic[1] != tc.msg.Origin || len(generic[2].([]any)) != len(tc.msg.Events) {
+			events := 2
+			if tc.msg.Version != PreviousVersion {
+				events = 5
+			}
+			if len(generic) != events+1 || generic[1] != tc.msg.Origin || len(generic[events].([]any)) != len(tc.msg.Events) {
 				t.Fatalf("vmihailenco/msgpack reads %.200v", generic)
 			}
 		})
@@ -353,8 +478,8 @@ func Test_DecodeMessage_Rejects(t *testing.T) {
 		want error
 	}{
 		{"version 0", mpEncode(mpArr{0, "n1", mpArr{}}), ErrUnknownVersion},
-		{"version 2", mpEncode(mpArr{2, "n1", mpArr{}}), ErrUnknownVersion},
-		{"version 2 of another shape", mpEncode(mpArr{2}), ErrUnknownVersion},
+		{"version 3", mpEncode(mpArr{3, "n1", mpArr{}}), ErrUnknownVersion},
+		{"version 3 of another shape", mpEncode(mpArr{3}), ErrUnknownVersion},
 		{"huge version", mpEncode(mpArr{uint64(1) << 40, "n1", mpArr{}}), ErrUnknownVersion},
 		{"negative version", mpEncode(mpArr{-1, "n1", mpArr{}}), ErrMalformed},
 		{"version not an integer", mpEncode(mpArr{"1", "n1", mpArr{}}), ErrMalformed},
@@ -374,7 +499,9 @@ func Test_DecodeMessage_Rejects(t *testing.T) {
 		{"event not an array", mpEncode(mpArr{1, "n1", mpArr{"x"}}), ErrMalformed},
 		{"event of one element", mpMessage(mpArr{3}), ErrMalformed},
 		{"kind 0", mpMessage(mpArr{0, "r1"}), ErrMalformed},
-		{"kind 4", mpMessage(mpArr{4, "r1"}), ErrMalformed},
+		{"kind 4 (live) in v1", mpMessage(mpArr{4, 1, 0, "", "", mpArr{}, mpArr{}}), ErrMalformed},
+		{"kind 5 (want) in v1", mpMessage(mpArr{5, "n2", 1, mpArr{"r1"}}), ErrMalformed},
+		{"kind 6", mpMessage(mpArr{6, "r1"}), ErrMalformed},
 		{"kind 257 (1 mod 256)", mpMessage(mpAdmission(0, 257)), ErrMalformed},
 		{"negative kind", mpMessage(mpArr{-3, "r1"}), ErrMalformed},
 		{"empty id", mpMessage(mpArr{3, ""}), ErrMalformed},
@@ -428,6 +555,110 @@ func Test_DecodeMessage_Rejects(t *testing.T) {
 	}
 }
 
+// mpV2 is a v2 message of the test cluster with the given events.
+func mpV2(events ...mpArr) []byte {
+	ev := make(mpArr, len(events))
+	for i, e := range events {
+		ev[i] = e
+	}
+	return mpEncode(mpArr{2, "n1", mpRaw(appendBin(nil, wireCluster[:])), 1, 1, ev})
+}
+
+// mpLive is a valid live event as a test vector; with sets element i to
+// v, as mpAdmission does.
+func mpLive(with ...any) mpArr {
+	a := mpArr{4, 3, 2, "a", "m", mpArr{"b", "c"}, mpArr{0, 1}}
+	for i := 0; i+1 < len(with); i += 2 {
+		if with[i+1] == mpCut {
+			a = a[:with[i].(int)]
+			continue
+		}
+		a[with[i].(int)] = with[i+1]
+	}
+	return a
+}
+
+// Test_DecodeMessageV2_Rejects: what a v2 decoder must refuse in the
+// header and in the live and want events, beside what v1 refuses.
+func Test_DecodeMessageV2_Rejects(t *testing.T) {
+	bin := func(b []byte) mpRaw { return mpRaw(appendBin(nil, b)) }
+	id := bin(wireCluster[:])
+	manyIDs := make(mpArr, MaxSetIDs+1)
+	for i := range manyIDs {
+		manyIDs[i] = fmt.Sprintf("id-%06d", i)
+	}
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"v2 of 5 elements", mpEncode(mpArr{2, "n1", id, 1, 1})},
+		{"v2 of 3 elements (a v1 shape)", mpEncode(mpArr{2, "n1", mpArr{}})},
+		{"cluster id a string", mpEncode(mpArr{2, "n1", string(wireCluster[:]), 1, 1, mpArr{}})},
+		{"cluster id of 15 bytes", mpEncode(mpArr{2, "n1", bin(wireCluster[:15]), 1, 1, mpArr{}})},
+		{"cluster id of 17 bytes", mpEncode(mpArr{2, "n1", bin(append(wireCluster[:], 0)), 1, 1, mpArr{}})},
+		{"zero cluster id", mpEncode(mpArr{2, "n1", bin(make([]byte, 16)), 1, 1, mpArr{}})},
+		{"cluster id nil", mpEncode(mpArr{2, "n1", nil, 1, 1, mpArr{}})},
+		{"epoch 0", mpEncode(mpArr{2, "n1", id, 0, 1, mpArr{}})},
+		{"counter 0", mpEncode(mpArr{2, "n1", id, 1, 0, mpArr{}})},
+		{"negative epoch", mpEncode(mpArr{2, "n1", id, -1, 1, mpArr{}})},
+		{"counter not an integer", mpEncode(mpArr{2, "n1", id, 1, "1", mpArr{}})},
+		{"bin length past the frame", mpEncode(mpArr{2, "n1", mpRaw{0xc4, 0xff}})},
+		{"v1 event invalid in v2 too", mpV2(mpArr{3, "a/b"})},
+		{"kind 6", mpV2(mpArr{6, "r1"})},
+		{"live of 6 elements", mpV2(mpLive(6, mpCut))},
+		{"live set 0", mpV2(mpLive(1, 0))},
+		{"live as_of negative", mpV2(mpLive(2, -1))},
+		{"live after not a string", mpV2(mpLive(3, 1))},
+		{"live after not an id", mpV2(mpLive(3, "a b"))},
+		{"live through not an id", mpV2(mpLive(4, "m/n"))},
+		{"live bounds empty", mpV2(mpLive(3, "m", 4, "m"))},
+		{"live bounds reversed", mpV2(mpLive(3, "z", 4, "m"))},
+		{"live ids not an array", mpV2(mpLive(5, "b"))},
+		{"live id empty", mpV2(mpLive(5, mpArr{""}, 6, mpArr{}))},
+		{"live id not an id", mpV2(mpLive(5, mpArr{"b%"}, 6, mpArr{}))},
+		{"live ids unsorted", mpV2(mpLive(5, mpArr{"c", "b"}))},
+		{"live ids repeated", mpV2(mpLive(5, mpArr{"b", "b"}))},
+		{"live id at after", mpV2(mpLive(5, mpArr{"a", "b"}))},
+		{"live id past through", mpV2(mpLive(5, mpArr{"b", "n"}))},
+		{"too many live ids", mpV2(mpLive(3, "", 4, "", 5, manyIDs, 6, mpArr{}))},
+		{"live id count past the frame", mpV2(mpLive(5, mpRaw{0xdd, 0x00, 0x00, 0x10, 0x00}, 6, mpCut))},
+		{"more prefilling than ids", mpV2(mpLive(6, mpArr{0, 1, 2}))},
+		{"prefilling index past the ids", mpV2(mpLive(6, mpArr{2}))},
+		{"prefilling unsorted", mpV2(mpLive(6, mpArr{1, 0}))},
+		{"prefilling repeated", mpV2(mpLive(6, mpArr{1, 1}))},
+		{"prefilling negative", mpV2(mpLive(6, mpArr{-1}))},
+		{"prefilling not an array", mpV2(mpLive(6, 1))},
+		{"want of 3 elements", mpV2(mpArr{5, "n2", 1})},
+		{"want target empty", mpV2(mpArr{5, "", 1, mpArr{"r1"}})},
+		{"want target too long", mpV2(mpArr{5, strings.Repeat("t", MaxOriginLen+1), 1, mpArr{"r1"}})},
+		{"want epoch 0", mpV2(mpArr{5, "n2", 0, mpArr{"r1"}})},
+		{"want without ids", mpV2(mpArr{5, "n2", 1, mpArr{}})},
+		{"want id not an id", mpV2(mpArr{5, "n2", 1, mpArr{"r?"}})},
+		{"too many want ids", mpV2(mpArr{5, "n2", 1, manyIDs})},
+		{"bad trailing field of a live event", mpV2(append(mpLive(), mpRaw{0xc1}))},
+		{"one bad event among good ones", mpV2(mpLive(), mpArr{5, "n2", 1, mpArr{"r1"}}, mpArr{5, "n2", 0, mpArr{"r1"}})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := wireV2("stale", 1, 1, wireLive(1, 1, "", "", []string{"x"}))
+			err := DecodeMessage(tc.b, &m)
+			if !errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownVersion) {
+				t.Fatalf("error %v, want ErrMalformed alone", err)
+			}
+			if m.Origin != "" || len(m.Events) != 0 || m.Version != 0 || m.Epoch != 0 || m.Counter != 0 || !m.ClusterID.IsZero() {
+				t.Fatalf("a rejected message left %+v", m)
+			}
+		})
+	}
+	// The valid vectors the cases above are cut from decode.
+	var m Message
+	for _, b := range [][]byte{mpV2(mpLive()), mpV2(mpArr{5, "n2", 1, mpArr{"r1"}}), mpV2(mpLive(3, "", 4, ""))} {
+		if err := DecodeMessage(b, &m); err != nil {
+			t.Fatalf("a valid vector: %v", err)
+		}
+	}
+}
+
 func wireOtherSentinel(err error) error {
 	if err == ErrMalformed {
 		return ErrUnknownVersion
@@ -459,7 +690,32 @@ func Test_ValidateMessage_AgreesWithDecode(t *testing.T) {
 			m.Events = slices.Repeat([]Event{{Kind: KindFree, ReservationID: "r"}}, MaxEvents+1)
 		}},
 		{"kind 0", func(m *Message) { m.Events[0] = Event{ReservationID: "r"} }},
-		{"kind 4", func(m *Message) { m.Events[0] = Event{Kind: 4, ReservationID: "r"} }},
+		{"kind 6", func(m *Message) { m.Events[0] = Event{Kind: 6, ReservationID: "r"} }},
+		{"live in v1", func(m *Message) { m.Version, m.Events[0] = PreviousVersion, wireLive(1, 1, "", "", nil) }},
+		{"want in v1", func(m *Message) { m.Version, m.Events[0] = PreviousVersion, wireWant("n2", 1, "r") }},
+		{"zero cluster id", func(m *Message) { m.ClusterID = ClusterID{} }},
+		{"epoch 0", func(m *Message) { m.Epoch = 0 }},
+		{"counter 0", func(m *Message) { m.Counter = 0 }},
+		{"live without a part", func(m *Message) { m.Events[0] = Event{Kind: KindLive} }},
+		{"live set 0", func(m *Message) { m.Events[0] = wireLive(0, 1, "", "", nil) }},
+		{"live bounds reversed", func(m *Message) { m.Events[0] = wireLive(1, 1, "z", "a", nil) }},
+		{"live bound not an id", func(m *Message) { m.Events[0] = wireLive(1, 1, "a b", "", nil) }},
+		{"live ids unsorted", func(m *Message) { m.Events[0] = wireLive(1, 1, "", "", []string{"b", "a"}) }},
+		{"live id outside the bounds", func(m *Message) { m.Events[0] = wireLive(1, 1, "c", "", []string{"b"}) }},
+		{"live id not an id", func(m *Message) { m.Events[0] = wireLive(1, 1, "", "", []string{"a/"}) }},
+		{"too many live ids", func(m *Message) {
+			ids := make([]string, MaxSetIDs+1)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("%06d", i)
+			}
+			m.Events[0] = wireLive(1, 1, "", "", ids)
+		}},
+		{"prefilling past the ids", func(m *Message) { m.Events[0] = wireLive(1, 1, "", "", []string{"a"}, 1) }},
+		{"prefilling repeated", func(m *Message) { m.Events[0] = wireLive(1, 1, "", "", []string{"a", "b"}, 0, 0) }},
+		{"want without a target", func(m *Message) { m.Events[0] = wireWant("", 1, "r") }},
+		{"want of epoch 0", func(m *Message) { m.Events[0] = wireWant("n2", 0, "r") }},
+		{"want without ids", func(m *Message) { m.Events[0] = wireWant("n2", 1) }},
+		{"want id not an id", func(m *Message) { m.Events[0] = wireWant("n2", 1, "") }},
 		{"empty id", func(m *Message) { m.Events[1].ReservationID = "" }},
 		{"id with a percent", func(m *Message) { m.Events[0].ReservationID = "50%" }},
 		{"id too long", func(m *Message) { m.Events[0].ReservationID = strings.Repeat("r", api.MaxIDLen+1) }},
@@ -478,7 +734,7 @@ func Test_ValidateMessage_AgreesWithDecode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := Message{Origin: "n1", Events: []Event{wireAdmission("r1", 1, 2), {Kind: KindFree, ReservationID: "r2"}}}
+			m := wireV2("n1", 1, 1, wireAdmission("r1", 1, 2), Event{Kind: KindFree, ReservationID: "r2"})
 			tc.mutate(&m)
 			if err := ValidateMessage(&m); !errors.Is(err, ErrMalformed) {
 				t.Errorf("ValidateMessage: %v, want ErrMalformed", err)
@@ -548,6 +804,9 @@ func Test_DecodeMessage_AllocationBoundedByInput(t *testing.T) {
 		{"event count without events", mpEncode(mpArr{1, "n1", mpRaw{0xdd, 0x00, 0x00, 0x10, 0x00}}), 0},
 		{"max one-byte hashes", mpMessage(mpAdmission(7, make([]uint64, api.MaxHashes))), 1},
 		{"max shortest events", mpEncode(mpArr{1, "n1", slices.Repeat(mpArr{mpArr{3, "r"}}, MaxEvents)}), MaxEvents},
+		{"live id count without ids", mpV2(mpLive(5, mpRaw{0xdd, 0x00, 0x00, 0x10, 0x00}, 6, mpCut)), 1},
+		{"want id count without ids", mpV2(mpArr{5, "n2", 1, mpRaw{0xdd, 0x00, 0x00, 0x10, 0x00}}), 1},
+		{"max one-byte live ids", mpV2(mpLive(3, "", 4, "", 5, mpRaw(appendStrs(nil, wireShortIDs(MaxSetIDs))), 6, mpArr{})), 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -564,26 +823,42 @@ func Test_DecodeMessage_AllocationBoundedByInput(t *testing.T) {
 	}
 }
 
+// wireShortIDs are n distinct ids of one to three bytes, ascending.
+func wireShortIDs(n int) []string {
+	ids := make([]string, 0, n)
+	for i := 0; len(ids) < n; i++ {
+		ids = append(ids, fmt.Sprintf("%x", i))
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // wireFuzzSeeds are written to testdata/fuzz/FuzzDecodeMessage by -update.
 func wireFuzzSeeds() map[string][]byte {
 	seeds := map[string][]byte{}
 	for _, tc := range wireGoldenMessages() {
 		if tc.name != "mixed" { // its kilobytes of names make minimizing slow
-			seeds["v1-"+tc.name] = AppendMessage(nil, &tc.msg)
+			seeds[strings.TrimSuffix(filepath.Base(goldenPath(tc.name, &tc.msg)), ".bin")] = AppendMessage(nil, &tc.msg)
 		}
 	}
+	live := seeds["v2-live"]
+	seeds["v2-truncated-live"] = live[:len(live)-2]
+	seeds["v2-trailing-fields"] = mpEncode(mpArr{2, "n1", mpRaw(appendBin(nil, wireCluster[:])), 4, 9,
+		mpArr{append(mpLive(), "new"), append(mpAdmission(), mpArr{1}), mpArr{5, "n2", 1, mpArr{"r1"}, nil}}, mpRaw{0x80}})
+	seeds["v2-live-unsorted"] = mpV2(mpLive(5, mpArr{"c", "b"}))
+	seeds["v2-zero-counter"] = mpEncode(mpArr{2, "n1", mpRaw(appendBin(nil, wireCluster[:])), 1, 0, mpArr{}})
+	seeds["v2-v1-shape"] = mpEncode(mpArr{2, "n1", mpArr{mpArr{3, "r1"}}})
+	seeds["v3"] = mpEncode(mpArr{3, "n1", mpArr{mpArr{3, "r1"}}})
 	short := wireMaxAdmission()
 	short.ReservationID, short.Model, short.Tenant = "max", "m", "t"
-	seeds["v1-mixed-short"] = AppendMessage(nil, &Message{Origin: "n1", Events: []Event{
-		wireAdmission("r1", 42), wireMinAdmission(), short,
-		{Kind: KindPrefillComplete, ReservationID: "r1"}, {Kind: KindFree, ReservationID: "r1"},
-	}})
+	mixed := wireV1("n1", wireAdmission("r1", 42), wireMinAdmission(), short,
+		Event{Kind: KindPrefillComplete, ReservationID: "r1"}, Event{Kind: KindFree, ReservationID: "r1"})
+	seeds["v1-mixed-short"] = AppendMessage(nil, &mixed)
 	adm := seeds["v1-admission"]
 	seeds["v1-truncated-admission"] = adm[:len(adm)-3]
 	seeds["v1-trailing-fields"] = mpEncode(mpArr{1, "n1", mpArr{append(mpAdmission(), "new", mpArr{1}), mpArr{3, "r2", nil}}, mpRaw{0x80}})
 	seeds["v1-bad-id"] = mpMessage(mpArr{3, "a/b"})
 	seeds["v1-unknown-kind"] = mpMessage(mpArr{9, "r1"})
-	seeds["v2"] = mpEncode(mpArr{2, "n1", mpArr{mpArr{3, "r1"}}})
 	return seeds
 }
 
@@ -663,7 +938,8 @@ func FuzzDecodeMessage(f *testing.F) {
 
 func wireBenchMessage(events, hashes int) Message {
 	rng := rand.New(rand.NewPCG(3, 4))
-	m := Message{Origin: "node-1", Events: make([]Event, events)}
+	m := wireV2("node-1", 1, 1)
+	m.Events = make([]Event, events)
 	for i := range m.Events {
 		h := make([]uint64, hashes)
 		for j := range h {

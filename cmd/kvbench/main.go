@@ -267,24 +267,37 @@ func matchUnderApplyFigures(get func(name, unit string) (float64, bool)) []Figur
 	return out
 }
 
-// replicaSyncFigures is SPEC §12's replica-sync target from
-// BenchmarkPropagation (zmqsync): the delay from a booking published on
-// one node to its admission applied on another, at 1 k and 10 k bookings
-// per second, against a bare zmq4 PUB -> SUB of the same bytes.
+// replicaSyncFigures is SPEC §12's replica-sync target, end to end, from
+// BenchmarkReplicaSyncHTTP (server): a booking made over HTTP on one node
+// until GET /reservations/{id} on another shows it, at 1 k bookings/s,
+// against the same booking shown by its own node (the HTTP round trips
+// without replica sync). Beside it, under its own name, the in-process
+// figure from BenchmarkPublishToApply (zmqsync): Publish on one syncer to
+// Apply on another, at 1 k and 10 k bookings/s, against a bare zmq4 PUB ->
+// SUB of the same bytes.
 func replicaSyncFigures(get func(name, unit string) (float64, bool)) []Figure {
 	var out []Figure
+	const e2e = "BenchmarkReplicaSyncHTTP"
+	if p99, ok := get(e2e, "visible-p99-us"); ok {
+		p50, _ := get(e2e, "visible-p50-us")
+		f := Figure{Name: "replica sync p99, a booking over HTTP on one node until GET /reservations/{id} shows it on another (1000 bookings/s, 3 nodes on loopback)",
+			Value: p99 / 1000, Unit: "ms", Target: "<= 5", Met: p99 <= 5000,
+			Compared: fmt.Sprintf("p50 %.2f ms", p50/1000)}
+		if l99, ok := get(e2e, "local-p99-us"); ok {
+			l50, _ := get(e2e, "local-p50-us")
+			f.Baseline = fmt.Sprintf("shown by the booking node itself: p50 %.2f ms, p99 %.2f ms", l50/1000, l99/1000)
+		}
+		out = append(out, f)
+	}
 	for _, rate := range []string{"1000", "10000"} {
-		name := "BenchmarkPropagation/rate=" + rate
+		name := "BenchmarkPublishToApply/rate=" + rate
 		p99, ok := get(name+"/replica-sync", "p99-us")
 		if !ok {
 			continue
 		}
 		p50, _ := get(name+"/replica-sync", "p50-us")
-		f := Figure{Name: "replica sync p99, booking to load on another node (" + rate + " bookings/s, loopback)",
+		f := Figure{Name: "replica sync in process, Publish() on one syncer to Apply() on another over loopback ZMQ, p99 (" + rate + " bookings/s)",
 			Value: p99 / 1000, Unit: "ms", Compared: fmt.Sprintf("p50 %.2f ms", p50/1000)}
-		if rate == "10000" {
-			f.Target, f.Met = "<= 5", p99 <= 5000
-		}
 		if b, ok := get(name+"/bare-zmq", "p99-us"); ok {
 			b50, _ := get(name+"/bare-zmq", "p50-us")
 			f.Baseline = fmt.Sprintf("bare zmq4 PUB -> SUB: p50 %.2f ms, p99 %.2f ms", b50/1000, b/1000)

@@ -97,8 +97,9 @@ func (c *Cluster) Live() []*server.Server {
 }
 
 // WaitConverged waits until every running node knows the same leader, the
-// leader is one of them, and each running node's metadata (HTTP address)
-// is in every running node's catalog. It returns the leader.
+// leader is one of them, and each running node's metadata (HTTP address,
+// and the incarnation that gives its process an epoch) is in every running
+// node's catalog. It returns the leader.
 func (c *Cluster) WaitConverged() *server.Server {
 	c.t.Helper()
 	var leader *server.Server
@@ -123,8 +124,8 @@ func (c *Cluster) WaitConverged() *server.Server {
 			}
 			for _, o := range live {
 				m, ok := cat.Node(o.Node.ID())
-				if !ok || m.HTTPAddr != o.Addr() {
-					return fmt.Errorf("%s does not know %s at %s yet", s.Node.ID(), o.Node.ID(), o.Addr())
+				if !ok || m.HTTPAddr != o.Addr() || m.Incarnation != o.Node.Incarnation() {
+					return fmt.Errorf("%s does not know %s at %s (incarnation %d) yet", s.Node.ID(), o.Node.ID(), o.Addr(), o.Node.Incarnation())
 				}
 			}
 		}

@@ -1,0 +1,147 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/kvselect/kvselect/fsm"
+)
+
+// The cluster's identity and each node's epoch (SPEC §3.6, §11; DESIGN.md,
+// Cluster id and epochs): what replica sync binds its messages to.
+
+// NewIncarnation draws a process's incarnation: random, never 0 (0 is
+// how a record without one reads).
+func NewIncarnation() uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(fmt.Sprintf("crypto/rand: %v", err))
+		}
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+// Incarnation is the random number this process drew at start and
+// publishes in its node metadata; the FSM turns its first write into this
+// node's epoch.
+func (n *Node) Incarnation() uint64 { return n.incarnation }
+
+// Epoch is this process's epoch: the Raft index at which the catalog
+// recorded its incarnation, or 0 until the catalog this node applied has
+// it (the write goes through the leader like any metadata).
+func (n *Node) Epoch() uint64 { return EpochOf(n.Catalog(), n.cfg.NodeID, n.incarnation) }
+
+// EpochOf is the epoch catalog c gives the process of node id with the
+// given incarnation: 0 until c records that incarnation.
+func EpochOf(c *fsm.Catalog, id string, incarnation uint64) uint64 {
+	if m, ok := c.Node(id); ok && m.Incarnation == incarnation {
+		return m.Epoch
+	}
+	return 0
+}
+
+// ClusterID is the cluster id of the catalog this node applied; zero until
+// the first leader wrote one.
+func (n *Node) ClusterID() fsm.ClusterID { return n.Catalog().ClusterID() }
+
+// clusterIDPlan is what the leader does about the cluster id.
+type clusterIDPlan int
+
+const (
+	idKeep   clusterIDPlan = iota // the catalog has one
+	idCreate                      // a new cluster (or one from a release before ids): draw one
+	idCopy                        // this catalog lost it: copy it from a member
+)
+
+// planClusterID decides from the leader's catalog. A set_node that carries
+// an incarnation is only ever written after the cluster id (putMetadata
+// makes sure of it), so a catalog with an epoch and no id has lost the id:
+// it was restored from a snapshot that a release before cluster ids wrote
+// after skipping the entry. Drawing a new id there would split the
+// cluster's identity; the id is copied from a member instead.
+func planClusterID(c *fsm.Catalog) clusterIDPlan {
+	if !c.ClusterID().IsZero() {
+		return idKeep
+	}
+	for _, m := range c.Nodes() {
+		if m.Epoch != 0 {
+			return idCopy
+		}
+	}
+	return idCreate
+}
+
+// errNoClusterID: no member could tell the cluster id the leader lost.
+var errNoClusterID = errors.New("the catalog lost the cluster id and no member reports it yet")
+
+// ensureClusterID gives the catalog a cluster id when it has none (leader
+// only): the first entry a fresh cluster's first leader writes, and the
+// first a leader of this release writes on a data dir of the release
+// before. reassert writes the id the catalog holds again, so a follower
+// whose catalog lost it gets it back (the leader does so when a node
+// starts: that is when such a follower restored its snapshot).
+func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
+	if !n.IsLeader() {
+		return nil
+	}
+	c := n.Catalog()
+	var id fsm.ClusterID
+	switch planClusterID(c) {
+	case idKeep:
+		if !reassert {
+			return nil
+		}
+		id = c.ClusterID()
+	case idCreate:
+		if _, err := rand.Read(id[:]); err != nil {
+			return fmt.Errorf("draw a cluster id: %w", err)
+		}
+	case idCopy:
+		var err error
+		if id, err = n.clusterIDFromMembers(ctx); err != nil {
+			return err
+		}
+	}
+	_, err := n.Apply(ctx, fsm.SetClusterID{ID: id})
+	if errors.Is(err, fsm.ErrClusterIDSet) {
+		return nil // another write got there first; the catalog has its id
+	}
+	if err == nil && !reassert {
+		n.log.Info("cluster id written", "cluster_id", id)
+	}
+	return err
+}
+
+// clusterIDFromMembers asks the other members for the cluster id their
+// catalogs hold (GET /cluster/status, as the node itself).
+func (n *Node) clusterIDFromMembers(ctx context.Context) (fsm.ClusterID, error) {
+	for _, m := range n.Catalog().Nodes() {
+		if m.ID == n.cfg.NodeID || m.HTTPAddr == "" {
+			continue
+		}
+		addr := m.HTTPAddr
+		if d, ok := n.cfg.PeerDial[m.ID]; ok && d.HTTP != "" {
+			addr = d.HTTP
+		}
+		actx, cancel := context.WithTimeout(ctx, removalAskTimeout)
+		st, err := n.client.status(actx, addr)
+		cancel()
+		if err != nil || st.ClusterID == "" {
+			continue
+		}
+		id, err := fsm.ParseClusterID(st.ClusterID)
+		if err != nil {
+			continue
+		}
+		n.log.Warn("this catalog lost the cluster id (restored from a snapshot of an older release); copied it from a member",
+			"cluster_id", id, "from", m.ID)
+		return id, nil
+	}
+	return fsm.ClusterID{}, errNoClusterID
+}

@@ -1,0 +1,306 @@
+package scheduler
+
+import (
+	"container/list"
+	"slices"
+	"time"
+
+	"github.com/kvselect/kvselect/zmqsync"
+)
+
+// Anti-entropy and epochs (SPEC §3.6; zmqsync/doc.go, Anti-entropy;
+// DESIGN.md, Replica sync). Every mirrored booking remembers which start
+// of its origin (epoch) booked it and in which of its messages (counter).
+// The origin's live set, published every period, lists its own live
+// bookings as of a counter; against it a node
+//
+//   - drops the mirrors the set does not list, booked from messages up to
+//     that counter (a free that was lost);
+//   - asks the origin for the admissions of the bookings it lacks (an
+//     admission that was lost; zmqsync.KindWant), and the origin
+//     publishes them again;
+//   - sends again the free of a booking it freed that the origin still
+//     lists, and the prefill completion of one whose prefill it ended (the
+//     origin did not hear of them);
+//   - completes the prefill of a mirror the origin lists as complete.
+//
+// A later epoch of an origin, or its leaving the cluster, makes the node
+// forget all its older mirrors (Forget).
+
+// Why a mirrored booking was dropped other than by a free or the expiry
+// (kvselect_replica_sync_mirrors_dropped_total).
+const (
+	mirrorNotLive       = "not_live"       // missing from its origin's live set
+	mirrorOldEpoch      = "old_epoch"      // its origin started again
+	mirrorRemovedMember = "removed_member" // its origin left the cluster
+)
+
+// How long a node waits before asking an origin again for a booking it
+// lacks: after a want (the answer may be on its way, or lost), and after
+// the admission came and was refused here (an unknown rank, say), when
+// asking again every period would only repeat the refusal.
+const (
+	wantRetry    = 3 * time.Second
+	refusedRetry = 30 * time.Second
+)
+
+// maxAntiEntropyRecords bounds each of the records below (pending frees,
+// wants), like the tombstones.
+const maxAntiEntropyRecords = 1 << 16
+
+// aeKey names one booking of one origin.
+type aeKey struct{ origin, id string }
+
+// aeRecords is a bounded set of per-booking records that expire, oldest
+// first: the frees this node applied to other nodes' bookings that their
+// origin has not confirmed yet, or the bookings this node asked for. The
+// scheduler's aeMu guards it.
+type aeRecords struct {
+	byKey map[aeKey]*list.Element
+	order *list.List // of aeRecord, by insertion
+}
+
+type aeRecord struct {
+	key     aeKey
+	epoch   uint64
+	expires time.Time
+}
+
+func newAERecords() *aeRecords {
+	return &aeRecords{byKey: map[aeKey]*list.Element{}, order: list.New()}
+}
+
+func (a *aeRecords) put(k aeKey, epoch uint64, expires, now time.Time) {
+	if e, ok := a.byKey[k]; ok {
+		a.order.Remove(e)
+	}
+	a.byKey[k] = a.order.PushBack(aeRecord{key: k, epoch: epoch, expires: expires})
+	for a.order.Len() > maxAntiEntropyRecords {
+		a.remove(a.order.Front())
+	}
+	// Expired records at the front go; later ones go when they reach it
+	// or when looked up.
+	for e := a.order.Front(); e != nil && !e.Value.(aeRecord).expires.After(now); e = a.order.Front() {
+		a.remove(e)
+	}
+}
+
+// get returns a live record of k.
+func (a *aeRecords) get(k aeKey, now time.Time) (aeRecord, bool) {
+	e, ok := a.byKey[k]
+	if !ok {
+		return aeRecord{}, false
+	}
+	r := e.Value.(aeRecord)
+	if !r.expires.After(now) {
+		a.remove(e)
+		return aeRecord{}, false
+	}
+	return r, true
+}
+
+func (a *aeRecords) remove(e *list.Element) {
+	delete(a.byKey, e.Value.(aeRecord).key)
+	a.order.Remove(e)
+}
+
+// removeIf removes the records of origin that match.
+func (a *aeRecords) removeIf(origin string, match func(aeRecord) bool) {
+	for e := a.order.Front(); e != nil; {
+		next := e.Next()
+		if r := e.Value.(aeRecord); r.key.origin == origin && match(r) {
+			a.remove(e)
+		}
+		e = next
+	}
+}
+
+// LiveBookings appends this node's own live bookings (not its mirrors) to
+// dst, each with whether its prefill is still on: the live set replica
+// sync publishes every period (zmqsync.Config.Live). It costs O(bookings).
+func (s *Scheduler) LiveBookings(dst []zmqsync.LiveBooking) []zmqsync.LiveBooking {
+	for _, p := range s.partitions() {
+		p.mu.Lock()
+		for id, r := range p.reservations {
+			if r.origin == "" {
+				dst = append(dst, zmqsync.LiveBooking{ID: id, Prefilling: !r.prefillDone})
+			}
+		}
+		p.mu.Unlock()
+	}
+	return dst
+}
+
+// partitions lists the partitions (a copy, outside s.mu).
+func (s *Scheduler) partitions() []*partition {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*partition, 0, len(s.parts))
+	for _, p := range s.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// ForgetMirrors drops the bookings mirrored from origin's epochs before
+// the given one (zmqsync.Config.Forget): the origin started again, and
+// what it booked before is gone with the process; with zmqsync.ForgetAll,
+// every one (the origin left the cluster). It returns how many it dropped.
+func (s *Scheduler) ForgetMirrors(origin string, before uint64) int {
+	reason := mirrorOldEpoch
+	if before == zmqsync.ForgetAll {
+		reason = mirrorRemovedMember
+	}
+	n := s.dropMirrors(origin, reason, func(r *reservation) bool { return r.epoch < before })
+	s.aeMu.Lock()
+	older := func(r aeRecord) bool { return r.epoch < before }
+	s.pendingFrees.removeIf(origin, older)
+	s.wanted.removeIf(origin, older)
+	s.aeMu.Unlock()
+	if n > 0 {
+		s.log.Info("mirrored bookings dropped", "origin", origin, "reason", reason, "count", n)
+	}
+	return n
+}
+
+// dropMirrors unbooks origin's mirrors that match and counts them under
+// reason. It costs O(bookings).
+func (s *Scheduler) dropMirrors(origin, reason string, match func(*reservation) bool) int {
+	dropped := 0
+	for _, p := range s.partitions() {
+		var ended []*reservation
+		p.mu.Lock()
+		for _, r := range p.reservations {
+			if r.origin == origin && match(r) {
+				p.unbook(r)
+				ended = append(ended, r)
+			}
+		}
+		s.forget(ended...)
+		p.mu.Unlock()
+		dropped += len(ended)
+	}
+	s.metrics.mirrorsDropped.WithLabelValues(reason).Add(float64(dropped))
+	return dropped
+}
+
+// applyLive checks origin's mirrors against one part of its live set
+// (zmqsync.KindLive; see the top of this file).
+func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
+	l := ev.Live
+	now := s.now()
+	var want []string
+	prefilling := l.Prefilling
+	for i, id := range l.IDs {
+		pending := len(prefilling) > 0 && prefilling[0] == uint32(i)
+		if pending {
+			prefilling = prefilling[1:]
+		}
+		s.resMu.Lock()
+		p := s.resIndex[id]
+		tombstoned := p == nil && s.tombstones.has(id, now)
+		s.resMu.Unlock()
+		if p != nil {
+			s.checkMirror(p, origin, ev.Epoch, l.Set, id, pending)
+			continue
+		}
+		key := aeKey{origin, id}
+		s.aeMu.Lock()
+		freed, isFreed := s.pendingFrees.get(key, now)
+		_, asked := s.wanted.get(key, now)
+		if !isFreed && !asked && !tombstoned {
+			s.wanted.put(key, ev.Epoch, now.Add(wantRetry), now)
+			want = append(want, id)
+		}
+		s.aeMu.Unlock()
+		if isFreed && freed.epoch == ev.Epoch {
+			// Freed here; the origin did not hear of it.
+			s.publish(zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: id, BookedBy: origin})
+			s.metrics.resent.WithLabelValues(zmqsync.KindFree.String()).Inc()
+		}
+	}
+	// The frees of bookings the origin no longer lists are done there.
+	s.aeMu.Lock()
+	s.pendingFrees.removeIf(origin, func(r aeRecord) bool {
+		id := r.key.id
+		inRange := (l.After == "" || id > l.After) && (l.Through == "" || id <= l.Through)
+		_, listed := slices.BinarySearch(l.IDs, id)
+		return inRange && !listed
+	})
+	s.aeMu.Unlock()
+	if len(want) > 0 {
+		s.publish(zmqsync.Event{Kind: zmqsync.KindWant, Want: &zmqsync.Want{Target: origin, Epoch: ev.Epoch, IDs: want}})
+		s.metrics.wanted.Add(float64(len(want)))
+	}
+	if l.Complete {
+		// Every part arrived: what the set does not list, and was
+		// booked from a message it covers, is over on its origin.
+		n := s.dropMirrors(origin, mirrorNotLive, func(r *reservation) bool {
+			return r.epoch < ev.Epoch || r.counter <= l.AsOf && r.seen != l.Set
+		})
+		if n > 0 {
+			s.log.Debug("mirrored bookings missing from their origin's live set dropped", "origin", origin, "count", n)
+		}
+	}
+	return ""
+}
+
+// checkMirror marks a booking the origin's live set lists and brings its
+// prefill in line; p holds (or held) the id.
+func (s *Scheduler) checkMirror(p *partition, origin string, epoch, set uint64, id string, prefilling bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.reservations[id]
+	if r == nil || r.origin != origin || r.epoch != epoch {
+		return // ended meanwhile, or a booking of another node under the same id
+	}
+	r.seen = set
+	switch {
+	case !prefilling && p.completePrefill(r):
+		// The origin's prefill ended and its event was lost.
+	case prefilling && r.prefillDone:
+		// Ended here; the origin did not hear of it.
+		s.publishEnd(zmqsync.KindPrefillComplete, r)
+		s.metrics.resent.WithLabelValues(zmqsync.KindPrefillComplete.String()).Inc()
+	}
+}
+
+// applyWant publishes again the admissions of this node's own bookings
+// that a peer lacks (zmqsync.KindWant; the syncer passes only wants
+// addressed to this node's current epoch).
+func (s *Scheduler) applyWant(ev *zmqsync.Event) string {
+	for _, id := range ev.Want.IDs {
+		s.resMu.Lock()
+		p := s.resIndex[id]
+		s.resMu.Unlock()
+		if p == nil {
+			continue // ended since; the next live set says so
+		}
+		p.mu.Lock()
+		if r := p.reservations[id]; r != nil && r.origin == "" {
+			s.publishAdmission(p, r)
+			s.metrics.resent.WithLabelValues(zmqsync.KindAdmission.String()).Inc()
+		}
+		p.mu.Unlock()
+	}
+	return ""
+}
+
+// notePendingFree remembers that this node freed another node's booking,
+// until the origin's live set stops listing it (applyLive sends the free
+// again meanwhile); p.mu is held.
+func (s *Scheduler) notePendingFree(r *reservation) {
+	now := s.now()
+	s.aeMu.Lock()
+	s.pendingFrees.put(aeKey{r.origin, r.id}, r.epoch, r.admitted.Add(s.cfg.ActiveRequestExpiry), now)
+	s.aeMu.Unlock()
+}
+
+// noteRefused keeps this node from asking origin for a booking whose
+// admission it has just refused, for refusedRetry.
+func (s *Scheduler) noteRefused(origin string, ev *zmqsync.Event) {
+	now := s.now()
+	s.aeMu.Lock()
+	s.wanted.put(aeKey{origin, ev.ReservationID}, ev.Epoch, now.Add(refusedRetry), now)
+	s.aeMu.Unlock()
+}
