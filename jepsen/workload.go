@@ -354,13 +354,16 @@ func bookOnce(ctx context.Context, node *client.Client, base time.Time, op *Op, 
 
 // settle sends a booking call to node (random nodes when node < 0) until
 // one accepts it or BookingRetryFor passes, records it as one op and
-// returns its result. A free that finds no booking on the given node, or
-// after an attempt whose answer was lost, counts as done.
+// returns its result. Only an acceptance settles a booking the client
+// was told it has (node < 0): a 404 from one node says nothing of the
+// others (replica sync may not have brought it there, or a restart lost
+// it there while its origin keeps it). A free of a booking that may exist
+// on node only (its selection's answer was lost) is settled by a 404
+// from that node too. What is not settled is the sweep's (OpenBookings).
 func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int) string {
 	op := Op{Client: SelectionClientBase + c.node, Kind: kind, ReservationID: rid, Result: ResultFail}
 	op.Call = time.Since(c.base)
 	deadline := time.Now().Add(BookingRetryFor)
-	lost := node >= 0
 	for {
 		op.Node = node
 		if node < 0 {
@@ -377,16 +380,16 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 		var ce *client.Error
 		switch {
 		case err == nil:
-			op.Result, op.Error = ResultOK, ""
+			op.Result, op.NotFound, op.Error = ResultOK, false, ""
 		case errors.As(err, &ce) && ce.Code == api.CodeNotFound:
-			op.NotFound, op.Error = true, err.Error()
-			if lost && kind == KindFree {
+			op.NotFound, op.Error, op.Result = true, err.Error(), ResultFail
+			if node >= 0 && kind == KindFree {
 				op.Result = ResultOK
 			}
 		case errors.As(err, &ce):
-			op.Error = err.Error()
+			op.NotFound, op.Error, op.Result = false, err.Error(), ResultFail
 		default:
-			lost, op.Error, op.Result = true, err.Error(), ResultUnknown
+			op.NotFound, op.Error, op.Result = false, err.Error(), ResultUnknown
 		}
 		if op.Result == ResultOK || time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
 			break

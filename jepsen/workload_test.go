@@ -309,3 +309,72 @@ func Test_RunSelectionClients(t *testing.T) {
 		t.Fatalf("unavailability %v on healthy fakes", u)
 	}
 }
+
+// Test_SelectionClients_UnsettledFreeIsOpen: a free whose answer was lost
+// on one node and that another node answers 404 is not done (the booking
+// may live on where it was made); it stays open for the sweep. Here the
+// node that booked refuses the free, another loses its answer, the third
+// never heard of the booking.
+func Test_SelectionClients_UnsettledFreeIsOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := func(behaviour int) string {
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /select_and_reserve", func(w http.ResponseWriter, r *http.Request) {
+			var req api.SelectRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			writeJSON(w, 200, api.Selection{ReservationID: string(req.ReservationID), WorkerID: 7})
+		})
+		mux.HandleFunc("POST /reservations/{id}/prefill_complete", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, struct{}{}) })
+		mux.HandleFunc("DELETE /reservations/{id}", func(w http.ResponseWriter, r *http.Request) {
+			switch behaviour {
+			case 0:
+				writeJSON(w, 500, api.Error{Message: "internal", Code: api.CodeInternal})
+			case 1:
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close() // the answer is lost
+				}
+			default:
+				writeJSON(w, 404, api.Error{Message: "no such reservation", Code: api.CodeNotFound})
+			}
+		})
+		srv := httptest.NewServer(authed(t, mux))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	urls := []string{node(0), node(1), node(2)}
+	h := NewHistory()
+	open := NewOpenBookings()
+	// One settled booking (its free given up) is enough.
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer cancel()
+	watch.Go(func() {
+		poll(ctx, "a free given up", func(context.Context) error {
+			if len(open.All()) == 0 {
+				return context.DeadlineExceeded
+			}
+			cancel()
+			return nil
+		})
+	})
+	if err := RunSelectionClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), h, open); err != nil {
+		t.Fatal(err)
+	}
+	booked := 0
+	for _, op := range h.Ops() {
+		switch {
+		case op.Kind == KindSelectAndReserve && op.Result == ResultOK:
+			booked++
+			if n, ok := open.All()[op.ReservationID]; !ok || n != -1 {
+				t.Errorf("booking %s not open for the sweep: %v", op.ReservationID, open.All())
+			}
+		case op.Kind == KindFree && op.Result == ResultOK:
+			t.Errorf("a free no node accepted counts as done: %+v", op)
+		}
+	}
+	if booked == 0 {
+		t.Fatal("nothing booked")
+	}
+}
