@@ -341,10 +341,11 @@ func (n *linkNemesis) Heal(ctx context.Context, c *Cluster) error {
 // sees that) and again during it: the new engine's counter starts over
 // and then, while the node is away, passes the last number the node
 // applied, so sequence numbers alone no longer show the restart (as with
-// a vLLM engine crash-looping while a node is partitioned from it). Heal
-// lets the links pass and waits until the node follows every worker
-// again. Replay on reconnect must repair its index: the run's index
-// check compares it with the others'.
+// a vLLM engine crash-looping while a node is partitioned from it). The
+// inject proves both claims: the node counted the first restart, and not
+// the second. Heal lets the links pass and waits until the node follows
+// every worker again. Replay on reconnect must repair its index: the
+// run's index check compares it with the others'.
 type workerLinkCut struct {
 	mu     sync.Mutex
 	victim int
@@ -420,6 +421,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 		return fmt.Errorf("%s applied none of 20 messages of worker %d", NodeID(victim), w)
 	}
 	before, err := c.listenerRestarts(ctx, victim, w)
+	var atCut uint64
 	for _, step := range []func() error{
 		live, // the old engine has published, and the victim follows it
 		restart,
@@ -433,9 +435,22 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 				return err
 			})
 		},
-		func() error { c.CutWorkers(victim, true); return nil },
+		func() error {
+			c.CutWorkers(victim, true)
+			var err error
+			atCut, err = c.listenerRestarts(ctx, victim, w)
+			return err
+		},
 		restart,
 		func() error { return serve(8) }, // past the victim's last, unseen
+		func() error {
+			// The claim is a restart the victim did not see: prove it.
+			got, err := c.listenerRestarts(ctx, victim, w)
+			if err == nil && got != atCut {
+				err = fmt.Errorf("%s counted %d restarts of worker %d during the cut, %d at it: the cut let the restart through", NodeID(victim), got, w, atCut)
+			}
+			return err
+		},
 	} {
 		if err == nil {
 			err = step()

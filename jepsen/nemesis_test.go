@@ -171,6 +171,6 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 		if len(ev) != 2 || ev[0].Phase != PhaseInject || ev[1].Phase != PhaseHeal || ev[0].Nemesis != n.Name() {
 			t.Fatalf("%s: events %+v", n.Name(), ev)
 		}
-		t.Logf("%-25s %5.1fs  inject: %s", n.Name(), time.Since(start).Seconds(), ev[0].Detail)
+		t.Logf("%-25s %5.1fs  inject: %s; heal: %s", n.Name(), time.Since(start).Seconds(), ev[0].Detail, ev[1].Detail)
 	}
 }
