@@ -145,8 +145,12 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	if err := SweepBookings(rctx, ep, base, h, open); err != nil {
 		problems = append(problems, err.Error())
 	}
-	loadsZero := CheckLoadsZero(ctx, ep, LoadsZeroBound)
-	leasesLapsed := CheckLeasesLapse(ctx, ep, LeaseTTL+LeaseLapseBound)
+	// Both bounds run from the heal, side by side.
+	var loadsZero, leasesLapsed error
+	var checks sync.WaitGroup
+	checks.Go(func() { loadsZero = CheckLoadsZero(ctx, ep, LoadsZeroBound) })
+	checks.Go(func() { leasesLapsed = CheckLeasesLapse(ctx, ep, LeaseTTL+LeaseLapseBound) })
+	checks.Wait()
 
 	ops := h.Ops()
 	events := c.Events()
