@@ -611,8 +611,8 @@ func leftBookings(ctx context.Context, clients []*client.Client, urls []string) 
 				ids = append(ids, "...")
 				break
 			}
-			where := "local"
-			if r.Origin != "" && r.Origin != "local" {
+			where := api.OriginLocal
+			if r.Origin != "" && r.Origin != api.OriginLocal {
 				where = r.Origin
 				if r.OriginNode != "" {
 					where += " from " + r.OriginNode

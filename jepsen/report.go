@@ -229,8 +229,9 @@ func (s RunSummary) Passed() bool { return len(s.Failures()) == 0 }
 
 // MaxUnavailability is, per node, the longest stretch during which its
 // selections failed: from the call of a failed select_and_reserve to the
-// call of the next successful one on that node (or the return of the last
-// failed one). Unknown attempts are ignored, and so are a node's failures
+// call of the next successful one on that node (a worker booked, or load
+// shedding's busy answer: the node answered as it should), or the return
+// of the last failed one. Unknown attempts are ignored, and so are a node's failures
 // in flight during a window that took that very node down (Window.Down):
 // a killed or paused node cannot answer, and its own downtime is the
 // fault, not a failure of the cluster's promise that every live node
