@@ -4,7 +4,7 @@
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
 #   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, greedy-prefix (about 2 min)
-#   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs a kill-leader smoke
+#   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs kill-leader, partition-isolate-leader and worker-link-cut, 20 s each
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run every fuzz target (scripts/fuzz.sh finds them) for FUZZTIME each (default 30s)
 
@@ -72,14 +72,18 @@ vet:
 test: fmt-check vet test-go test-python
 
 # scripts/ runs the make run demo, which needs curl and python3 (tools).
+# In jepsen/: the checkers' self-tests and the CI subset (TestSmoke:
+# kill-leader, partition-isolate-leader and worker-link-cut, 20 s each,
+# authentication on, under the full verdict; about 2.5 minutes).
 test-go: interop-deps tools
 	KVSELECT_REQUIRE_INTEROP=1 KVSELECT_REQUIRE_DEMO=1 $(GO) test -race -count=1 -timeout 12m $(TESTFLAGS) ./...
 	cd jepsen && $(GO) test -race -count=1 -timeout 10m $(TESTFLAGS) ./...
 
 # The fault-injection suite (its own module, jepsen/): every nemesis for
-# JEPSEN_TIME on a fresh 3-process cluster, then the table; each run's
-# history, nemesis events, timeline (history.html), summary and node logs
-# go to JEPSEN_OUT. JEPSEN_NEMESIS=a,b runs only those.
+# JEPSEN_TIME on a fresh 3-process cluster with authentication on, then
+# the table; a run passes only if every check holds (jepsen/doc.go). Each
+# run's history, nemesis events, timeline (history.html), summary and node
+# logs go to JEPSEN_OUT. JEPSEN_NEMESIS=a,b runs only those.
 JEPSEN_TIME ?= 60s
 JEPSEN_OUT  ?= bench/jepsen
 jepsen:

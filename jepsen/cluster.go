@@ -45,8 +45,19 @@ type Config struct {
 	// SnapshotThreshold is --raft-snapshot-threshold (default 128), low
 	// so that snapshots happen within seconds of writes.
 	SnapshotThreshold uint64
-	// ActiveRequestExpiry is --active-request-expiry-secs (default 20 s).
+	// TrailingLogs is --raft-trailing-logs (default DefaultTrailingLogs):
+	// the entries a leader keeps after a snapshot. snapshot-catch-up reads
+	// it from here, so the nemesis and the nodes agree.
+	TrailingLogs uint64
+	// ActiveRequestExpiry is --active-request-expiry-secs (default
+	// LoadExpiry, far longer than any run): a booking nobody frees stays
+	// as load, so the loads check sees it.
 	ActiveRequestExpiry time.Duration
+	// Token is the admin token every node requires on every route but
+	// /health, /ready, /readyz and /openapi.json (--auth-token-file,
+	// --auth-scope all) and keys the replica-sync MAC with; every request
+	// of the harness carries it. Empty: a random one.
+	Token string
 	// Base is the origin of NemesisEvent times (default: when
 	// StartCluster was called). Share it with the workload's history.
 	Base time.Time
@@ -73,8 +84,17 @@ func (cfg *Config) fill() error {
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 128
 	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = DefaultTrailingLogs
+	}
 	if cfg.ActiveRequestExpiry <= 0 {
-		cfg.ActiveRequestExpiry = 20 * time.Second
+		cfg.ActiveRequestExpiry = LoadExpiry
+	}
+	if cfg.Token == "" {
+		var err error
+		if cfg.Token, err = NewToken(); err != nil {
+			return err
+		}
 	}
 	if cfg.Base.IsZero() {
 		cfg.Base = time.Now()
@@ -216,6 +236,10 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return c, err
 		}
 	}
+	tokenPath, err := writeTokenFile(cfg.Dir, cfg.Token)
+	if err != nil {
+		return c, err
+	}
 	var initial []string
 	for i := range n {
 		node := &clusterNode{
@@ -225,7 +249,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			syncAddr: fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]),
 		}
 		hc := &http.Client{Timeout: 2 * time.Second}
-		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}, Pinned: true, HTTPClient: hc}); err != nil {
+		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}, Pinned: true, HTTPClient: hc, Token: cfg.Token}); err != nil {
 			return c, err
 		}
 		c.nodes = append(c.nodes, node)
@@ -257,24 +281,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 				dial = append(dial, fmt.Sprintf("%s=%s/%s/%s", NodeID(j), ls[0].Addr(), ls[1].Addr(), ls[2].Addr()))
 			}
 		}
-		_, httpPort, _ := net.SplitHostPort(strings.TrimPrefix(node.url, "http://"))
-		_, syncPort, _ := net.SplitHostPort(node.syncAddr)
-		args := []string{
-			"--node-id", node.id, "--bind", "127.0.0.1", "--port", httpPort,
-			"--raft-addr", node.raftAddr, "--data-dir", filepath.Join(cfg.Dir, node.id),
-			"--initial-cluster", strings.Join(initial, ","),
-			"--replica-sync-port", syncPort,
-			"--raft-heartbeat-timeout", cfg.ElectionTimeout.String(),
-			"--raft-election-timeout", cfg.ElectionTimeout.String(),
-			"--raft-leader-lease-timeout", (cfg.ElectionTimeout / 2).String(),
-			"--raft-snapshot-threshold", strconv.FormatUint(cfg.SnapshotThreshold, 10),
-			// Snapshots within a second or two of the threshold, keeping
-			// few entries after them, so snapshot-catch-up compacts past
-			// an isolated follower in seconds.
-			"--raft-snapshot-interval", "1s", "--raft-trailing-logs", "64",
-			"--active-request-expiry-secs", strconv.FormatFloat(cfg.ActiveRequestExpiry.Seconds(), 'f', -1, 64),
-			"--log-level", "info",
-		}
+		args := nodeArgs(cfg, node, initial, tokenPath)
 		if len(dial) > 0 {
 			args = append(args, "--peer-dial", strings.Join(dial, ","))
 		}
@@ -308,6 +315,34 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// nodeArgs is node's command line (before --peer-dial, --kv-dial and
+// cfg.ExtraArgs): loopback addresses, Raft timings and snapshot settings
+// from cfg, the long booking expiry, and authentication on every route.
+func nodeArgs(cfg Config, node *clusterNode, initial []string, tokenPath string) []string {
+	_, httpPort, _ := net.SplitHostPort(strings.TrimPrefix(node.url, "http://"))
+	_, syncPort, _ := net.SplitHostPort(node.syncAddr)
+	return []string{
+		"--node-id", node.id, "--bind", "127.0.0.1", "--port", httpPort,
+		"--raft-addr", node.raftAddr, "--data-dir", filepath.Join(cfg.Dir, node.id),
+		"--initial-cluster", strings.Join(initial, ","),
+		"--replica-sync-port", syncPort,
+		"--raft-heartbeat-timeout", cfg.ElectionTimeout.String(),
+		"--raft-election-timeout", cfg.ElectionTimeout.String(),
+		"--raft-leader-lease-timeout", (cfg.ElectionTimeout / 2).String(),
+		"--raft-snapshot-threshold", strconv.FormatUint(cfg.SnapshotThreshold, 10),
+		// Snapshots within a second or two of the threshold, keeping
+		// few entries after them, so snapshot-catch-up compacts past
+		// an isolated follower in seconds.
+		"--raft-snapshot-interval", "1s", "--raft-trailing-logs", strconv.FormatUint(cfg.TrailingLogs, 10),
+		"--active-request-expiry-secs", strconv.FormatFloat(cfg.ActiveRequestExpiry.Seconds(), 'f', -1, 64),
+		// The admin token on every route (SPEC §11's default with a
+		// token, named anyway): forwarding, index recovery and the
+		// replica-sync MAC all run authenticated under the faults.
+		"--auth-token-file", tokenPath, "--auth-scope", "all",
+		"--log-level", "info",
+	}
+}
+
 // NodeID is the Raft id of node index i ("n1" for 0).
 func NodeID(i int) string { return "n" + strconv.Itoa(i+1) }
 
@@ -332,6 +367,13 @@ func (c *Cluster) Base() time.Time { return c.cfg.Base }
 
 // Config is the cluster's configuration, defaults filled in.
 func (c *Cluster) Config() Config { return c.cfg }
+
+// Token is the admin token every request to the nodes carries.
+func (c *Cluster) Token() string { return c.cfg.Token }
+
+// Endpoints are every node's base URL with the token, for the workload
+// and the checkers.
+func (c *Cluster) Endpoints() Endpoints { return Endpoints{URLs: c.URLs(), Token: c.cfg.Token} }
 
 // URL is node i's HTTP base URL, direct (not through a Link): clients
 // talk to the nodes themselves; only node-to-node traffic is faulted.

@@ -151,12 +151,23 @@ func Test_ClusterLifecycle(t *testing.T) {
 
 	// A write through a follower is forwarded over its HTTP link.
 	follower := others(c, leader)[0]
-	fcl, err := client.New(client.Config{Addrs: []string{c.URL(follower)}, Pinned: true})
+	fcl, err := client.New(client.Config{Addrs: []string{c.URL(follower)}, Pinned: true, Token: c.Token()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fcl.RegisterWorker(ctx, api.WorkerSpec{WorkerID: 77, ModelName: "lifecycle"}); err != nil {
 		t.Fatalf("write through follower %s: %v", NodeID(follower), err)
+	}
+	// Every route but the open ones needs the token (--auth-scope all).
+	anon, err := client.New(client.Config{Addrs: []string{c.URL(follower)}, Pinned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Loads(ctx, "", ""); client.CodeOf(err) != "unauthorized" {
+		t.Fatalf("GET /loads without the token: %v, want unauthorized", err)
+	}
+	if _, err := anon.Health(ctx); err != nil {
+		t.Fatalf("GET /health without the token: %v", err)
 	}
 
 	// Kill the leader: the others elect one of themselves.
@@ -297,6 +308,40 @@ func Test_WorkerLinkCut(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Test_NodeArgs: the nodes run with the settings the checkers rely on:
+// the trailing logs snapshot-catch-up reads, an expiry far past the run,
+// and the token on every route.
+func Test_NodeArgs(t *testing.T) {
+	cfg := Config{Bin: "bin", Dir: t.TempDir()}
+	if err := cfg.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TrailingLogs != DefaultTrailingLogs || cfg.ActiveRequestExpiry != LoadExpiry || len(cfg.Token) != 64 {
+		t.Fatalf("defaults %+v", cfg)
+	}
+	path, err := writeTokenFile(cfg.Dir, cfg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file %v, %v", fi, err)
+	}
+	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != cfg.Token {
+		t.Fatalf("token file holds %q", b)
+	}
+	node := &clusterNode{id: "n1", url: "http://127.0.0.1:1000", raftAddr: "127.0.0.1:1001", syncAddr: "127.0.0.1:1002"}
+	args := strings.Join(nodeArgs(cfg, node, []string{"n1=127.0.0.1:1001"}, path), " ")
+	for _, want := range []string{"--raft-trailing-logs 64 ", "--active-request-expiry-secs 3600 ",
+		"--auth-token-file " + path + " ", "--auth-scope all "} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("node args lack %q: %s", want, args)
+		}
+	}
+	if LoadExpiry < 10*time.Minute {
+		t.Errorf("expiry %v is not far longer than a run", LoadExpiry)
 	}
 }
 

@@ -19,11 +19,37 @@ const (
 	KindGet      = "get"
 )
 
+// Op kinds of the busy thresholds (model "default"), checked for
+// linearizability with the catalog ops: thresholds are catalog state.
+const (
+	KindThresholdSet   = "threshold_set"
+	KindThresholdClear = "threshold_clear"
+	KindThresholdGet   = "threshold_get"
+)
+
 // Op kinds of the selection workload, checked for availability.
 const (
 	KindSelectAndReserve = "select_and_reserve"
 	KindPrefillComplete  = "prefill_complete"
 	KindFree             = "free"
+)
+
+// Op kinds of the threshold client's load: holds (select_and_reserve on
+// one node until every rank is over the tight threshold), their frees,
+// and the probe that must then answer busy.
+const (
+	KindHold      = "hold"
+	KindHoldFree  = "hold_free"
+	KindBusyProbe = "busy_probe"
+)
+
+// Op kinds of the lease clients (CheckLeases): a registration with
+// lease_ttl_s, a keepalive, and a linearizable read of a worker left to
+// lapse.
+const (
+	KindLeaseRegister = "lease_register"
+	KindKeepAlive     = "keepalive"
+	KindLeaseGet      = "lease_get"
 )
 
 // Results of an operation. ResultFail is kept for answers that prove
@@ -47,25 +73,38 @@ type Op struct {
 	Node     int    `json:"node"`
 	Kind     string `json:"kind"`
 	WorkerID uint64 `json:"worker_id,omitempty"`
-	// Value is the endpoint a register or patch writes.
+	// Value is the endpoint a register or patch writes, or the
+	// thresholds a threshold_set writes (ThresholdValue).
 	Value string `json:"value,omitempty"`
-	// Output is the endpoint a get read, a patch left or a delete removed.
+	// Output is the endpoint a get read, a patch left or a delete
+	// removed, or the thresholds a threshold op answered.
 	Output string `json:"output,omitempty"`
+	// Body is the answer of an ok catalog op as the client decoded it
+	// (JSON): the catalog model checks all of it, not just Output.
+	Body string `json:"body,omitempty"`
 	// NotFound: the node answered 404 (get, patch or delete of an absent
 	// worker; free or prefill_complete of an unknown booking). For catalog
 	// ops it is an ok outcome the model checks.
 	NotFound bool `json:"not_found,omitempty"`
 	// ReservationID names the booking of a selection op.
 	ReservationID string `json:"reservation_id,omitempty"`
-	// Selected is the worker a select_and_reserve chose.
-	Selected uint64        `json:"selected,omitempty"`
-	Call     time.Duration `json:"call"`
-	Return   time.Duration `json:"return"`
-	Result   string        `json:"result"`
-	Error    string        `json:"error,omitempty"`
+	// Selected is the worker a select_and_reserve chose, Rank its rank.
+	Selected uint64 `json:"selected,omitempty"`
+	Rank     uint32 `json:"rank,omitempty"`
+	// Busy: a select_and_reserve, hold or probe answered 503 with load
+	// shedding's body (seed 001). Its Result is ok: an expected answer.
+	Busy bool `json:"busy,omitempty"`
+	// NotApplied: a write answered before the node it went through had
+	// applied it (X-Kvselect-Applied: false).
+	NotApplied bool          `json:"not_applied,omitempty"`
+	Call       time.Duration `json:"call"`
+	Return     time.Duration `json:"return"`
+	Result     string        `json:"result"`
+	Error      string        `json:"error,omitempty"`
 }
 
-// IsCatalog reports whether the op belongs to the catalog workload.
+// IsCatalog reports whether the op belongs to the catalog workload's
+// worker ops.
 func (o Op) IsCatalog() bool {
 	switch o.Kind {
 	case KindRegister, KindPatch, KindDelete, KindGet:
@@ -74,9 +113,26 @@ func (o Op) IsCatalog() bool {
 	return false
 }
 
+// IsThreshold reports whether the op reads or writes the busy thresholds.
+func (o Op) IsThreshold() bool {
+	switch o.Kind {
+	case KindThresholdSet, KindThresholdClear, KindThresholdGet:
+		return true
+	}
+	return false
+}
+
+// IsLinearizable reports whether the catalog model checks the op: worker
+// and threshold ops.
+func (o Op) IsLinearizable() bool { return o.IsCatalog() || o.IsThreshold() }
+
 // IsWrite reports whether the op may change the catalog.
 func (o Op) IsWrite() bool {
-	return o.Kind == KindRegister || o.Kind == KindPatch || o.Kind == KindDelete
+	switch o.Kind {
+	case KindRegister, KindPatch, KindDelete, KindThresholdSet, KindThresholdClear:
+		return true
+	}
+	return false
 }
 
 // History records the ops of a run; it is safe for concurrent use.

@@ -87,3 +87,24 @@ func Test_classifyCatalog(t *testing.T) {
 		}
 	}
 }
+
+// Test_IsBusy: only load shedding's exact answer is busy; any other 503
+// is a failed selection.
+func Test_IsBusy(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		busy bool
+	}{
+		{&client.Error{Status: 503, Code: api.CodeOverloaded, Message: api.BusyMessage}, true},
+		{fmt.Errorf("wrapped: %w", &client.Error{Status: 503, Code: api.CodeOverloaded, Message: api.BusyMessage}), true},
+		{&client.Error{Status: 503, Code: api.CodeOverloaded, Message: "overloaded"}, false},
+		{&client.Error{Status: 503, Code: api.CodeNotReady, Message: api.BusyMessage}, false},
+		{&client.Error{Status: 429, Code: api.CodeOverloaded, Message: api.BusyMessage}, false},
+		{errors.New("connection refused"), false},
+		{nil, false},
+	} {
+		if got := IsBusy(tc.err); got != tc.busy {
+			t.Errorf("IsBusy(%v) = %v", tc.err, got)
+		}
+	}
+}

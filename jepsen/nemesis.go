@@ -97,6 +97,7 @@ func Nemeses() []Nemesis {
 		&leaderTransfer{},
 		&restartAll{},
 		&workerLinkCut{},
+		&memberRemoveRejoin{},
 	}
 }
 
@@ -340,10 +341,11 @@ func (n *linkNemesis) Heal(ctx context.Context, c *Cluster) error {
 // sees that) and again during it: the new engine's counter starts over
 // and then, while the node is away, passes the last number the node
 // applied, so sequence numbers alone no longer show the restart (as with
-// a vLLM engine crash-looping while a node is partitioned from it). Heal
-// lets the links pass and waits until the node follows every worker
-// again. Replay on reconnect must repair its index: the run's index
-// check compares it with the others'.
+// a vLLM engine crash-looping while a node is partitioned from it). The
+// inject proves both claims: the node counted the first restart, and not
+// the second. Heal lets the links pass and waits until the node follows
+// every worker again. Replay on reconnect must repair its index: the
+// run's index check compares it with the others'.
 type workerLinkCut struct {
 	mu     sync.Mutex
 	victim int
@@ -419,6 +421,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 		return fmt.Errorf("%s applied none of 20 messages of worker %d", NodeID(victim), w)
 	}
 	before, err := c.listenerRestarts(ctx, victim, w)
+	var atCut uint64
 	for _, step := range []func() error{
 		live, // the old engine has published, and the victim follows it
 		restart,
@@ -432,9 +435,22 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 				return err
 			})
 		},
-		func() error { c.CutWorkers(victim, true); return nil },
+		func() error {
+			c.CutWorkers(victim, true)
+			var err error
+			atCut, err = c.listenerRestarts(ctx, victim, w)
+			return err
+		},
 		restart,
 		func() error { return serve(8) }, // past the victim's last, unseen
+		func() error {
+			// The claim is a restart the victim did not see: prove it.
+			got, err := c.listenerRestarts(ctx, victim, w)
+			if err == nil && got != atCut {
+				err = fmt.Errorf("%s counted %d restarts of worker %d during the cut, %d at it: the cut let the restart through", NodeID(victim), got, w, atCut)
+			}
+			return err
+		},
 	} {
 		if err == nil {
 			err = step()
@@ -598,23 +614,29 @@ const (
 )
 
 // snapshotCatchUp isolates a follower, then writes to the catalog until
-// the leader has taken a Raft snapshot past everything the follower
-// holds; Heal reconnects it and waits until it has caught up.
+// the leader has compacted its log past everything the follower holds;
+// Heal reconnects it, waits until it has caught up, and checks that it
+// did so by installing the leader's snapshot ("Installed remote
+// snapshot" in its log since the inject): a claim the nemesis proves.
 //
 // The cluster runs with --raft-snapshot-interval 1s and
-// --raft-trailing-logs 64, so the leader compacts past the follower
-// within seconds of the writes; Detail says whether the log was
-// compacted past it (it then installs the snapshot, "Installed remote
-// snapshot" in its log).
+// --raft-trailing-logs Config.TrailingLogs: after a snapshot at index s
+// the leader keeps entries from s - TrailingLogs + 1 on, so once s passes
+// the follower's index by TrailingLogs plus snapshotMargin (entries the
+// follower may hold past what it applied) the follower can only catch up
+// from the snapshot.
 type snapshotCatchUp struct {
-	mu       sync.Mutex
-	follower int
+	mu        sync.Mutex
+	follower  int
+	logFrom   int64 // the follower's log size at the inject
+	compacted bool  // the leader's log no longer reaches the follower's
 }
 
 func (*snapshotCatchUp) Name() string { return "snapshot-catch-up" }
 
-// trailingLogs is hashicorp/raft's default, as kvselect configures it.
-const trailingLogs = 10240
+// snapshotMargin covers entries a follower may hold beyond the index it
+// reports applied (appended, not yet applied, when it was cut off).
+const snapshotMargin = 64
 
 func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 	leader, err := c.WaitLeader(ctx, nil)
@@ -623,18 +645,21 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 	}
 	fs := others(c, leader)
 	f := fs[rand.N(len(fs))]
+	logFrom := fileSize(c.LogPath(f))
+	c.Isolate(f)
+	// Read after the cut: nothing reaches the follower past this.
 	st, err := c.status(ctx, f)
 	if err != nil {
 		return err
 	}
+	behind := max(st.AppliedIndex, st.CommitIndex)
+	need := behind + c.cfg.TrailingLogs + snapshotMargin
 	n.mu.Lock()
-	n.follower = f
+	n.follower, n.logFrom, n.compacted = f, logFrom, false
 	n.mu.Unlock()
-	c.Isolate(f)
-	behind := st.AppliedIndex
 
 	// Concurrent upserts through the majority's leader until a snapshot
-	// on it covers an index past the follower's.
+	// on it covers an index past the follower's by the trailing logs.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	majority := fs[:0:0]
@@ -654,7 +679,7 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 			for k, i := range majority {
 				urls[k] = c.URL(i)
 			}
-			cl, err := client.New(client.Config{Addrs: urls})
+			cl, err := client.New(client.Config{Addrs: urls, Token: c.Token()})
 			if err != nil {
 				return
 			}
@@ -670,23 +695,25 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 		}()
 	}
 	var snap uint64
-	err = poll(ctx, "the leader snapshots past the isolated follower", func(context.Context) error {
+	err = poll(ctx, "the leader compacts its log past the isolated follower", func(context.Context) error {
 		li, err := c.LeaderAmong(ctx, majority)
 		if err != nil {
 			return err
 		}
-		if snap = latestSnapshotIndex(filepath.Join(c.cfg.Dir, NodeID(li))); snap <= behind {
-			return fmt.Errorf("%s's latest snapshot is at %d, follower at %d", NodeID(li), snap, behind)
+		if snap = latestSnapshotIndex(filepath.Join(c.cfg.Dir, NodeID(li))); snap <= need {
+			return fmt.Errorf("%s's latest snapshot is at %d, want past %d (follower at %d, %d trailing logs)",
+				NodeID(li), snap, need, behind, c.cfg.TrailingLogs)
 		}
 		return nil
 	})
 	cancel()
 	wg.Wait()
-	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d", NodeID(f), behind, writes, snap)
-	if snap > behind+trailingLogs {
+	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d, keeping %d trailing logs", NodeID(f), behind, writes, snap, c.cfg.TrailingLogs)
+	if err == nil {
+		n.mu.Lock()
+		n.compacted = true
+		n.mu.Unlock()
 		detail += "; log compacted past the follower: it must install the snapshot"
-	} else {
-		detail += "; trailing logs still cover the follower: it catches up from the log"
 	}
 	c.RecordEvent(n.Name(), PhaseInject, detail)
 	return err
@@ -694,9 +721,56 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 
 func (n *snapshotCatchUp) Heal(ctx context.Context, c *Cluster) error {
 	n.mu.Lock()
-	f := n.follower
+	f, from, compacted := n.follower, n.logFrom, n.compacted
 	n.mu.Unlock()
-	return healAndRecord(ctx, c, n.Name(), "reconnect "+NodeID(f))
+	detail := "reconnect " + NodeID(f)
+	err := c.Recover(ctx)
+	if err == nil && compacted {
+		// Caught up (Recover waits for its catalog index), so the install
+		// is in its log; give the line a moment to be written.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = poll(wctx, NodeID(f)+" logs the snapshot it installed", func(context.Context) error {
+			return snapshotInstalledSince(c.LogPath(f), from)
+		})
+		cancel()
+		if err == nil {
+			detail += "; it installed the leader's snapshot"
+		}
+	}
+	if err != nil {
+		detail += "; " + err.Error()
+	}
+	c.RecordEvent(n.Name(), PhaseHeal, detail)
+	return err
+}
+
+// installedSnapshotLine is what hashicorp/raft logs (at info) on a
+// follower once it has installed a snapshot the leader sent.
+const installedSnapshotLine = `msg="Installed remote snapshot"`
+
+// snapshotInstalledSince returns nil when the log at path, from byte
+// offset from on, shows an installed snapshot.
+func snapshotInstalledSince(path string, from int64) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if from > int64(len(b)) {
+		from = 0 // the log was replaced
+	}
+	if !strings.Contains(string(b[from:]), installedSnapshotLine) {
+		return fmt.Errorf("the log was compacted past it, but %s shows no %s since the inject", filepath.Base(path), installedSnapshotLine)
+	}
+	return nil
+}
+
+// fileSize is the size of the file at path (0 when it cannot be read).
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // latestSnapshotIndex reads the highest index among a node's Raft

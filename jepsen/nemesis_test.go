@@ -13,7 +13,7 @@ import (
 func Test_NemesisNames(t *testing.T) {
 	want := []string{"kill-leader", "kill-random", "pause-leader", "partition-isolate-leader",
 		"partition-halves", "partition-bridge", "partition-one-way", "latency", "flaky",
-		"snapshot-catch-up", "leader-transfer", "restart-all", "worker-link-cut"}
+		"snapshot-catch-up", "leader-transfer", "restart-all", "worker-link-cut", "member-remove-rejoin"}
 	var got []string
 	for _, n := range Nemeses() {
 		got = append(got, n.Name())
@@ -27,6 +27,50 @@ func Test_NemesisNames(t *testing.T) {
 	}
 	if _, ok := NemesisByName("no-such"); ok {
 		t.Fatal("an unknown name was found")
+	}
+}
+
+// Test_SelectionGapBounds: every nemesis states its bound, and only the
+// nemeses do.
+func Test_SelectionGapBounds(t *testing.T) {
+	for _, n := range Nemeses() {
+		if b := SelectionGapBound(n.Name()); b <= 0 || b >= OpTimeout {
+			t.Errorf("%s: bound %v, want one in (0, %v): a timed-out selection must exceed it", n.Name(), b, OpTimeout)
+		}
+	}
+	if len(selectionGaps) != len(Nemeses()) {
+		t.Errorf("%d bounds for %d nemeses", len(selectionGaps), len(Nemeses()))
+	}
+	if SelectionGapBound("no-such") != 0 {
+		t.Error("an unknown nemesis has a bound")
+	}
+}
+
+// Test_SnapshotInstalledSince: the heal's proof that the isolated
+// follower installed a snapshot reads only the log written since the
+// inject, and refuses a log without the line.
+func Test_SnapshotInstalledSince(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "n2.log")
+	before := "time=... level=INFO msg=\"Installed remote snapshot\"\n" // an earlier cycle's
+	if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := fileSize(path)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("time=... level=INFO msg=\"entering follower state\"\n")
+	if err := snapshotInstalledSince(path, from); err == nil || !strings.Contains(err.Error(), "shows no") {
+		t.Fatalf("a log with no new install: %v", err)
+	}
+	f.WriteString(`time=... level=INFO msg="Installed remote snapshot" logger=raft` + "\n")
+	if err := snapshotInstalledSince(path, from); err != nil {
+		t.Fatalf("a log with the install: %v", err)
+	}
+	if err := snapshotInstalledSince(filepath.Join(t.TempDir(), "none.log"), 0); err == nil {
+		t.Fatal("a missing log proves nothing")
 	}
 }
 
@@ -127,6 +171,6 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 		if len(ev) != 2 || ev[0].Phase != PhaseInject || ev[1].Phase != PhaseHeal || ev[0].Nemesis != n.Name() {
 			t.Fatalf("%s: events %+v", n.Name(), ev)
 		}
-		t.Logf("%-25s %5.1fs  inject: %s", n.Name(), time.Since(start).Seconds(), ev[0].Detail)
+		t.Logf("%-25s %5.1fs  inject: %s; heal: %s", n.Name(), time.Since(start).Seconds(), ev[0].Detail, ev[1].Detail)
 	}
 }

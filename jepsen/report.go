@@ -16,14 +16,17 @@ import (
 )
 
 // RunSummary is the outcome of one nemesis run, one row of PrintTable
-// and the run's summary.json.
+// and the run's summary.json. Failures judges it.
 type RunSummary struct {
 	Nemesis string `json:"nemesis"`
-	// Catalog ops by result.
+	// Duration is how long the workload ran (nanoseconds in JSON).
+	Duration time.Duration `json:"duration"`
+	// Worker catalog ops by result.
 	OpsOK      int `json:"ops_ok"`
 	OpsFail    int `json:"ops_fail"`
 	OpsUnknown int `json:"ops_unknown"`
-	// CatalogOpsChecked and CatalogWorkerIDs say what porcupine saw.
+	// CatalogOpsChecked and CatalogWorkerIDs say what porcupine saw
+	// (worker and threshold ops; worker ids and the thresholds).
 	CatalogOpsChecked int     `json:"catalog_ops_checked"`
 	CatalogWorkerIDs  int     `json:"catalog_worker_ids"`
 	Linearizable      Verdict `json:"linearizable"`
@@ -34,24 +37,49 @@ type RunSummary struct {
 	Lost              []LostWrite `json:"lost,omitempty"`
 	CatalogConverged  Verdict     `json:"catalog_converged"`
 	IndexConverged    Verdict     `json:"index_converged"`
-	LoadsZero         Verdict     `json:"loads_zero"`
-	// Selection availability: select_and_reserve answers by result, and
-	// per node the longest stretch from a failed selection to the next
-	// successful one (nanoseconds in JSON).
-	SelectOK       int             `json:"select_ok"`
-	SelectFail     int             `json:"select_fail"`
-	MaxUnavailable []time.Duration `json:"max_unavailable"`
+	// LoadsZero: every node's load back to zero within LoadsZeroBound of
+	// the final heal.
+	LoadsZero Verdict `json:"loads_zero"`
+	// Selection availability: select_and_reserve answers by result (busy
+	// answers apart: an expected outcome), per node the successful ones,
+	// the failures on nodes the nemesis did not take down, and per node
+	// the longest stretch from a failed selection to the next answered one
+	// (nanoseconds in JSON), judged against UnavailableBound.
+	SelectOK         int             `json:"select_ok"`
+	SelectBusy       int             `json:"select_busy"`
+	SelectFail       int             `json:"select_fail"`
+	SelectFailLive   int             `json:"select_fail_live"`
+	SelectOKPerNode  []int           `json:"select_ok_per_node"`
+	MaxUnavailable   []time.Duration `json:"max_unavailable"`
+	UnavailableBound time.Duration   `json:"unavailable_bound"`
+	// Busy thresholds: acknowledged writes, judged probes and the probes
+	// that booked a worker, busy answers no tight threshold explains.
+	ThresholdWritesOK int `json:"threshold_writes_ok"`
+	BusyProbes        int `json:"busy_probes"`
+	BusyProbeFailures int `json:"busy_probe_failures"`
+	BusyUnexplained   int `json:"busy_unexplained"`
+	// Leases: acknowledged renewals, lapses seen, leases lost early
+	// (CheckLeases), and whether every lease lapsed after the run.
+	LeaseRenewalsOK int     `json:"lease_renewals_ok"`
+	LeaseLapses     int     `json:"lease_lapses"`
+	LeaseViolations int     `json:"lease_violations"`
+	LeasesLapsed    Verdict `json:"leases_lapsed"`
+	// MemberChanges counts followers removed and back as voters.
+	MemberChanges int `json:"member_changes"`
 	// Problems says why a checker failed or could not run.
 	Problems []string `json:"problems,omitempty"`
 }
 
-// Summarize counts a history's ops and selection availability over the
-// given number of nodes, with the nemesis windows (for the nodes they
-// take down). Verdicts start as not checked; the caller fills them in
-// from the checkers.
+// Summarize counts a history's ops over the given number of nodes, with
+// the nemesis windows (for the nodes they take down): catalog ops,
+// selection availability against the nemesis's bound
+// (SelectionGapBound), busy answers and probes, threshold writes and
+// leases. Verdicts start as not checked; the caller fills them in from
+// the checkers.
 func Summarize(nemesis string, ops []Op, nodes int, windows []Window) RunSummary {
 	s := RunSummary{Nemesis: nemesis, Linearizable: VerdictNotChecked, CatalogConverged: VerdictNotChecked,
-		IndexConverged: VerdictNotChecked, LoadsZero: VerdictNotChecked}
+		IndexConverged: VerdictNotChecked, LoadsZero: VerdictNotChecked, LeasesLapsed: VerdictNotChecked,
+		UnavailableBound: SelectionGapBound(nemesis), SelectOKPerNode: make([]int, nodes)}
 	for _, op := range ops {
 		switch {
 		case op.IsCatalog():
@@ -63,13 +91,38 @@ func Summarize(nemesis string, ops []Op, nodes int, windows []Window) RunSummary
 			default:
 				s.OpsUnknown++
 			}
+		case op.IsThreshold() && op.IsWrite() && op.Result == ResultOK:
+			s.ThresholdWritesOK++
+		case op.Kind == KindBusyProbe && op.Result != ResultUnknown:
+			s.BusyProbes++
+			if op.Result != ResultOK {
+				s.BusyProbeFailures++
+				s.Problems = append(s.Problems, fmt.Sprintf("busy probe %s on %s at %v: %s", op.ReservationID, NodeID(op.Node), op.Call, op.Error))
+			}
+		case op.Kind == KindSelectAndReserve && op.Result == ResultOK && op.Busy:
+			s.SelectBusy++
 		case op.Kind == KindSelectAndReserve && op.Result == ResultOK:
 			s.SelectOK++
+			if op.Node >= 0 && op.Node < nodes {
+				s.SelectOKPerNode[op.Node]++
+			}
 		case op.Kind == KindSelectAndReserve && op.Result == ResultFail:
 			s.SelectFail++
+			if op.Node < 0 || op.Node >= nodes || !tookDown(windows, op.Node, op.Call, op.Return) {
+				s.SelectFailLive++
+			}
 		}
 	}
 	s.MaxUnavailable = MaxUnavailability(ops, nodes, windows)
+	for _, b := range UnexplainedBusy(ops, BusyWindows(ops, windows)) {
+		s.BusyUnexplained++
+		if s.BusyUnexplained <= 3 {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s answered busy at %v with no tight threshold that could be in force", NodeID(b.Node), b.Call))
+		}
+	}
+	lc := CheckLeases(ops)
+	s.LeaseRenewalsOK, s.LeaseLapses, s.LeaseViolations = lc.RenewalsOK, lc.Lapses, len(lc.Violations)
+	s.Problems = append(s.Problems, lc.Violations...)
 	return s
 }
 
@@ -82,8 +135,8 @@ func (s *RunSummary) SetCatalogCheck(c CatalogCheck) {
 func (s *RunSummary) SetLostWrites(lost []LostWrite) {
 	s.LostWritesChecked, s.LostWrites, s.Lost = true, len(lost), lost
 	for _, l := range lost {
-		s.Problems = append(s.Problems, fmt.Sprintf("lost write: %s of worker %d at %v (want %q, got %q)",
-			l.Op.Kind, l.Op.WorkerID, l.Op.Call, l.Want, l.Got))
+		s.Problems = append(s.Problems, fmt.Sprintf("lost write: %s of %s at %v (want %q, got %q)",
+			l.Op.Kind, opKey(l.Op), l.Op.Call, l.Want, l.Got))
 	}
 }
 
@@ -97,18 +150,88 @@ func (s *RunSummary) Converged(err error) Verdict {
 	return VerdictNo
 }
 
-// Passed reports whether every check that ran passed. Inconclusive is a
-// failure.
-func (s RunSummary) Passed() bool {
-	ok := func(v Verdict) bool { return v == VerdictYes || v == VerdictNotChecked }
-	return s.Linearizable == VerdictYes && s.LostWrites == 0 && ok(s.CatalogConverged) &&
-		ok(s.IndexConverged) && ok(s.LoadsZero) && len(s.Problems) == 0
+// Failures says why the run fails; none when it passes. Every check must
+// have run and held (a verdict not checked or inconclusive fails):
+// linearizability, no lost write, the catalog (with thresholds), index
+// and loads converged, every lease lapsed after the run; on every node,
+// no stretch without a successful selection longer than the nemesis's
+// bound, except on nodes it took down itself, and at most
+// MaxLiveSelectFailRatio of selections failed there; no busy answer
+// without a tight threshold and no probe that booked past one; no lease
+// lost early; and a minimum of work done (Min*), so a run that did
+// nothing fails. Problems fail it too.
+func (s RunSummary) Failures() []string {
+	var out []string
+	fail := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	for _, v := range []struct {
+		name string
+		v    Verdict
+	}{{"linearizable", s.Linearizable}, {"catalog converged", s.CatalogConverged}, {"index converged", s.IndexConverged},
+		{"loads zero", s.LoadsZero}, {"leases lapsed", s.LeasesLapsed}} {
+		if v.v != VerdictYes {
+			fail("%s: %s", v.name, v.v)
+		}
+	}
+	if !s.LostWritesChecked {
+		fail("lost writes not checked")
+	} else if s.LostWrites > 0 {
+		fail("%d acknowledged writes lost", s.LostWrites)
+	}
+	if s.UnavailableBound <= 0 {
+		fail("no selection availability bound for nemesis %q", s.Nemesis)
+	}
+	for i, d := range s.MaxUnavailable {
+		if d > s.UnavailableBound {
+			fail("%s went %v without a successful selection (bound %v)", NodeID(i), d.Round(time.Millisecond), s.UnavailableBound)
+		}
+	}
+	if answered := s.SelectOK + s.SelectBusy + s.SelectFailLive; float64(s.SelectFailLive) > MaxLiveSelectFailRatio*float64(answered) {
+		fail("%d of %d selections failed on nodes the nemesis did not take down (at most %g%%)", s.SelectFailLive, answered, 100*MaxLiveSelectFailRatio)
+	}
+	if s.BusyUnexplained > 0 {
+		fail("%d busy answers with no tight threshold in force", s.BusyUnexplained)
+	}
+	if s.BusyProbeFailures > 0 {
+		fail("%d busy probes booked a worker past a tight threshold", s.BusyProbeFailures)
+	}
+	if s.LeaseViolations > 0 {
+		fail("%d leases lost before they could lapse", s.LeaseViolations)
+	}
+	if min := int(MinCatalogOpsPerSecond * s.Duration.Seconds()); s.OpsOK < max(min, 1) {
+		fail("%d acknowledged catalog ops in %v, want at least %d", s.OpsOK, s.Duration.Round(time.Second), max(min, 1))
+	}
+	if len(s.SelectOKPerNode) == 0 {
+		fail("no selections counted per node")
+	}
+	for i, n := range s.SelectOKPerNode {
+		if n < MinSelectsPerNode {
+			fail("%d successful selections on %s, want at least %d", n, NodeID(i), MinSelectsPerNode)
+		}
+	}
+	for _, m := range []struct {
+		what      string
+		got, want int
+	}{{"acknowledged threshold writes", s.ThresholdWritesOK, MinThresholdWrites}, {"judged busy probes", s.BusyProbes, MinBusyProbes},
+		{"acknowledged lease renewals", s.LeaseRenewalsOK, MinLeaseRenewals}, {"leases seen to lapse", s.LeaseLapses, MinLeaseLapses},
+		{"membership changes", s.MemberChanges, MinMemberChanges}} {
+		if m.got < m.want {
+			fail("%d %s, want at least %d", m.got, m.what, m.want)
+		}
+	}
+	if len(s.Problems) > 0 {
+		fail("%d problems", len(s.Problems))
+	}
+	return out
 }
+
+// Passed reports whether the run passed: Failures is empty.
+func (s RunSummary) Passed() bool { return len(s.Failures()) == 0 }
 
 // MaxUnavailability is, per node, the longest stretch during which its
 // selections failed: from the call of a failed select_and_reserve to the
-// call of the next successful one on that node (or the return of the last
-// failed one). Unknown attempts are ignored, and so are a node's failures
+// call of the next successful one on that node (a worker booked, or load
+// shedding's busy answer: the node answered as it should), or the return
+// of the last failed one. Unknown attempts are ignored, and so are a node's failures
 // in flight during a window that took that very node down (Window.Down):
 // a killed or paused node cannot answer, and its own downtime is the
 // fault, not a failure of the cluster's promise that every live node
@@ -252,10 +375,12 @@ func WriteJSONLines(w io.Writer, events any) error {
 
 // PrintTable prints one line per run: nemesis, catalog ops
 // ok/fail/unknown, linearizable, lost writes, catalog/index/load
-// convergence, selections ok/fail and each node's longest unavailability.
+// convergence, leases (renewals/lapses, lapsed after the run),
+// selections ok/busy/fail (live failures), each node's longest
+// unavailability against the nemesis's bound, and the verdict.
 func PrintTable(w io.Writer, runs []RunSummary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "nemesis\tops ok/fail/unknown\tlinearizable\tlost writes\tcatalog\tindex\tloads\tselect ok/fail\tmax unavailable\tpass")
+	fmt.Fprintln(tw, "nemesis\tops ok/fail/unknown\tlinearizable\tlost writes\tcatalog\tindex\tloads\tleases\tselect ok/busy/fail(live)\tmax unavailable (bound)\tpass")
 	for _, r := range runs {
 		lost := "-"
 		if r.LostWritesChecked {
@@ -269,9 +394,9 @@ func PrintTable(w io.Writer, runs []RunSummary) {
 		if !r.Passed() {
 			pass = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.Nemesis, r.OpsOK, r.OpsFail, r.OpsUnknown,
-			r.Linearizable, lost, r.CatalogConverged, r.IndexConverged, r.LoadsZero, r.SelectOK, r.SelectFail,
-			strings.Join(unavail, " "), pass)
+		fmt.Fprintf(tw, "%s\t%d/%d/%d\t%s\t%s\t%s\t%s\t%s\t%d/%d %s\t%d/%d/%d(%d)\t%s (%v)\t%s\n", r.Nemesis, r.OpsOK, r.OpsFail, r.OpsUnknown,
+			r.Linearizable, lost, r.CatalogConverged, r.IndexConverged, r.LoadsZero, r.LeaseRenewalsOK, r.LeaseLapses, r.LeasesLapsed,
+			r.SelectOK, r.SelectBusy, r.SelectFail, r.SelectFailLive, strings.Join(unavail, " "), r.UnavailableBound, pass)
 	}
 	tw.Flush()
 }

@@ -32,11 +32,25 @@ type RunConfig struct {
 // workers are 1..Workers and the clients' fresh ids come after these.
 var catalogIDs = []uint64{1001, 1002, 1003, 1004}
 
-// Run runs one scenario and checks it: the catalog history for
-// linearizability and lost writes, then, with every fault healed, that
-// the nodes agree on the catalog and the index and that every load
-// returns to zero. The cluster is closed before Run returns; its files
-// (history, nemesis events, timeline, summary, node logs) stay in Dir.
+// Workload sizes: concurrent catalog clients and lease clients.
+const (
+	catalogClients = 4
+	leaseClients   = 2
+)
+
+// Run runs one scenario and checks it. The workload (catalog, selection,
+// lease and threshold clients, and kvsim serving prompts) runs while the
+// nemesis is injected and healed in cycles for Duration, then while one
+// follower is removed and added back (a membership change in every
+// scenario). Then the clients stop, every fault is undone, the bookings
+// the clients could not confirm freed are freed (SweepBookings), and the
+// checks run: every load back to zero within LoadsZeroBound, every lease
+// lapsed, the linearizability of the catalog ops (worker records and
+// thresholds, exact answers), no lost write, the same catalog and index
+// on every node; the summary judges selection availability, busy
+// answers, leases and the minimum of work (RunSummary.Failures). The
+// cluster is closed before Run returns; its files (history, nemesis
+// events, timeline, summary, node logs) stay in Dir.
 func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = 3 * time.Second
@@ -52,45 +66,68 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	}
 	name := cfg.Nemesis.Name()
 	base := time.Now()
-	c, err := StartCluster(ctx, Config{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, Workers: 3, Model: "default", Base: base, Logger: cfg.Logger})
+	c, err := StartCluster(ctx, Config{Bin: cfg.Bin, Dir: cfg.Dir, Nodes: 3, Workers: 3, Model: ThresholdModel, Base: base, Logger: cfg.Logger})
 	if err != nil {
 		return RunSummary{Nemesis: name}, err
 	}
 	defer c.Close()
 
 	h := NewHistory()
+	open := NewOpenBookings()
+	ep := c.Endpoints()
 	load, stopLoad := context.WithCancel(ctx)
+	loads := []func() error{
+		func() error { return RunCatalogClients(load, ep, base, catalogClients, catalogIDs, h) },
+		func() error { return RunSelectionClients(load, ep, base, h, open) },
+		func() error { return RunLeaseClients(load, ep, base, leaseClients, h) },
+		func() error { return RunThresholdClient(load, ep, base, c.SimRanks(), h, open) },
+		func() error { return servePrompts(load, c.SimURL(), c.WorkerIDs()) },
+	}
 	var wg sync.WaitGroup
-	var loadErrs [3]error
-	wg.Add(3)
-	go func() { defer wg.Done(); loadErrs[0] = RunCatalogClients(load, c.URLs(), base, 4, catalogIDs, h) }()
-	go func() { defer wg.Done(); loadErrs[1] = RunSelectionClients(load, c.URLs(), base, h) }()
-	go func() { defer wg.Done(); loadErrs[2] = servePrompts(load, c.SimURL(), c.WorkerIDs()) }()
+	loadErrs := make([]error, len(loads))
+	for i, f := range loads {
+		wg.Go(func() { loadErrs[i] = f() })
+	}
+	started := time.Now()
 
 	var problems []string
-	deadline := time.Now().Add(cfg.Duration)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !backoff.Sleep(ctx, cfg.Quiet) {
-			break
+	cycle := func(n Nemesis, fault time.Duration) {
+		if err := n.Inject(ctx, c); err != nil {
+			problems = append(problems, fmt.Sprintf("%s inject: %v", n.Name(), err))
 		}
-		if err := cfg.Nemesis.Inject(ctx, c); err != nil {
-			problems = append(problems, fmt.Sprintf("inject: %v", err))
-		}
-		backoff.Sleep(ctx, cfg.Fault)
-		if err := cfg.Nemesis.Heal(ctx, c); err != nil {
-			problems = append(problems, fmt.Sprintf("heal: %v", err))
+		backoff.Sleep(ctx, fault)
+		if err := n.Heal(ctx, c); err != nil {
+			problems = append(problems, fmt.Sprintf("%s heal: %v", n.Name(), err))
 		}
 		healed := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, cfg.LeaderBound)
 		if _, err := c.WaitLeader(wctx, nil); err != nil {
 			problems = append(problems, fmt.Sprintf("no leader within %v of a heal: %v", cfg.LeaderBound, err))
 		} else {
-			c.RecordEvent(name, "leader", fmt.Sprintf("a leader %v after the heal", time.Since(healed).Round(time.Millisecond)))
+			c.RecordEvent(n.Name(), "leader", fmt.Sprintf("a leader %v after the heal", time.Since(healed).Round(time.Millisecond)))
 		}
 		cancel()
 	}
+	deadline := time.Now().Add(cfg.Duration)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if !backoff.Sleep(ctx, cfg.Quiet) {
+			break
+		}
+		cycle(cfg.Nemesis, cfg.Fault)
+	}
+	// The membership change of the workload, under load, with the
+	// nemesis healed.
+	member := &memberRemoveRejoin{}
+	if ctx.Err() == nil && backoff.Sleep(ctx, cfg.Quiet) {
+		cycle(member, 0)
+	}
+	memberChanges := member.Changes()
+	if n, ok := cfg.Nemesis.(*memberRemoveRejoin); ok {
+		memberChanges += n.Changes()
+	}
 	stopLoad()
 	wg.Wait()
+	ran := time.Since(started)
 	for _, err := range loadErrs {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			problems = append(problems, fmt.Sprintf("workload: %v", err))
@@ -102,30 +139,49 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	if err := c.Recover(rctx); err != nil {
 		problems = append(problems, fmt.Sprintf("recover: %v", err))
 	}
+	// The heal: from here every node must shed its load within
+	// LoadsZeroBound (anti-entropy drops what replica sync lost), once
+	// the harness has settled its own unknowns.
+	if err := SweepBookings(rctx, ep, base, h, open); err != nil {
+		problems = append(problems, err.Error())
+	}
+	// Both bounds run from the heal, side by side.
+	var loadsZero, leasesLapsed error
+	var checks sync.WaitGroup
+	checks.Go(func() { loadsZero = CheckLoadsZero(ctx, ep, LoadsZeroBound) })
+	checks.Go(func() { leasesLapsed = CheckLeasesLapse(ctx, ep, LeaseTTL+LeaseLapseBound) })
+	checks.Wait()
+
 	ops := h.Ops()
 	events := c.Events()
 	sum := Summarize(name, ops, c.Size(), windows(events))
+	sum.Duration, sum.MemberChanges = ran, memberChanges
+	sum.LoadsZero = sum.Converged(loadsZero)
+	if loadsZero != nil {
+		// Say which frees were lost, and where, for the post-mortem.
+		left, err := LeftBookings(rctx, ep)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		problems = append(problems, ExplainLeft(ops, windows(events), left)...)
+	}
+	sum.LeasesLapsed = sum.Converged(leasesLapsed)
 	check := CheckCatalogLinearizable(ops, DefaultCheckTimeout)
 	sum.SetCatalogCheck(check)
-	if final, err := FetchCatalog(rctx, c.URLs()); err != nil {
+	if final, thresholds, err := FetchCatalog(rctx, ep); err != nil {
 		problems = append(problems, fmt.Sprintf("final catalog: %v", err))
 	} else {
-		sum.SetLostWrites(CheckNoLostWrites(ops, final))
+		sum.SetLostWrites(CheckNoLostWrites(ops, final, thresholds))
 	}
 	converge := func(f func(context.Context) error) Verdict {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		return sum.Converged(f(cctx))
 	}
-	sum.CatalogConverged = converge(func(ctx context.Context) error { return CheckCatalogConverged(ctx, c.URLs()) })
+	sum.CatalogConverged = converge(func(ctx context.Context) error { return CheckCatalogConverged(ctx, ep) })
 	sum.IndexConverged = converge(func(ctx context.Context) error {
-		return CheckIndexConverged(ctx, c.URLs(), append(SelectionPrompts(), c.IndexProbes()...))
+		return CheckIndexConverged(ctx, ep, append(SelectionPrompts(), c.IndexProbes()...))
 	})
-	// Bookings left by a lost answer expire (the cluster runs with a
-	// short expiry); loads must be zero within it.
-	lctx, lcancel := context.WithTimeout(ctx, c.Config().ActiveRequestExpiry+30*time.Second)
-	sum.LoadsZero = sum.Converged(CheckLoadsZero(lctx, c.URLs(), c.Config().ActiveRequestExpiry+30*time.Second))
-	lcancel()
 	sum.Problems = append(sum.Problems, problems...)
 
 	if err := WriteRun(cfg.Dir, ops, events, windows(events), &check, sum); err != nil {

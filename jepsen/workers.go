@@ -31,6 +31,11 @@ const (
 // removals) flow all through a run, not only in its first seconds.
 const SimCacheBlocks = 32
 
+// SimTotalKVBlocks is the total_kv_blocks the harness registers for each
+// kvsim worker (its cache), so that busy thresholds on decode blocks are
+// checked for them (TightDecodeThreshold).
+const SimTotalKVBlocks = SimCacheBlocks
+
 // workerAddr is one TCP address a node dials for a worker rank.
 type workerAddr struct {
 	worker uint64
@@ -142,6 +147,7 @@ func (c *Cluster) registerSim(ctx context.Context) error {
 		return err
 	}
 	for _, reg := range c.simRegs {
+		reg.TotalKVBlocks = api.Ptr(uint64(SimTotalKVBlocks))
 		if _, err := c.nodes[leader].cl.UpsertWorker(ctx, reg); err != nil {
 			return fmt.Errorf("register kvsim worker %d: %w", *reg.WorkerID, err)
 		}
@@ -179,6 +185,9 @@ func (c *Cluster) waitWorkersFollowed(ctx context.Context) error {
 		return nil
 	})
 }
+
+// SimRanks is the number of kvsim worker ranks.
+func (c *Cluster) SimRanks() int { return c.simRanks() }
 
 // simRanks is the number of kvsim worker ranks.
 func (c *Cluster) simRanks() int {

@@ -2,6 +2,7 @@ package jepsen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -22,6 +23,8 @@ const (
 	// stored and replicated like any record, never selected, and no node
 	// opens a listener for them.
 	CatalogModelName = "jepsen-catalog"
+	// CatalogBlockSize is the block_size the catalog clients register.
+	CatalogBlockSize = 16
 	// OpTimeout bounds one client call; past it the op is unknown.
 	OpTimeout = 2 * time.Second
 	// BookingRetryFor bounds how long prefill_complete and free are sent
@@ -52,11 +55,11 @@ const (
 // history then ends soon after its first unknown write, which keeps each
 // porcupine partition small and leaves later acknowledged writes
 // decisive for the lost-write check.
-func RunCatalogClients(ctx context.Context, urls []string, base time.Time, n int, ids []uint64, h *History) error {
+func RunCatalogClients(ctx context.Context, ep Endpoints, base time.Time, n int, ids []uint64, h *History) error {
 	if len(ids) == 0 || n <= 0 {
 		return errors.New("jepsen: catalog clients need worker ids and n > 0")
 	}
-	nodes, err := pinnedClients(urls)
+	nodes, err := pinnedClients(ep)
 	if err != nil {
 		return err
 	}
@@ -150,7 +153,7 @@ func (c *catalogClient) do(ctx context.Context, op *Op) {
 	switch op.Kind {
 	case KindRegister:
 		out, err = node.RegisterWorker(ctx, api.WorkerSpec{WorkerID: op.WorkerID, ModelName: CatalogModelName,
-			TenantID: "default", Endpoint: op.Value, BlockSize: 16})
+			TenantID: "default", Endpoint: op.Value, BlockSize: CatalogBlockSize})
 	case KindPatch:
 		out, err = node.PatchWorker(ctx, op.WorkerID, api.WorkerPatch{Endpoint: &op.Value})
 	case KindDelete:
@@ -166,8 +169,17 @@ func (c *catalogClient) do(ctx context.Context, op *Op) {
 	if err != nil {
 		op.Error = err.Error()
 	} else {
-		op.Output = out.Endpoint
+		op.Output, op.Body = out.Endpoint, encodeBody(out)
 	}
+}
+
+// encodeBody is an answer as the history keeps it (Op.Body).
+func encodeBody(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "unencodable: " + err.Error()
+	}
+	return string(b)
 }
 
 // classifyCatalog judges a catalog call's error. A 404 on patch, delete or
@@ -217,10 +229,12 @@ func SelectionPrompts() []api.Prompt {
 // select_and_reserve on its own node, then prefill_complete and free each
 // on a random node (the booking reaches the others by replica sync, so a
 // 404 is retried for up to BookingRetryFor). Every call is recorded in h:
-// a select_and_reserve is ok or fail (availability); a booking call that
-// may have been lost is unknown.
-func RunSelectionClients(ctx context.Context, urls []string, base time.Time, h *History) error {
-	nodes, err := pinnedClients(urls)
+// a select_and_reserve is ok (a worker, or load shedding's busy answer)
+// or fail (availability); a booking call that may have been lost is
+// unknown. A booking whose free was never confirmed stays in open, for
+// SweepBookings once the faults are healed.
+func RunSelectionClients(ctx context.Context, ep Endpoints, base time.Time, h *History, open *OpenBookings) error {
+	nodes, err := pinnedClients(ep)
 	if err != nil {
 		return err
 	}
@@ -228,7 +242,7 @@ func RunSelectionClients(ctx context.Context, urls []string, base time.Time, h *
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Go(func() {
-			sc := selectionClient{node: i, nodes: nodes, base: base, prompts: prompts, h: h,
+			sc := selectionClient{node: i, nodes: nodes, base: base, prompts: prompts, h: h, open: open,
 				r: rand.New(rand.NewPCG(uint64(base.UnixNano()), uint64(SelectionClientBase+i)))}
 			sc.run(ctx)
 		})
@@ -243,7 +257,16 @@ type selectionClient struct {
 	base    time.Time
 	prompts []api.Prompt
 	h       *History
+	open    *OpenBookings
 	r       *rand.Rand
+}
+
+// IsBusy reports whether err is load shedding's answer, exactly: 503 with
+// seed 001's body ({"message": api.BusyMessage, "type": api.BusyType,
+// "code": 503}). Any other 503 is a failure.
+func IsBusy(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && ce.Status == 503 && ce.Code == api.CodeOverloaded && ce.Message == api.BusyMessage
 }
 
 func (c *selectionClient) run(ctx context.Context) {
@@ -255,11 +278,15 @@ func (c *selectionClient) run(ctx context.Context) {
 		switch c.selectAndReserve(ctx, rid, c.prompts[seq%len(c.prompts)]) {
 		case ResultOK:
 			c.settle(fin, KindPrefillComplete, rid, -1)
-			c.settle(fin, KindFree, rid, -1)
+			if c.settle(fin, KindFree, rid, -1) != ResultOK {
+				c.open.Add(rid, -1)
+			}
 		case ResultUnknown:
 			// The booking may exist, on this node only: free it there,
 			// where a 404 proves there is none.
-			c.settle(fin, KindFree, rid, c.node)
+			if c.settle(fin, KindFree, rid, c.node) != ResultOK {
+				c.open.Add(rid, c.node)
+			}
 		}
 		if !backoff.Sleep(ctx, selectionPause) {
 			return
@@ -268,20 +295,50 @@ func (c *selectionClient) run(ctx context.Context) {
 }
 
 // selectAndReserve records one booking attempt on the client's node and
-// returns its result: unknown when no answer came, so the booking may
-// exist.
+// returns its result: ok when a worker was booked, unknown when no answer
+// came (the booking may exist), and otherwise fail, or busy (an ok op
+// that booked nothing).
 func (c *selectionClient) selectAndReserve(ctx context.Context, rid string, p api.Prompt) string {
 	op := Op{Client: SelectionClientBase + c.node, Node: c.node, Kind: KindSelectAndReserve, ReservationID: rid}
+	booked := bookOnce(ctx, c.nodes[c.node], c.base, &op, p)
+	c.h.Add(op)
+	switch {
+	case op.Busy:
+		return resultBusy
+	case booked == bookingMaybe:
+		return ResultUnknown
+	}
+	return op.Result
+}
+
+// resultBusy is what selectAndReserve returns for a busy answer.
+const resultBusy = "busy"
+
+// What a select_and_reserve left behind.
+const (
+	bookingNone  = iota // an answer proved nothing was booked (error, busy)
+	bookingMade         // a worker was booked
+	bookingMaybe        // no answer: a booking may exist on the node
+)
+
+// bookOnce sends one select_and_reserve of prompt p for op (its Client,
+// Node, Kind and ReservationID set) to node, fills in the rest of op and
+// says whether a booking exists.
+func bookOnce(ctx context.Context, node *client.Client, base time.Time, op *Op, p api.Prompt) int {
 	octx, cancel := context.WithTimeout(ctx, OpTimeout)
-	op.Call = time.Since(c.base)
-	sel, err := c.nodes[c.node].SelectAndReserve(octx, api.SelectRequest{Prompt: p, ReservationID: api.ID(rid)})
-	op.Return = time.Since(c.base)
+	op.Call = time.Since(base)
+	sel, err := node.SelectAndReserve(octx, api.SelectRequest{Prompt: p, ReservationID: api.ID(op.ReservationID)})
+	op.Return = time.Since(base)
 	cancel()
 	var ce *client.Error
+	answered := errors.As(err, &ce)
 	switch {
 	case err == nil:
-		op.Result, op.Selected = ResultOK, sel.WorkerID
-	case errors.As(err, &ce) || ctx.Err() == nil:
+		op.Result, op.Selected, op.Rank = ResultOK, sel.WorkerID, sel.DPRank
+		return bookingMade
+	case IsBusy(err):
+		op.Result, op.Busy, op.Error = ResultOK, true, err.Error()
+	case answered || ctx.Err() == nil:
 		// An error answer, or none in time: the node is unavailable.
 		op.Result, op.Error = ResultFail, err.Error()
 	default:
@@ -289,22 +346,24 @@ func (c *selectionClient) selectAndReserve(ctx context.Context, rid string, p ap
 		// availability.
 		op.Result, op.Error = ResultUnknown, err.Error()
 	}
-	c.h.Add(op)
-	if op.Result == ResultFail && ce == nil {
-		return ResultUnknown // no answer: a booking may exist
+	if answered {
+		return bookingNone
 	}
-	return op.Result
+	return bookingMaybe
 }
 
 // settle sends a booking call to node (random nodes when node < 0) until
-// one accepts it or BookingRetryFor passes, and records it as one op. A
-// free that finds no booking on the given node, or after an attempt whose
-// answer was lost, counts as done.
-func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int) {
+// one accepts it or BookingRetryFor passes, records it as one op and
+// returns its result. Only an acceptance settles a booking the client
+// was told it has (node < 0): a 404 from one node says nothing of the
+// others (replica sync may not have brought it there, or a restart lost
+// it there while its origin keeps it). A free of a booking that may exist
+// on node only (its selection's answer was lost) is settled by a 404
+// from that node too. What is not settled is the sweep's (OpenBookings).
+func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int) string {
 	op := Op{Client: SelectionClientBase + c.node, Kind: kind, ReservationID: rid, Result: ResultFail}
 	op.Call = time.Since(c.base)
 	deadline := time.Now().Add(BookingRetryFor)
-	lost := node >= 0
 	for {
 		op.Node = node
 		if node < 0 {
@@ -321,16 +380,16 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 		var ce *client.Error
 		switch {
 		case err == nil:
-			op.Result, op.Error = ResultOK, ""
+			op.Result, op.NotFound, op.Error = ResultOK, false, ""
 		case errors.As(err, &ce) && ce.Code == api.CodeNotFound:
-			op.NotFound, op.Error = true, err.Error()
-			if lost && kind == KindFree {
+			op.NotFound, op.Error, op.Result = true, err.Error(), ResultFail
+			if node >= 0 && kind == KindFree {
 				op.Result = ResultOK
 			}
 		case errors.As(err, &ce):
-			op.Error = err.Error()
+			op.NotFound, op.Error, op.Result = false, err.Error(), ResultFail
 		default:
-			lost, op.Error, op.Result = true, err.Error(), ResultUnknown
+			op.NotFound, op.Error, op.Result = false, err.Error(), ResultUnknown
 		}
 		if op.Result == ResultOK || time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
 			break
@@ -338,4 +397,5 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 	}
 	op.Return = time.Since(c.base)
 	c.h.Add(op)
+	return op.Result
 }

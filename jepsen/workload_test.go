@@ -19,6 +19,7 @@ import (
 // several fake nodes that misbehave in set ways.
 type fakeCatalog struct {
 	mu      sync.Mutex
+	index   uint64 // the last write's, as a Raft index
 	workers map[uint64]api.Worker
 	served  atomic.Int64
 	stopAt  int64
@@ -60,14 +61,22 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 	}
 	notFound := api.Error{Message: "worker not found", Code: api.CodeNotFound}
 	id := func(r *http.Request) uint64 { n, _ := strconv.ParseUint(r.PathValue("id"), 10, 64); return n }
+	// Records as a server stores them: the registration's fields, the
+	// lifecycle a worker without KV event endpoints has, Raft indexes.
 	mux.HandleFunc("POST /workers", write(func(r *http.Request) (int, any) {
 		var p api.WorkerPatch
-		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.WorkerID == nil || p.Endpoint == nil {
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.WorkerID == nil || p.Endpoint == nil || p.ModelName == nil || p.BlockSize == nil {
 			return 400, api.Error{Message: "bad body", Code: api.CodeBadRequest}
 		}
-		w := api.Worker{WorkerID: *p.WorkerID, Endpoint: *p.Endpoint}
+		f.index++
+		w := api.Worker{WorkerID: *p.WorkerID, ModelName: *p.ModelName, TenantID: "default", Endpoint: *p.Endpoint, BlockSize: *p.BlockSize,
+			DataParallelSize: 1, KVEventsEndpoints: map[uint32]string{}, CreateIndex: f.index, ModifyIndex: f.index, BlockSizeIndex: f.index,
+			Lifecycle: api.LifecycleIncomplete, NotSchedulableReasons: []string{CatalogWorkerReason}}
+		if old, ok := f.workers[w.WorkerID]; ok {
+			w.CreateIndex, w.BlockSizeIndex = old.CreateIndex, old.BlockSizeIndex
+		}
 		f.workers[w.WorkerID] = w
-		return 201, api.WorkerWritten{Worker: w}
+		return 201, api.WorkerWritten{Worker: w, CatalogIndex: f.index}
 	}))
 	mux.HandleFunc("PATCH /workers/{id}", write(func(r *http.Request) (int, any) {
 		var p api.WorkerPatch
@@ -76,17 +85,19 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		if !ok {
 			return 404, notFound
 		}
-		w.Endpoint = *p.Endpoint
+		f.index++
+		w.Endpoint, w.ModifyIndex = *p.Endpoint, f.index
 		f.workers[w.WorkerID] = w
-		return 200, api.WorkerWritten{Worker: w}
+		return 200, api.WorkerWritten{Worker: w, CatalogIndex: f.index}
 	}))
 	mux.HandleFunc("DELETE /workers/{id}", write(func(r *http.Request) (int, any) {
 		w, ok := f.workers[id(r)]
 		if !ok {
 			return 404, notFound
 		}
+		f.index++
 		delete(f.workers, w.WorkerID)
-		return 200, api.WorkerWritten{Worker: w}
+		return 200, api.WorkerWritten{Worker: w, CatalogIndex: f.index}
 	}))
 	mux.HandleFunc("GET /workers/{id}", func(w http.ResponseWriter, r *http.Request) {
 		defer f.count()
@@ -102,7 +113,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		}
 		writeJSON(w, 200, rec)
 	})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(authed(t, mux))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -122,7 +133,7 @@ func Test_RunCatalogClients(t *testing.T) {
 	h := NewHistory()
 	ids := []uint64{100, 101, 102, 103}
 	const clients = 4
-	if err := RunCatalogClients(ctx, urls, time.Now(), clients, ids, h); err != nil {
+	if err := RunCatalogClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), clients, ids, h); err != nil {
 		t.Fatal(err)
 	}
 	ops := h.Ops()
@@ -168,7 +179,7 @@ func Test_RunCatalogClients(t *testing.T) {
 		final = append(final, w)
 	}
 	f.mu.Unlock()
-	if lost := CheckNoLostWrites(ops, final); len(lost) > 0 {
+	if lost := CheckNoLostWrites(ops, final, ""); len(lost) > 0 {
 		t.Fatalf("lost writes on a fake that loses none: %+v", lost)
 	}
 }
@@ -182,7 +193,7 @@ func Test_RunCatalogClients_StaleReadsAreCaught(t *testing.T) {
 	f := &fakeCatalog{workers: map[uint64]api.Worker{}, stopAt: 300, stop: cancel}
 	urls := []string{f.node(t, fakeHonest), f.node(t, fakeStaleReads)}
 	h := NewHistory()
-	if err := RunCatalogClients(ctx, urls, time.Now(), 4, []uint64{1, 2}, h); err != nil {
+	if err := RunCatalogClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), 4, []uint64{1, 2}, h); err != nil {
 		t.Fatal(err)
 	}
 	if c := CheckCatalogLinearizable(h.Ops(), 30*time.Second); c.Verdict != VerdictNo {
@@ -248,7 +259,7 @@ func (f *fakeBookings) node(t *testing.T, self int, lagging bool) string {
 	}
 	mux.HandleFunc("POST /reservations/{id}/prefill_complete", booking(false))
 	mux.HandleFunc("DELETE /reservations/{id}", booking(true))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(authed(t, mux))
 	t.Cleanup(srv.Close)
 	f.servers = append(f.servers, srv)
 	return srv.URL
@@ -260,7 +271,7 @@ func Test_RunSelectionClients(t *testing.T) {
 	f := &fakeBookings{booked: map[string]int{}, seen: map[string]bool{}, stopAt: 30, stop: cancel}
 	urls := []string{f.node(t, 0, false), f.node(t, 1, true), f.node(t, 2, false)}
 	h := NewHistory()
-	if err := RunSelectionClients(ctx, urls, time.Now(), h); err != nil {
+	if err := RunSelectionClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), h, NewOpenBookings()); err != nil {
 		t.Fatal(err)
 	}
 	f.quiesce()
@@ -296,5 +307,74 @@ func Test_RunSelectionClients(t *testing.T) {
 	}
 	if u := MaxUnavailability(h.Ops(), len(urls), nil); u[0] != 0 || u[1] != 0 || u[2] != 0 {
 		t.Fatalf("unavailability %v on healthy fakes", u)
+	}
+}
+
+// Test_SelectionClients_UnsettledFreeIsOpen: a free whose answer was lost
+// on one node and that another node answers 404 is not done (the booking
+// may live on where it was made); it stays open for the sweep. Here the
+// node that booked refuses the free, another loses its answer, the third
+// never heard of the booking.
+func Test_SelectionClients_UnsettledFreeIsOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := func(behaviour int) string {
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /select_and_reserve", func(w http.ResponseWriter, r *http.Request) {
+			var req api.SelectRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			writeJSON(w, 200, api.Selection{ReservationID: string(req.ReservationID), WorkerID: 7})
+		})
+		mux.HandleFunc("POST /reservations/{id}/prefill_complete", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, struct{}{}) })
+		mux.HandleFunc("DELETE /reservations/{id}", func(w http.ResponseWriter, r *http.Request) {
+			switch behaviour {
+			case 0:
+				writeJSON(w, 500, api.Error{Message: "internal", Code: api.CodeInternal})
+			case 1:
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close() // the answer is lost
+				}
+			default:
+				writeJSON(w, 404, api.Error{Message: "no such reservation", Code: api.CodeNotFound})
+			}
+		})
+		srv := httptest.NewServer(authed(t, mux))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	urls := []string{node(0), node(1), node(2)}
+	h := NewHistory()
+	open := NewOpenBookings()
+	// One settled booking (its free given up) is enough.
+	var watch sync.WaitGroup
+	defer watch.Wait()
+	defer cancel()
+	watch.Go(func() {
+		poll(ctx, "a free given up", func(context.Context) error {
+			if len(open.All()) == 0 {
+				return context.DeadlineExceeded
+			}
+			cancel()
+			return nil
+		})
+	})
+	if err := RunSelectionClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), h, open); err != nil {
+		t.Fatal(err)
+	}
+	booked := 0
+	for _, op := range h.Ops() {
+		switch {
+		case op.Kind == KindSelectAndReserve && op.Result == ResultOK:
+			booked++
+			if n, ok := open.All()[op.ReservationID]; !ok || n != -1 {
+				t.Errorf("booking %s not open for the sweep: %v", op.ReservationID, open.All())
+			}
+		case op.Kind == KindFree && op.Result == ResultOK:
+			t.Errorf("a free no node accepted counts as done: %+v", op)
+		}
+	}
+	if booked == 0 {
+		t.Fatal("nothing booked")
 	}
 }

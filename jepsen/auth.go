@@ -1,0 +1,62 @@
+package jepsen
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+
+	"github.com/kvselect/kvselect/client"
+)
+
+// The suite runs with authentication on (SPEC §13): every node gets an
+// admin token (--auth-token-file) with --auth-scope all, so every route
+// but /health, /ready, /readyz and /openapi.json needs it, and the
+// replica-sync MAC is keyed from it. Every request the harness makes
+// (catalog, selection, lease and threshold clients, checkers, nemeses)
+// carries the token, so forwarding with the caller's token, the MAC and
+// authenticated index recovery all run under the faults.
+
+// TokenFile is the token's file in the run directory (mode 0600).
+const TokenFile = "auth-token"
+
+// NewToken returns a random admin token: 32 bytes, hex.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// writeTokenFile writes token into dir's TokenFile, readable by its owner
+// only, and returns the file's path.
+func writeTokenFile(dir, token string) (string, error) {
+	path := filepath.Join(dir, TokenFile)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	// WriteFile keeps the mode of a file an earlier run left.
+	return path, os.Chmod(path, 0o600)
+}
+
+// Endpoints are the nodes the workload and the checkers talk to, directly
+// (never through a Link), and the token every request carries.
+type Endpoints struct {
+	URLs  []string
+	Token string
+}
+
+// pinnedClients returns one client per node that talks to that node only,
+// with the token.
+func pinnedClients(ep Endpoints) ([]*client.Client, error) {
+	out := make([]*client.Client, len(ep.URLs))
+	for i, u := range ep.URLs {
+		c, err := client.New(client.Config{Addrs: []string{u}, Pinned: true, Token: ep.Token})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
