@@ -22,6 +22,7 @@ const (
 	PeerSourceFlag       = "flag"       // --replica-sync-peers
 	PeerSourceRegistered = "registered" // POST /replica_sync/register_peer
 	PeerSourceMember     = "member"     // a cluster member's metadata
+	PeerSourceDeparted   = "departed"   // a member that left the cluster, followed a while (zmqsync.DefaultDepartedLinger)
 )
 
 // GET /replica_sync/peers answers the sorted list of the endpoints the

@@ -76,6 +76,7 @@ var errorCodes = []struct {
 	{zmqsync.ErrEndpoint, api.CodeBadRequest},
 	{zmqsync.ErrPeerNotFound, api.CodeNotFound},
 	{zmqsync.ErrMemberPeer, api.CodeConflict},
+	{zmqsync.ErrTooManyPeers, api.CodeConflict},
 	{zmqsync.ErrClosed, api.CodeShuttingDown},
 }
 

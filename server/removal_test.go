@@ -116,11 +116,21 @@ func Test_RemovedFollowerIsNotReady(t *testing.T) {
 // node (proxies[i].Cut) while its HTTP stays reachable.
 func startRaftProxiedCluster(t *testing.T, n int) (*servertest.Cluster, []*tcpproxy.Proxy) {
 	t.Helper()
+	proxies := newProxies(t, n)
+	return servertest.StartCluster(t, n, viaRaftProxies(proxies)), proxies
+}
+
+func newProxies(t *testing.T, n int) []*tcpproxy.Proxy {
 	proxies := make([]*tcpproxy.Proxy, n)
 	for i := range proxies {
 		proxies[i] = tcpproxy.Start(t, "")
 	}
-	c := servertest.StartCluster(t, n, func(i int, cfg *server.Config) {
+	return proxies
+}
+
+// viaRaftProxies makes node i reach node j's Raft port through proxies[j].
+func viaRaftProxies(proxies []*tcpproxy.Proxy) func(i int, cfg *server.Config) {
+	return func(i int, cfg *server.Config) {
 		cfg.Cluster.PeerDial = map[string]cluster.PeerDial{}
 		for j, p := range cfg.Cluster.InitialCluster {
 			proxies[j].SetTarget(p.RaftAddr)
@@ -128,8 +138,7 @@ func startRaftProxiedCluster(t *testing.T, n int) (*servertest.Cluster, []*tcppr
 				cfg.Cluster.PeerDial[p.ID] = cluster.PeerDial{Raft: proxies[j].Addr()}
 			}
 		}
-	})
-	return c, proxies
+	}
 }
 
 // Test_RemovedFollowerThatMissedItsRemoval: the leader stops replicating

@@ -16,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/tcpproxy"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
@@ -29,6 +30,8 @@ type syncCluster struct {
 	c     *servertest.Cluster
 	sim   *kvsim.Sim
 	token string // the admin token, when the nodes have one
+	// proxies[i] is before node i's Raft port (syncOptions.raftProxies).
+	proxies []*tcpproxy.Proxy
 }
 
 // testAntiEntropyPeriod is the tests' anti-entropy period: short, so that
@@ -43,6 +46,8 @@ func withReplicaSync(_ int, cfg *server.Config) {
 type syncOptions struct {
 	nodes int
 	token string
+	// raftProxies puts a proxy before every node's Raft port (syncCluster.proxies).
+	raftProxies bool
 }
 
 func startSyncCluster(t *testing.T) *syncCluster {
@@ -52,9 +57,17 @@ func startSyncCluster(t *testing.T) *syncCluster {
 
 func startSyncClusterWith(t *testing.T, o syncOptions) *syncCluster {
 	t.Helper()
-	c := servertest.StartCluster(t, cmp.Or(o.nodes, 3), func(i int, cfg *server.Config) {
+	n := cmp.Or(o.nodes, 3)
+	var proxies []*tcpproxy.Proxy
+	if o.raftProxies {
+		proxies = newProxies(t, n)
+	}
+	c := servertest.StartCluster(t, n, func(i int, cfg *server.Config) {
 		withReplicaSync(i, cfg)
 		cfg.AuthToken = o.token
+		if proxies != nil {
+			viaRaftProxies(proxies)(i, cfg)
+		}
 	})
 	sim, err := kvsim.Start(kvsim.Config{Workers: 2, BlockSize: e2eBS, CacheBlocks: 64, AuthToken: o.token})
 	if err != nil {
@@ -66,7 +79,7 @@ func startSyncClusterWith(t *testing.T, o syncOptions) *syncCluster {
 	if err := sim.Register(ctx, c.Leader().URL()); err != nil {
 		t.Fatal(err)
 	}
-	sc := &syncCluster{t: t, c: c, sim: sim, token: o.token}
+	sc := &syncCluster{t: t, c: c, sim: sim, token: o.token, proxies: proxies}
 	sc.waitMeshed()
 	return sc
 }

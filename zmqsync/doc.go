@@ -145,9 +145,14 @@
 //   - not_ready (v2): this node does not know the cluster id yet.
 //   - other_cluster (v2): the cluster id is not this node's.
 //   - unknown_origin: the origin is not a member in this node's catalog
-//     (a node that left, one that joined and whose record has not reached
-//     this node yet, a stranger). A node accepts messages of members
-//     only.
+//     (a node that left more than Config.DepartedLinger ago, one that
+//     joined and whose record has not reached this node yet, a stranger).
+//     A node accepts messages of members only, and, for the linger, of a
+//     member that left: it may not know yet that it was removed and still
+//     answer its callers, so the prefill completions and frees it sends
+//     of other nodes' bookings apply; its admissions, live sets, wants and
+//     the ends of its own bookings are dropped (event reason
+//     departed_member, departed.go).
 //   - old_epoch (v2): the epoch is below the one this node accepts from
 //     the origin: the catalog's epoch of the member, or a later one seen
 //     in its messages (the catalog may lag a restart by a commit). A

@@ -73,7 +73,7 @@ func newMetrics(dropReasons []string) *metrics {
 	for _, r := range []string{"new_epoch", "removed_member"} {
 		m.forgotten.WithLabelValues(r)
 	}
-	for _, r := range dropReasons {
+	for _, r := range append(dropReasons, departedMember) {
 		m.droppedEvents.WithLabelValues(r)
 	}
 	return m

@@ -41,6 +41,11 @@ type originState struct {
 	// gone: the member left; a receiver that found this state before it
 	// was removed drops the message.
 	gone bool
+	// departed: the member left the catalog less than DepartedLinger ago;
+	// only the ends of other nodes' bookings are applied (departed.go).
+	// Atomic, not under mu: updateOrigins reads it with omu held, and mu
+	// is never taken inside omu (accept takes omu inside mu).
+	departed atomic.Bool
 	// catalogEpoch is the member's epoch in the catalog; epoch the epoch
 	// whose messages are accepted (never below catalogEpoch: a message of
 	// a later epoch than the catalog's is accepted, the catalog may lag).
@@ -67,8 +72,10 @@ func (s *Syncer) updateOrigins(members map[string]Member) {
 	s.omu.Lock()
 	var raised, removed []*originState
 	for id, st := range s.origins {
-		if _, ok := members[id]; !ok {
-			delete(s.origins, id)
+		if _, ok := members[id]; !ok && !st.departed.Load() {
+			if s.cfg.DepartedLinger < 0 {
+				delete(s.origins, id)
+			}
 			removed = append(removed, st)
 		}
 	}
@@ -80,7 +87,10 @@ func (s *Syncer) updateOrigins(members map[string]Member) {
 		if st == nil {
 			st = &originState{id: id, catalogEpoch: m.Epoch, epoch: m.Epoch}
 			s.origins[id] = st
-		} else if m.Epoch != 0 {
+			continue
+		}
+		st.departed.Store(false) // back within its linger: a member again
+		if m.Epoch != 0 {
 			raised = append(raised, st)
 		}
 	}
@@ -93,7 +103,12 @@ func (s *Syncer) updateOrigins(members map[string]Member) {
 
 	for _, st := range removed {
 		st.mu.Lock()
-		st.gone = true
+		if s.cfg.DepartedLinger < 0 {
+			st.gone = true
+		} else {
+			st.departed.Store(true)
+			s.expireDeparture(st)
+		}
 		if s.cfg.Forget != nil {
 			s.cfg.Forget(st.id, ForgetAll)
 		}

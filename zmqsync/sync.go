@@ -53,6 +53,9 @@ var (
 	// ErrMemberPeer: deregistering an endpoint the node follows only
 	// because it is a cluster member's; it goes when the member does.
 	ErrMemberPeer = errors.New("replica-sync peer is a cluster member")
+	// ErrTooManyPeers: registering one more endpoint than
+	// MaxRegisteredPeers.
+	ErrTooManyPeers = errors.New("too many registered replica-sync peers")
 	// ErrClosed: the syncer is closed.
 	ErrClosed = errors.New("replica sync closed")
 )
@@ -92,6 +95,11 @@ type Config struct {
 	// AntiEntropyPeriod is how often the live set is published (default
 	// DefaultAntiEntropyPeriod).
 	AntiEntropyPeriod time.Duration
+	// DepartedLinger is how long a member that left the cluster is still
+	// followed, for the ends of other nodes' bookings it answers before it
+	// finds out (departed.go; default DefaultDepartedLinger, negative:
+	// not at all).
+	DepartedLinger time.Duration
 	// DropReasons are the reasons Apply may return, so the counters exist
 	// from the start.
 	DropReasons []string
@@ -238,6 +246,9 @@ func Start(cfg Config) (*Syncer, error) {
 	}
 	if cfg.AntiEntropyPeriod <= 0 {
 		cfg.AntiEntropyPeriod = DefaultAntiEntropyPeriod
+	}
+	if cfg.DepartedLinger == 0 {
+		cfg.DepartedLinger = DefaultDepartedLinger
 	}
 	for _, ep := range cfg.Peers {
 		if err := ValidateEndpoint(ep); err != nil {
@@ -472,6 +483,11 @@ func (s *Syncer) Register(endpoint string) (created bool, err error) {
 	if s.closed {
 		return false, ErrClosed
 	}
+	if p := s.peers[endpoint]; (p == nil || !p.sources[SourceRegistered]) && s.registeredLocked() >= MaxRegisteredPeers {
+		// Each is a subscription with its goroutine, socket and queue:
+		// whoever may register may not grow the node without bound.
+		return false, fmt.Errorf("%w: %d already; deregister one first", ErrTooManyPeers, MaxRegisteredPeers)
+	}
 	if p := s.peers[endpoint]; p != nil {
 		// Already followed (by flag, registration or membership): 200.
 		// A member's endpoint registered too stays after the member goes.
@@ -480,6 +496,20 @@ func (s *Syncer) Register(endpoint string) (created bool, err error) {
 	}
 	s.addSourceLocked(endpoint, endpoint, SourceRegistered, "")
 	return true, nil
+}
+
+// MaxRegisteredPeers bounds the endpoints registered by hand (SPEC §11).
+const MaxRegisteredPeers = 64
+
+// registeredLocked counts the endpoints registered by hand; s.mu is held.
+func (s *Syncer) registeredLocked() int {
+	n := 0
+	for _, p := range s.peers {
+		if p.sources[SourceRegistered] {
+			n++
+		}
+	}
+	return n
 }
 
 // Deregister stops following an endpoint that was registered or given by
@@ -530,7 +560,11 @@ func (s *Syncer) followMembers(members map[string]Member) bool {
 	}
 	follows := func(a, b Member) bool { return a.Endpoint == b.Endpoint && a.Dial == b.Dial }
 	for id, m := range s.members {
-		if nm, ok := members[id]; !ok || !follows(nm, m) {
+		nm, ok := members[id]
+		if !ok {
+			s.departLocked(id, m) // before the member source goes: one subscription throughout
+		}
+		if !ok || !follows(nm, m) {
 			s.dropSourceLocked(m.Endpoint, SourceMember)
 			delete(s.members, id)
 		}
@@ -789,6 +823,11 @@ func (s *Syncer) applyEvents(st *originState, m *Message) (dropped uint64) {
 	for i := range m.Events {
 		ev := &m.Events[i]
 		met.receivedEvents.WithLabelValues(ev.Kind.String()).Inc()
+		if st.departed.Load() && !departedApplies(m.Origin, ev) {
+			met.droppedEvents.WithLabelValues(departedMember).Inc()
+			dropped++
+			continue
+		}
 		switch ev.Kind {
 		case KindWant:
 			if ev.Want.Target != s.cfg.NodeID || ev.Want.Epoch != self.Epoch {

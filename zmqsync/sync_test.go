@@ -344,3 +344,30 @@ func stalledSub(t *testing.T, endpoint string) net.Conn {
 	}
 	return c
 }
+
+// Test_RegisteredPeersBounded: at most MaxRegisteredPeers endpoints are
+// registered by hand (each is a subscription with its goroutine and
+// queue); registering one of them again still answers, and deregistering
+// one makes room.
+func Test_RegisteredPeersBounded(t *testing.T) {
+	var r recorder
+	a := startSyncer(t, "a", &r)
+	ep := func(i int) string { return fmt.Sprintf("tcp://127.0.0.1:%d", 900+i) } // nothing listens there
+	for i := range MaxRegisteredPeers {
+		if created, err := a.Register(ep(i)); !created || err != nil {
+			t.Fatalf("register %d: %v %v", i, created, err)
+		}
+	}
+	if _, err := a.Register(ep(MaxRegisteredPeers)); !errors.Is(err, ErrTooManyPeers) {
+		t.Fatalf("register one more than %d: %v", MaxRegisteredPeers, err)
+	}
+	if created, err := a.Register(ep(0)); created || err != nil {
+		t.Fatalf("register one of them again: %v %v", created, err)
+	}
+	if err := a.Deregister(ep(0)); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := a.Register(ep(MaxRegisteredPeers)); !created || err != nil {
+		t.Fatalf("register after a deregistration: %v %v", created, err)
+	}
+}

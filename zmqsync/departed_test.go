@@ -1,0 +1,61 @@
+package zmqsync
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Test_DepartedMember: a member that left the catalog is still followed for
+// the linger, and only the ends of other nodes' bookings it sends apply (a
+// removed node answers those until it finds out it was removed); its
+// admissions and the ends of its own bookings do not. Past the linger the
+// subscription and the origin state go. A member back within the linger is
+// a member again.
+func Test_DepartedMember(t *testing.T) {
+	var ra, rb recorder
+	a := startSyncer(t, "a", &ra)
+	b, err := Start(Config{NodeID: "b", Listen: "tcp://127.0.0.1:0", Apply: rb.apply, DepartedLinger: 500 * time.Millisecond,
+		BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	withA := map[string]Member{"a": {Endpoint: a.Endpoint(), Epoch: 10}, "b": {Epoch: 11}}
+	a.SetIdentity(Identity{ClusterID: testCluster, Epoch: 10})
+	b.SetIdentity(Identity{ClusterID: testCluster, Epoch: 11})
+	a.SetMembers(withA)
+	b.SetMembers(withA)
+	publishUntil(t, a, &rb, "probe-a")
+
+	b.SetMembers(map[string]Member{"b": {Epoch: 11}}) // a is removed; it does not know yet
+	if st := b.Status(); !slices.ContainsFunc(b.Peers(), func(p PeerStatus) bool {
+		return p.Endpoint == a.Endpoint() && slices.Equal(p.Sources, []Source{SourceDeparted})
+	}) {
+		t.Fatalf("the departed member is not followed: %+v (%+v)", b.Peers(), st)
+	}
+	a.Publish(Event{Kind: KindAdmission, ReservationID: "its-booking", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
+		Admitted: time.Now()})
+	a.Publish(Event{Kind: KindFree, ReservationID: "its-own", BookedBy: "a"})
+	a.Publish(Event{Kind: KindPrefillComplete, ReservationID: "c-booking", BookedBy: "c"})
+	a.Publish(Event{Kind: KindFree, ReservationID: "c-booking", BookedBy: "c"})
+	eventually(t, "the free of c's booking applies", func() bool { return slices.Contains(rb.got(), "a:free:c-booking") })
+	if got := rb.got(); !slices.Equal(got, []string{"a:prefill_complete:c-booking", "a:free:c-booking"}) {
+		t.Fatalf("from the departed member, b applied %v", got)
+	}
+
+	eventually(t, "the linger ends", func() bool {
+		return !slices.ContainsFunc(b.Peers(), func(p PeerStatus) bool { return p.Endpoint == a.Endpoint() }) &&
+			b.origin("a") == nil
+	})
+
+	// A member that leaves and comes back within the linger is a member.
+	b.SetMembers(withA)
+	publishUntil(t, a, &rb, "probe-back")
+	b.SetMembers(map[string]Member{"b": {Epoch: 11}})
+	b.SetMembers(withA)
+	a.Publish(Event{Kind: KindAdmission, ReservationID: "back", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
+		Admitted: time.Now()})
+	eventually(t, "a member again", func() bool { return slices.Contains(rb.got(), "a:admission:back") })
+}
