@@ -42,7 +42,7 @@ func (f *forgetLog) take() []string {
 // bareSyncer is a Syncer without sockets or goroutines, for the checks of
 // origin.go.
 func bareSyncer(id string, forget func(string, uint64)) *Syncer {
-	s := &Syncer{cfg: Config{NodeID: id, Forget: forget}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(nil),
+	s := &Syncer{cfg: Config{NodeID: id, Forget: forget, DepartedLinger: time.Hour}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(nil),
 		peers: map[string]*peer{}, members: map[string]Member{}, identityChanged: make(chan struct{}),
 		origins: map[string]*originState{}, known: map[string]Member{}}
 	s.identity.Store(&Identity{})
@@ -96,10 +96,13 @@ func Test_Accept(t *testing.T) {
 			s.SetMembers(map[string]Member{"me": {Epoch: 3}, "n1": {Epoch: 9}, "n2": {}})
 		}, nil, "", nil},
 		{"catalog: n2 left", func() { s.SetMembers(map[string]Member{"me": {Epoch: 3}, "n1": {Epoch: 9}}) }, nil, "", []string{"n2<all"}},
-		{"a message of the member that left", nil, v2("n2", 2, 2), dropUnknownOrigin, nil},
+		// Within its linger (departed.go): accepted, numbered as before;
+		// applyEvents keeps only the ends of other nodes' bookings.
+		{"a message of the member that left", nil, v2("n2", 2, 2), "", nil},
+		{"the same message again", nil, v2("n2", 2, 2), dropReplayed, nil},
 		{"catalog: n2 added again", func() {
 			s.SetMembers(map[string]Member{"me": {Epoch: 3}, "n1": {Epoch: 9}, "n2": {Epoch: 30}})
-		}, nil, "", nil},
+		}, nil, "", []string{"n2<30"}}, // back within its linger: its state moves to the new epoch
 		{"its epoch before it left", nil, v2("n2", 2, 3), dropOldEpoch, nil},
 		{"its new epoch", nil, v2("n2", 30, 1), "", nil},
 	}
