@@ -55,12 +55,13 @@ func (sc *syncCluster) waitSeen(what, id string, want bool, on ...*server.Server
 	})
 }
 
-// metric reads one counter of node s's /metrics.
-func metric(t *testing.T, s *server.Server, family string, labels map[string]string) float64 {
-	t.Helper()
-	v, ok := scrapeNode(t, s).value(family, labels)
+// metric reads one counter of node s's /metrics, with the cluster's token
+// (a token guards /metrics by default).
+func (sc *syncCluster) metric(s *server.Server, family string, labels map[string]string) float64 {
+	sc.t.Helper()
+	v, ok := scrapeNode(sc.t, s, sc.token).value(family, labels)
 	if !ok {
-		t.Fatalf("%s exposes no %s %v", s.Node.ID(), family, labels)
+		sc.t.Fatalf("%s exposes no %s %v", s.Node.ID(), family, labels)
 	}
 	return v
 }
@@ -152,10 +153,10 @@ func Test_ReplicaSyncReplayBooksNothing(t *testing.T) {
 	}
 	replay := func(reason string) {
 		t.Helper()
-		before := metric(t, victim, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": reason})
+		before := sc.metric(victim, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": reason})
 		servertest.Eventually(t, "the replay is dropped as "+reason, func() error {
 			_ = evil.Send(zmq4.NewMsgFrom(captured...))
-			if metric(t, victim, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": reason}) > before {
+			if sc.metric(victim, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": reason}) > before {
 				return nil
 			}
 			return errors.New("not yet")
@@ -206,7 +207,7 @@ func Test_ReplicaSyncOtherClusterRefused(t *testing.T) {
 	}
 	b.book(stranger, "other-cluster", 1)
 	servertest.Eventually(t, "the other cluster's messages are dropped", func() error {
-		if metric(t, listener, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": "other_cluster"}) > 0 {
+		if a.metric(listener, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": "other_cluster"}) > 0 {
 			return nil
 		}
 		return errors.New("none dropped yet")
@@ -239,7 +240,7 @@ func Test_ReplicaSyncLostFreeHeals(t *testing.T) {
 	sc.waitLoads("the origin's lost free heals everywhere", zero)
 	undo()
 	t.Logf("a free lost from its origin healed in %v (period %v)", time.Since(start), testAntiEntropyPeriod)
-	if metric(t, b, "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "not_live"}) == 0 {
+	if sc.metric(b, "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "not_live"}) == 0 {
 		t.Fatal("b healed without counting a mirror dropped as not_live")
 	}
 
@@ -251,7 +252,7 @@ func Test_ReplicaSyncLostFreeHeals(t *testing.T) {
 	}
 	sc.waitLoads("a free lost on its way to the origin heals everywhere", zero)
 	undo()
-	if metric(t, b, "kvselect_replica_sync_resent_events_total", map[string]string{"kind": "free"}) == 0 {
+	if sc.metric(b, "kvselect_replica_sync_resent_events_total", map[string]string{"kind": "free"}) == 0 {
 		t.Fatal("b never sent its free again")
 	}
 }
@@ -269,11 +270,11 @@ func Test_ReplicaSyncLostAdmissionHeals(t *testing.T) {
 	if err != nil || info.OriginNode != a.Node.ID() {
 		t.Fatalf("on b: %+v %v", info, err)
 	}
-	if metric(t, b, "kvselect_replica_sync_wanted_total", nil) == 0 ||
-		metric(t, a, "kvselect_replica_sync_resent_events_total", map[string]string{"kind": "admission"}) == 0 {
+	if sc.metric(b, "kvselect_replica_sync_wanted_total", nil) == 0 ||
+		sc.metric(a, "kvselect_replica_sync_resent_events_total", map[string]string{"kind": "admission"}) == 0 {
 		t.Fatal("healed without a want and a republished admission")
 	}
-	if missed := metric(t, b, "kvselect_replica_sync_missed_messages_total", nil); missed == 0 {
+	if missed := sc.metric(b, "kvselect_replica_sync_missed_messages_total", nil); missed == 0 {
 		t.Fatal("b did not count the lost message as missed")
 	}
 }
@@ -298,7 +299,7 @@ func Test_ReplicaSyncRestartAndRemovalDropMirrors(t *testing.T) {
 	sc.c.WaitConverged()
 	sc.waitSeen("the old epoch's mirrors are dropped", "crashed-1", false, others...)
 	sc.waitSeen("the old epoch's mirrors are dropped", "crashed-2", false, others...)
-	if metric(t, others[0], "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "old_epoch"}) < 2 {
+	if sc.metric(others[0], "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "old_epoch"}) < 2 {
 		t.Fatal("not counted as old_epoch")
 	}
 	sc.waitMeshed() // the restarted node publishes in its new epoch
@@ -312,7 +313,7 @@ func Test_ReplicaSyncRestartAndRemovalDropMirrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.waitSeen("the removed member's mirrors are dropped", "removed-1", false, stay...)
-	if metric(t, stay[0], "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "removed_member"}) == 0 {
+	if sc.metric(stay[0], "kvselect_replica_sync_mirrors_dropped_total", map[string]string{"reason": "removed_member"}) == 0 {
 		t.Fatal("not counted as removed_member")
 	}
 	sc.c.Stop(sc.c.Index(leaving))
@@ -349,7 +350,7 @@ func Test_ReplicaSyncAcceptsPreviousVersion(t *testing.T) {
 		}
 		return nil
 	})
-	if metric(t, b, "kvselect_replica_sync_previous_version_messages_total", map[string]string{"direction": "received"}) == 0 {
+	if sc.metric(b, "kvselect_replica_sync_previous_version_messages_total", map[string]string{"direction": "received"}) == 0 {
 		t.Fatal("v1 not counted")
 	}
 	// Upgraded (its record has an incarnation, so an epoch): v1 in its
@@ -361,7 +362,7 @@ func Test_ReplicaSyncAcceptsPreviousVersion(t *testing.T) {
 	sc.waitSeen("the v1 mirror goes with the new epoch", "from-v1", false, b)
 	servertest.Eventually(t, "v1 is refused", func() error {
 		old.Publish(admission("after-upgrade"))
-		if metric(t, b, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": "old_version"}) > 0 {
+		if sc.metric(b, "kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": "old_version"}) > 0 {
 			return nil
 		}
 		return errors.New("not yet")

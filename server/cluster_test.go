@@ -109,6 +109,11 @@ func workerJSON(id int) string {
 
 const selectBody = `{"model_name": "m", "token_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}`
 
+// selectRequiringCatalog is selectBody with require_catalog: a node that has
+// not reached the request's catalog index answers 503 catalog_behind
+// instead of selecting from the catalog it has (SPEC §3.1).
+const selectRequiringCatalog = `{"model_name": "m", "token_ids": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17], "require_catalog": true}`
+
 // workerIDs returns the ids of GET /workers (at the given consistency).
 func workerIDs(t *testing.T, s *server.Server) []uint64 {
 	t.Helper()
@@ -182,8 +187,9 @@ func Test_FollowerForwardsWrites(t *testing.T) {
 			t.Fatalf("select on %s at index %d: %d %s", b.Node.ID(), idx, sel.status, sel.body)
 		}
 	}
-	// An index nobody has reached: catalog_behind after CatalogWait.
-	r = call(t, "POST", b.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(idx+1000, 10))
+	// An index nobody has reached: catalog_behind after CatalogWait, when
+	// the request requires it (Test_CutOffNodeKeepsSelecting has the rest).
+	r = call(t, "POST", b.URL()+"/select", selectRequiringCatalog, "X-Kvselect-Index", strconv.FormatUint(idx+1000, 10))
 	if r.status != http.StatusServiceUnavailable || r.code() != "catalog_behind" {
 		t.Fatalf("select ahead of the catalog: %d %s", r.status, r.body)
 	}
@@ -282,7 +288,7 @@ func checkReadYourWritesOnFollower(t *testing.T, c *servertest.Cluster) {
 		}
 	}
 	st := statusOf(t, f)
-	r := call(t, "POST", f.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(st.CatalogIndex+1000, 10))
+	r := call(t, "POST", f.URL()+"/select", selectRequiringCatalog, "X-Kvselect-Index", strconv.FormatUint(st.CatalogIndex+1000, 10))
 	if r.status != http.StatusServiceUnavailable || r.code() != "catalog_behind" ||
 		!strings.Contains(r.body, fmt.Sprintf("catalog_index %d", st.CatalogIndex)) {
 		t.Fatalf("catalog_behind = %d %s; /cluster/status catalog_index %d", r.status, r.body, st.CatalogIndex)
@@ -326,8 +332,9 @@ func Test_MinIndexAfterLeaderChange(t *testing.T) {
 					method, rq.path, s.Node.ID(), st.AppliedIndex, st.CatalogIndex, r.status, r.body)
 			}
 		}
-		// An index past what the node applied still waits, then fails.
-		r := call(t, "POST", s.URL()+"/select", selectBody, "X-Kvselect-Index", strconv.FormatUint(st.AppliedIndex+50, 10))
+		// An index past what the node applied still waits, then fails
+		// (with require_catalog; without, it answers from its catalog).
+		r := call(t, "POST", s.URL()+"/select", selectRequiringCatalog, "X-Kvselect-Index", strconv.FormatUint(st.AppliedIndex+50, 10))
 		if r.status != http.StatusServiceUnavailable || r.code() != "catalog_behind" {
 			t.Fatalf("select past the applied index on %s: %d %s", s.Node.ID(), r.status, r.body)
 		}

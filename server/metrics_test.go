@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -137,9 +139,22 @@ var spec10 = []familyCheck{
 // scrape is one node's /metrics, parsed.
 type scrape map[string]*dto.MetricFamily
 
-func scrapeNode(t *testing.T, s *server.Server) scrape {
+func scrapeNode(t *testing.T, s *server.Server, token ...string) scrape {
 	t.Helper()
-	_, text := get(t, s.URL()+api.PathMetrics)
+	req, err := http.NewRequest(http.MethodGet, s.URL()+api.PathMetrics, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(token) > 0 && token[0] != "" {
+		req.Header.Set(api.HeaderAuthorization, api.Bearer(token[0]))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(raw)
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {

@@ -65,6 +65,7 @@ func Test_Progress(t *testing.T) {
 			},
 			wantStdout: `{
   "node_id": "n1",
+  "cluster_id": "",
   "state": "follower",
   "term": 4,
   "leader": {
