@@ -184,4 +184,7 @@ class NodeMeta(_NodeMeta, total=False):
     """A member's published addresses: set_metadata()."""
 
     replica_sync: str
+    # The random number the member's process drew at start; the catalog
+    # records a new one as the member's epoch (replica sync's freshness).
+    incarnation: int
     modify_index: int
