@@ -20,9 +20,14 @@ import (
 // before.
 //
 // Snapshots carry a version: 1 held workers only, 2 added node metadata, 3
-// busy thresholds, 4 the cluster id. A snapshot is written at the lowest
-// version that holds its content, so a catalog without thresholds stays
-// readable by the binaries before them.
+// busy thresholds. A snapshot is written at the lowest version that holds
+// its content, so a catalog without thresholds stays readable by the
+// binaries before them. What came later (the cluster id, a node's
+// incarnation and epoch, a worker's lease index) are optional fields,
+// which older binaries ignore, so that a follower of the release before
+// can install a snapshot of this one during a rolling upgrade. Version 4
+// (the cluster id as a version of its own, written by no release) is read
+// too.
 //
 // Threshold commands (types 6-8) share one payload, thresholdsV1. Type 9
 // (expire_lease) is expireLeaseV1; it has no IgnoreUnknown flag, because a
@@ -262,9 +267,9 @@ func (v workerPatchV1) decode() WorkerPatch {
 	}
 }
 
-// snapshotV4 is the on-disk form of a snapshot; version 3 is the same
-// without the cluster id, version 2 without thresholds either, version 1
-// without nodes.
+// snapshotV4 is the on-disk form of a snapshot, every version alike:
+// version 2 has no thresholds, version 1 no nodes either; the cluster id
+// is optional in any.
 type snapshotV4 struct {
 	Version    int            `json:"version"`
 	Index      uint64         `json:"index"`
@@ -285,7 +290,12 @@ func encodeSnapshot(c *Catalog) snapshotV4 {
 			ActivePrefillTokens: t.ActivePrefillTokens, ModifyIndex: t.ModifyIndex})
 	}
 	if !c.clusterID.IsZero() {
-		s.Version, s.ClusterID = 4, c.clusterID.String()
+		// An optional field, not a new version: the release before reads
+		// a version-3 snapshot with it (it ignores the field), and must,
+		// or a follower of that release could never install a snapshot
+		// of a leader of this one during a rolling upgrade. Version 4
+		// (written by no release) is still read.
+		s.ClusterID = c.clusterID.String()
 	}
 	for _, w := range c.Workers("", "") {
 		s.Workers = append(s.Workers, encodeWorker(w, true))

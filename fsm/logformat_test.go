@@ -124,7 +124,12 @@ func Test_GoldenSnapshots(t *testing.T) {
 		blockSizeIdx uint64 // of worker 7
 		reencodes    bool   // Persist of the restored catalog gives the same bytes
 	}{
-		{"snapshot.v4.json", 2, 1, true},
+		// The cluster id is an optional field of version 3, so that the
+		// release before (it reads up to 3, ignoring unknown fields) can
+		// install this release's snapshots during a rolling upgrade.
+		{"snapshot.v3-cluster-id.json", 2, 1, true},
+		// Written by no release, still read.
+		{"snapshot.v4.json", 2, 1, false},
 		{"snapshot.v3.json", 2, 1, true},
 		{"snapshot.v2.json", 2, 1, true},
 		{"snapshot.v1.json", 0, 1, false},
@@ -153,7 +158,7 @@ func Test_GoldenSnapshots(t *testing.T) {
 			}
 			wantID := ""
 			var wantEpoch uint64
-			if tt.file == "snapshot.v4.json" {
+			if tt.file == "snapshot.v4.json" || tt.file == "snapshot.v3-cluster-id.json" {
 				wantID, wantEpoch = goldenClusterID, 3
 			}
 			if n1, _ := c.Node("n1"); c.ClusterID().String() != wantID || n1.Epoch != wantEpoch {
