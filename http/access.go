@@ -70,20 +70,41 @@ func (s *Service) grantOf(access string) grant {
 // node without an admin token is open (it says so at start). The tokens
 // are compared in constant time, each of them whatever the other gave.
 func (s *Service) authorize(w http.ResponseWriter, r *http.Request, access string) error {
-	admin := s.cfg.Auth.Load()
-	g := s.grantOf(access)
-	if admin.Token == "" || g == anyone {
+	switch s.verdict(r, access) {
+	case granted:
 		return nil
-	}
-	got, _ := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
-	isAdmin, isSelection := admin.Accepts(got), s.cfg.Selection.Accepts(got)
-	switch {
-	case isAdmin, isSelection && g == tokenHolder:
-		return nil
-	case isSelection:
+	case denied:
 		w.Header().Set("WWW-Authenticate", challengeScope)
 		return fmt.Errorf("%w: %s", errForbidden, selectionRefused)
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	return errUnauthorized
+}
+
+// A request's standing for an access class.
+type standing int
+
+const (
+	granted standing = iota
+	denied           // the selection token, on a route it does not open
+	refused          // no token, or a wrong one
+)
+
+// verdict judges a request's bearer token against an access class, as
+// authorize does, without answering.
+func (s *Service) verdict(r *http.Request, access string) standing {
+	admin := s.cfg.Auth.Load()
+	g := s.grantOf(access)
+	if admin.Token == "" || g == anyone {
+		return granted
+	}
+	got, _ := api.BearerToken(r.Header.Get(api.HeaderAuthorization))
+	isAdmin, isSelection := admin.Accepts(got), s.cfg.Selection.Accepts(got)
+	switch {
+	case isAdmin, isSelection && g == tokenHolder:
+		return granted
+	case isSelection:
+		return denied
+	}
+	return refused
 }

@@ -237,3 +237,44 @@ func authCall(t *testing.T, base, method, path, authz string) (int, http.Header,
 	_ = json.NewDecoder(resp.Body).Decode(&e)
 	return resp.StatusCode, resp.Header, string(e.Code)
 }
+
+// Test_ReadyHidesWorkersWithoutToken: /ready stays open (probes call it
+// without a token), but the worker records it lists are the catalog GET
+// /workers guards, so a caller /workers would refuse gets them empty; the
+// verdict and the counts stay.
+func Test_ReadyHidesWorkersWithoutToken(t *testing.T) {
+	for _, tt := range []struct {
+		scope       Scope
+		authz       string
+		wantWorkers bool
+	}{
+		{ScopeAll, "", false},
+		{ScopeAll, "Bearer wrong", false},
+		{ScopeAll, "Bearer sel", true},
+		{ScopeAll, "Bearer adm", true},
+		{ScopeAdmin, "", true},
+	} {
+		f := newFakeNode()
+		base := serve(t, f.service(func(c *Config) {
+			c.Auth, c.Selection, c.Scope = authtoken.NewHolder("adm"), authtoken.NewHolder("sel"), tt.scope
+		}))
+		if status, _, body := call(t, "POST", base+"/workers", registration, api.HeaderAuthorization, "Bearer adm"); status != 201 {
+			t.Fatalf("register: %d %s", status, body)
+		}
+		req, _ := http.NewRequest(http.MethodGet, base+"/ready", nil)
+		if tt.authz != "" {
+			req.Header.Set(api.HeaderAuthorization, tt.authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got api.Ready
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || !got.Ready || got.SchedulableWorkers != 1 || got.Workers == nil ||
+			(len(got.Workers) == 1) != tt.wantWorkers {
+			t.Errorf("scope %s, %q: %d %+v %v; want worker records %v", tt.scope, tt.authz, resp.StatusCode, got, err, tt.wantWorkers)
+		}
+	}
+}

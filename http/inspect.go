@@ -13,7 +13,12 @@ import (
 // worker in its local catalog. It does not need a leader: selection works
 // without quorum. A node removed from the cluster is not ready: its
 // catalog is frozen, and it is about to shut down.
-func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
+//
+// /ready is open (probes and load balancers call it without a token), but
+// the worker records it lists are the catalog GET /workers guards: a
+// caller without a token /workers would take gets the same answer with no
+// records (workers: []), so an open route does not hand out the catalog.
+func (s *Service) ready(w http.ResponseWriter, r *http.Request) error {
 	c := s.cfg.Catalog.Catalog()
 	views := s.views(c, c.Workers("", ""))
 	n := 0
@@ -21,6 +26,9 @@ func (s *Service) ready(w http.ResponseWriter, _ *http.Request) error {
 		if views[i].Schedulable() && !allStale(views[i].Listeners) {
 			n++
 		}
+	}
+	if s.verdict(r, api.AccessSelection) != granted { // GET /workers's class (routes.go)
+		views = []api.Worker{}
 	}
 	st := s.cfg.Cluster.Status()
 	body := api.Ready{Ready: n > 0 && !s.removed(), SchedulableWorkers: n, Recovering: s.recovering(), Workers: views,
