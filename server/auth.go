@@ -50,42 +50,63 @@ func (s *Server) SetAuthToken(token string) error {
 }
 
 // ReloadAuthToken reads --auth-token-file and --selection-token-file
-// again (SIGHUP) and makes their tokens the node's. Files that fail the
-// checks of authtoken.ReadFile (unreadable, empty, world-writable...),
-// or that would make the two tokens overlap, leave the current tokens in
-// place and are logged as errors.
+// again (SIGHUP) and makes their tokens the node's. Each file stands on its
+// own: one that fails the checks of authtoken.ReadFile (unreadable, empty,
+// world-writable...) keeps its current tokens, is logged and is part of
+// the error, and the other file is applied all the same, so a bad admin
+// file cannot hold back the revocation of a leaked selection token. Only
+// when the two files' tokens would overlap is neither applied.
 func (s *Server) ReloadAuthToken() error {
 	if s.cfg.AuthTokenFile == "" {
 		s.log.Warn("auth token reload asked, but the node runs without --auth-token-file")
 		return ErrNoTokenFile
 	}
-	admin, err := s.readTokenFile("auth token", s.cfg.AuthTokenFile)
-	if err != nil {
-		return err
+	curAdmin, curSelection := *s.auth.Load(), *s.selection.Load()
+	admin, errAdmin := s.readTokenFile("auth token", s.cfg.AuthTokenFile)
+	if errAdmin != nil {
+		admin = curAdmin
 	}
-	selection := *s.selection.Load()
+	selection, errSelection := curSelection, error(nil)
 	if s.cfg.SelectionTokenFile != "" {
-		if selection, err = s.readTokenFile("selection token", s.cfg.SelectionTokenFile); err != nil {
-			return err
+		if selection, errSelection = s.readTokenFile("selection token", s.cfg.SelectionTokenFile); errSelection != nil {
+			selection = curSelection
 		}
 	}
 	if overlap(&admin, &selection) {
 		s.log.Error("auth token reload failed; keeping the current tokens", "err", ErrSameToken,
 			"file", s.cfg.AuthTokenFile, "selection_file", s.cfg.SelectionTokenFile)
-		return ErrSameToken
+		return errors.Join(errAdmin, errSelection, ErrSameToken)
 	}
-	s.setTokens("auth token", s.cfg.AuthTokenFile, s.auth, admin)
-	if s.cfg.SelectionTokenFile != "" {
-		s.setTokens("selection token", s.cfg.SelectionTokenFile, s.selection, selection)
+	// One at a time, in the order that never makes a token both: a new
+	// admin token that is the current selection token waits until the
+	// selection token has moved (and the other way round, which the
+	// default order covers).
+	setAdmin := func() {
+		if errAdmin == nil {
+			s.setTokens("auth token", s.cfg.AuthTokenFile, s.auth, admin)
+		}
 	}
-	return nil
+	setSelection := func() {
+		if s.cfg.SelectionTokenFile != "" && errSelection == nil {
+			s.setTokens("selection token", s.cfg.SelectionTokenFile, s.selection, selection)
+		}
+	}
+	if overlap(&admin, &curSelection) {
+		setSelection()
+		setAdmin()
+	} else {
+		setAdmin()
+		setSelection()
+	}
+	return errors.Join(errAdmin, errSelection)
 }
 
 // readTokenFile reads one token file, logging a failure.
 func (s *Server) readTokenFile(what, path string) (authtoken.Secret, error) {
 	token, also, err := authtoken.ReadFile(path)
 	if err != nil {
-		s.log.Error(what+" reload failed; keeping the current tokens", "file", path, "err", err)
+		s.log.Error(what+" reload failed; keeping the current "+what+" (a good other token file is applied all the same)",
+			"file", path, "err", err)
 		return authtoken.Secret{}, err
 	}
 	return authtoken.Secret{Token: token, Also: also}, nil

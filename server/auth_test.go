@@ -421,3 +421,58 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Test_ReloadAppliesEachGoodFile: each token file stands on its own at a
+// reload, so a bad admin file cannot hold back the revocation of a leaked
+// selection token, nor a bad selection file the rotation of the admin
+// token; the failure is reported all the same.
+func Test_ReloadAppliesEachGoodFile(t *testing.T) {
+	for _, tt := range []struct {
+		name                   string
+		admin, selection       string
+		adminMode              os.FileMode
+		wantAdmin, wantRefused string // tokens after the reload: accepted, refused
+		wantSelection, selGone string
+	}{
+		{name: "bad admin file, selection revoked", admin: "adm-1", adminMode: 0o666, selection: "sel-2",
+			wantAdmin: "adm-1", wantSelection: "sel-2", selGone: "sel-1"},
+		{name: "bad selection file, admin rotated", admin: "adm-2", adminMode: 0o600, selection: "a\nb\nc",
+			wantAdmin: "adm-2", wantRefused: "adm-1", wantSelection: "sel-1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			adminPath, selPath := filepath.Join(dir, "admin"), filepath.Join(dir, "selection")
+			writeToken(t, adminPath, "adm-1\n", 0o600)
+			writeToken(t, selPath, "sel-1\n", 0o600)
+			cfg := servertest.Config("n1", t.TempDir())
+			cfg.AuthToken, cfg.AuthTokenFile = "adm-1", adminPath
+			cfg.SelectionToken, cfg.SelectionTokenFile = "sel-1", selPath
+			s := servertest.MustStart(t, cfg)
+			status := func(path, token string) int {
+				t.Helper()
+				return call(t, "GET", s.URL()+path, "", "Authorization", "Bearer "+token).status
+			}
+			writeToken(t, adminPath, tt.admin+"\n", tt.adminMode)
+			writeToken(t, selPath, tt.selection+"\n", 0o600)
+			if err := s.ReloadAuthToken(); err == nil {
+				t.Fatal("a reload with a bad file reports no error")
+			}
+			if got := status("/dump", tt.wantAdmin); got != http.StatusOK {
+				t.Errorf("admin token %s after the reload: %d", tt.wantAdmin, got)
+			}
+			if tt.wantRefused != "" {
+				if got := status("/dump", tt.wantRefused); got != http.StatusUnauthorized {
+					t.Errorf("replaced admin token %s after the reload: %d", tt.wantRefused, got)
+				}
+			}
+			if got := status("/loads", tt.wantSelection); got != http.StatusOK {
+				t.Errorf("selection token %s after the reload: %d", tt.wantSelection, got)
+			}
+			if tt.selGone != "" {
+				if got := status("/loads", tt.selGone); got != http.StatusUnauthorized {
+					t.Errorf("revoked selection token %s after the reload: %d", tt.selGone, got)
+				}
+			}
+		})
+	}
+}
