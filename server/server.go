@@ -148,6 +148,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.scheme, s.peerTLS = scheme, peerTLSConfig
+	if err := checkPeerSchemes(&cfg, scheme); err != nil {
+		return nil, err
+	}
 	if cfg.TLS != nil {
 		if s.cert, err = loadServingCert(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"github.com/kvselect/kvselect/client"
@@ -80,4 +81,26 @@ func peerTLS(cfg *TLSConfig) (scheme string, tc *tls.Config, err error) {
 		return "", nil, fmt.Errorf("%w: %w", ErrTLSConfig, err)
 	}
 	return "https", tc, nil
+}
+
+// checkPeerSchemes refuses, on a node that serves HTTPS, peer URLs given
+// as plain http:// (--join, --indexer-peers): the node calls them with its
+// admin token, which must not cross the network in clear text (SPEC §11).
+// Bare host:port entries take the node's scheme and are fine.
+func checkPeerSchemes(cfg *Config, scheme string) error {
+	if scheme != "https" {
+		return nil
+	}
+	for _, l := range []struct {
+		flag string
+		urls []string
+	}{{"--join", cfg.Cluster.Join}, {"--indexer-peers", cfg.Recovery.Peers}} {
+		for _, u := range l.urls {
+			if strings.HasPrefix(strings.ToLower(strings.TrimSpace(u)), "http://") {
+				return fmt.Errorf("%w: %s names %s, a plain http URL, on a node that serves HTTPS: the node would send it its admin token in clear text; use https:// or host:port",
+					ErrTLSConfig, l.flag, u)
+			}
+		}
+	}
+	return nil
 }

@@ -184,15 +184,23 @@ func Test_TLSConfigRefused(t *testing.T) {
 		name string
 		tls  server.TLSConfig
 		want string
+		// join and peers, when set, are --join and --indexer-peers.
+		join, peers []string
 	}{
-		{"no key", server.TLSConfig{CertFile: leaf.CertFile}, "both a cert file and a key file"},
-		{"missing cert", server.TLSConfig{CertFile: dir + "/nope.pem", KeyFile: leaf.KeyFile}, "no such file"},
-		{"key of another certificate", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: ca.Issue(t, "n2").KeyFile}, "private key does not match"},
-		{"CA file without a certificate", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: leaf.KeyFile, CAFile: leaf.KeyFile}, "no PEM certificate"},
+		{"no key", server.TLSConfig{CertFile: leaf.CertFile}, "both a cert file and a key file", nil, nil},
+		{"missing cert", server.TLSConfig{CertFile: dir + "/nope.pem", KeyFile: leaf.KeyFile}, "no such file", nil, nil},
+		{"key of another certificate", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: ca.Issue(t, "n2").KeyFile}, "private key does not match", nil, nil},
+		{"CA file without a certificate", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: leaf.KeyFile, CAFile: leaf.KeyFile}, "no PEM certificate", nil, nil},
+		// The node would send its admin token to these in clear text.
+		{"plain http join", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: leaf.KeyFile}, "--join names http://n2:8092",
+			[]string{"https://n3:8092", "http://n2:8092"}, nil},
+		{"plain http indexer peer", server.TLSConfig{CertFile: leaf.CertFile, KeyFile: leaf.KeyFile}, "--indexer-peers names HTTP://n2:8092",
+			nil, []string{"n3:8092", "HTTP://n2:8092"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := servertest.Config("n1", t.TempDir())
 			cfg.TLS = &tt.tls
+			cfg.Cluster.Join, cfg.Recovery.Peers = tt.join, tt.peers
 			s, err := server.Start(cfg)
 			if err == nil {
 				_ = s.Close(context.Background())
