@@ -19,9 +19,13 @@ import (
 //   - asks the origin for the admissions of the bookings it lacks (an
 //     admission that was lost; zmqsync.KindWant), and the origin
 //     publishes them again;
-//   - sends again the free of a booking it freed that the origin still
-//     lists, and the prefill completion of one whose prefill it ended (the
-//     origin did not hear of them);
+//   - sends again the free of a booking it freed, or whose free it took
+//     from a third node, that the origin still lists, and the prefill
+//     completion of one whose prefill it ended (the origin did not hear of
+//     them). Such a free also refuses the booking's admission sent again
+//     (an answer to another node's want), so a node that knows a booking
+//     ended never books it again, and keeps sending the free, until a
+//     live set taken after the booking no longer lists it;
 //   - completes the prefill of a mirror the origin lists as complete.
 //
 // A later epoch of an origin, or its leaving the cluster, makes the node
@@ -37,16 +41,24 @@ const (
 
 // How long a node waits before asking an origin again for a booking it
 // lacks: after a want (the answer may be on its way, or lost), and after
-// the admission came and was refused here (an unknown rank, say), when
-// asking again every period would only repeat the refusal.
+// the admission came and was refused here, when asking again every period
+// would only repeat the refusal (capacity; a refusal the catalog may soon
+// undo, an unknown rank, say, waits as long as a want).
 const (
 	wantRetry    = 3 * time.Second
 	refusedRetry = 30 * time.Second
 )
 
 // maxAntiEntropyRecords bounds each of the records below (pending frees,
-// wants), like the tombstones.
+// wants), like the tombstones. A full store takes no new record rather
+// than drop a live one: dropping the oldest made every record of a set
+// larger than the store go before the set came back to it, and the node
+// then asked for every missing booking every period.
 const maxAntiEntropyRecords = 1 << 16
+
+// maxWantsPerPart bounds the bookings one live part makes a node ask
+// for; the rest wait for the next period.
+const maxWantsPerPart = 1024
 
 // aeKey names one booking of one origin.
 type aeKey struct{ origin, id string }
@@ -61,8 +73,11 @@ type aeRecords struct {
 }
 
 type aeRecord struct {
-	key     aeKey
-	epoch   uint64
+	key   aeKey
+	epoch uint64
+	// counter is the message that carried the booking's admission (pending
+	// frees): only a live set as of it or later can confirm the free.
+	counter uint64
 	expires time.Time
 }
 
@@ -70,19 +85,21 @@ func newAERecords() *aeRecords {
 	return &aeRecords{byKey: map[aeKey]*list.Element{}, order: list.New()}
 }
 
-func (a *aeRecords) put(k aeKey, epoch uint64, expires, now time.Time) {
-	if e, ok := a.byKey[k]; ok {
-		a.order.Remove(e)
-	}
-	a.byKey[k] = a.order.PushBack(aeRecord{key: k, epoch: epoch, expires: expires})
-	for a.order.Len() > maxAntiEntropyRecords {
-		a.remove(a.order.Front())
-	}
+// put stores a record of k, replacing one there is, and reports false
+// when the store is full of live records (the record is not kept).
+func (a *aeRecords) put(k aeKey, epoch, counter uint64, expires, now time.Time) bool {
 	// Expired records at the front go; later ones go when they reach it
 	// or when looked up.
 	for e := a.order.Front(); e != nil && !e.Value.(aeRecord).expires.After(now); e = a.order.Front() {
 		a.remove(e)
 	}
+	if e, ok := a.byKey[k]; ok {
+		a.order.Remove(e)
+	} else if a.order.Len() >= maxAntiEntropyRecords {
+		return false
+	}
+	a.byKey[k] = a.order.PushBack(aeRecord{key: k, epoch: epoch, counter: counter, expires: expires})
+	return true
 }
 
 // get returns a live record of k.
@@ -190,6 +207,11 @@ func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
 	l := ev.Live
 	now := s.now()
 	var want []string
+	// Mirrors at their share of the bounds: every admission asked for
+	// would be refused (capacity.go).
+	s.resMu.Lock()
+	mirrorsFull := s.capacity.mirrorsFull()
+	s.resMu.Unlock()
 	prefilling := l.Prefilling
 	for i, id := range l.IDs {
 		pending := len(prefilling) > 0 && prefilling[0] == uint32(i)
@@ -208,8 +230,8 @@ func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
 		s.aeMu.Lock()
 		freed, isFreed := s.pendingFrees.get(key, now)
 		_, asked := s.wanted.get(key, now)
-		if !isFreed && !asked && !tombstoned {
-			s.wanted.put(key, ev.Epoch, now.Add(wantRetry), now)
+		if !isFreed && !asked && !tombstoned && len(want) < maxWantsPerPart && !mirrorsFull &&
+			s.wanted.put(key, ev.Epoch, 0, now.Add(wantRetry), now) {
 			want = append(want, id)
 		}
 		s.aeMu.Unlock()
@@ -219,13 +241,15 @@ func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
 			s.metrics.resent.WithLabelValues(zmqsync.KindFree.String()).Inc()
 		}
 	}
-	// The frees of bookings the origin no longer lists are done there.
+	// The frees of bookings the origin no longer lists are done there,
+	// provided the set was taken after the booking: one taken before it
+	// does not list it either.
 	s.aeMu.Lock()
 	s.pendingFrees.removeIf(origin, func(r aeRecord) bool {
 		id := r.key.id
 		inRange := (l.After == "" || id > l.After) && (l.Through == "" || id <= l.Through)
 		_, listed := slices.BinarySearch(l.IDs, id)
-		return inRange && !listed
+		return inRange && !listed && r.epoch == ev.Epoch && r.counter <= l.AsOf
 	})
 	s.aeMu.Unlock()
 	if len(want) > 0 {
@@ -286,21 +310,46 @@ func (s *Scheduler) applyWant(ev *zmqsync.Event) string {
 	return ""
 }
 
-// notePendingFree remembers that this node freed another node's booking,
-// until the origin's live set stops listing it (applyLive sends the free
-// again meanwhile); p.mu is held.
+// notePendingFree remembers that another node's booking ended here (freed
+// here, or by a free a third node sent), until a live set of its origin
+// taken after the booking stops listing it: applyLive sends the free again
+// meanwhile, and mirrorAdmission refuses the booking's admission sent
+// again. A mirror that came as v1 has no epoch, and no live set confirms
+// it: it is not remembered. p.mu is held.
 func (s *Scheduler) notePendingFree(r *reservation) {
+	if r.epoch == 0 {
+		return
+	}
 	now := s.now()
 	s.aeMu.Lock()
-	s.pendingFrees.put(aeKey{r.origin, r.id}, r.epoch, r.admitted.Add(s.cfg.ActiveRequestExpiry), now)
+	kept := s.pendingFrees.put(aeKey{r.origin, r.id}, r.epoch, r.counter, r.admitted.Add(s.cfg.ActiveRequestExpiry), now)
 	s.aeMu.Unlock()
+	if !kept {
+		s.metrics.aeRecordsFull.Inc()
+	}
+}
+
+// freedHere reports whether this node knows that origin's booking id of
+// epoch ended (notePendingFree).
+func (s *Scheduler) freedHere(origin, id string, epoch uint64) bool {
+	s.aeMu.Lock()
+	defer s.aeMu.Unlock()
+	r, ok := s.pendingFrees.get(aeKey{origin, id}, s.now())
+	return ok && r.epoch == epoch
 }
 
 // noteRefused keeps this node from asking origin for a booking whose
-// admission it has just refused, for refusedRetry.
-func (s *Scheduler) noteRefused(origin string, ev *zmqsync.Event) {
+// admission it has just refused (why), for refusedRetry, or for wantRetry
+// when the catalog may soon undo the refusal (a worker or partition this
+// node has not applied yet).
+func (s *Scheduler) noteRefused(origin string, ev *zmqsync.Event, why string) {
+	retry := refusedRetry
+	switch why {
+	case DropUnknownRank, DropUnknownPartition, DropBlockSize:
+		retry = wantRetry
+	}
 	now := s.now()
 	s.aeMu.Lock()
-	s.wanted.put(aeKey{origin, ev.ReservationID}, ev.Epoch, now.Add(refusedRetry), now)
+	s.wanted.put(aeKey{origin, ev.ReservationID}, ev.Epoch, 0, now.Add(retry), now)
 	s.aeMu.Unlock()
 }

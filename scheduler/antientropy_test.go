@@ -149,13 +149,14 @@ func Test_LiveSetHealsLostEvents(t *testing.T) {
 	if got := c.take(); !slices.Contains(got, `free gone by "n2"`) || slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "want") }) {
 		t.Fatalf("second set published %q", got)
 	}
-	// After wantRetry the lost booking is asked for again; the refused
-	// one still is not.
+	// After wantRetry the lost booking is asked for again, and so is the
+	// one refused for an unknown rank: the catalog may have its worker by
+	// now (a refusal for capacity waits refusedRetry).
 	f.clock = f.clock.Add(wantRetry)
 	set.Set = 3
 	set.IDs, set.Prefilling = []string{"lost", "refused"}, nil // gone, p and q ended on n2
 	f.live(5, set)
-	if got := c.take(); !slices.Equal(got, []string{"want n2@5 [lost]"}) {
+	if got := c.take(); !slices.Equal(got, []string{"want n2@5 [lost refused]"}) {
 		t.Fatalf("third set published %q", got)
 	}
 	if got := f.ids(); len(got) != 0 {
@@ -234,5 +235,98 @@ func Test_WantAndLiveBookings(t *testing.T) {
 	slices.SortFunc(live, func(a, b zmqsync.LiveBooking) int { return strings.Compare(a.ID, b.ID) })
 	if want := []zmqsync.LiveBooking{{ID: "done"}, {ID: "mine", Prefilling: true}}; !slices.Equal(live, want) {
 		t.Fatalf("live %+v, want %+v", live, want)
+	}
+}
+
+// Test_KnownFreeIsNeverBookedAgain: a node that knows a booking of another
+// origin ended (freed here, or by a free a third node sent) keeps sending
+// the free while the origin lists it and refuses the booking's admission
+// sent again (another node asked for it), until a live set taken after the
+// booking stops listing it; a set taken before the booking confirms
+// nothing. Found by review: a resent admission re-mirrored a freed booking,
+// the free stopped, and the booking stayed until the expiry.
+func Test_KnownFreeIsNeverBookedAgain(t *testing.T) {
+	for _, how := range []string{"freed here", "freed by a third node"} {
+		t.Run(how, func(t *testing.T) {
+			f, c := aeFixture(t)
+			f.mirror("b", 5, 7)
+			if how == "freed here" {
+				if err := f.s.Free("b"); err != nil {
+					t.Fatal(err)
+				}
+			} else if why := f.s.ApplyPeerEvent("n3", &zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: "b", BookedBy: "n2"}); why != "" {
+				t.Fatal(why)
+			}
+			c.take()
+			// A set taken before the booking does not list it: no proof.
+			f.live(5, zmqsync.LivePart{Set: 1, AsOf: 6, Complete: true})
+			f.clock = f.clock.Add(time.Second)
+			f.live(5, zmqsync.LivePart{Set: 2, AsOf: 9, IDs: []string{"b"}, Complete: true})
+			if got := c.take(); !slices.Equal(got, []string{`free b by "n2"`}) {
+				t.Fatalf("while the origin lists it: published %q, want the free again and no want", got)
+			}
+			resent := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "b", Model: "m", Tenant: "default", WorkerID: 1,
+				BlockSize: 16, SequenceHashes: []uint64{1, 7}, ISL: 32, Admitted: f.clock, Epoch: 5, Counter: 12}
+			if why := f.s.ApplyPeerEvent("n2", &resent); why != DropFreed {
+				t.Fatalf("the admission sent again = %q, want %q", why, DropFreed)
+			}
+			if got := f.ids(); len(got) != 0 {
+				t.Fatalf("booked again: %v", got)
+			}
+			// Once a later set no longer lists it, the free is done.
+			f.live(5, zmqsync.LivePart{Set: 3, AsOf: 13, Complete: true})
+			f.live(5, zmqsync.LivePart{Set: 4, AsOf: 14, IDs: []string{"b"}, Complete: true})
+			if got := c.take(); slices.Contains(got, `free b by "n2"`) {
+				t.Fatalf("a free the origin confirmed was sent again: %q", got)
+			}
+		})
+	}
+}
+
+// Test_WantsAreBounded: a live set listing more missing bookings than the
+// records hold asks for at most maxWantsPerPart per part, never evicts a
+// live record to ask for more, and asks nothing while mirrors hold their
+// share of the bounds (every admission would be refused).
+func Test_WantsAreBounded(t *testing.T) {
+	f, c := aeFixture(t)
+	ids := make([]string, maxAntiEntropyRecords+4096)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("id-%07d", i)
+	}
+	asked := map[string]bool{}
+	for set := uint64(1); set <= 70; set++ {
+		for from := 0; from < len(ids); from += 4096 {
+			to := min(from+4096, len(ids))
+			f.live(5, zmqsync.LivePart{Set: set, AsOf: 1, IDs: ids[from:to]})
+		}
+		for _, ev := range c.events {
+			if ev.Kind != zmqsync.KindWant {
+				continue
+			}
+			if len(ev.Want.IDs) > maxWantsPerPart {
+				t.Fatalf("one part asked for %d", len(ev.Want.IDs))
+			}
+			for _, id := range ev.Want.IDs {
+				if asked[id] {
+					t.Fatalf("set %d asked for %s again within wantRetry", set, id)
+				}
+				asked[id] = true
+			}
+		}
+		c.events = nil
+	}
+	if len(asked) != maxAntiEntropyRecords {
+		t.Fatalf("asked for %d bookings, want the %d the records hold", len(asked), maxAntiEntropyRecords)
+	}
+
+	full := newFixture(t, withBounds(4, 1000))
+	full.worker(1, 1)
+	cf := &capture{}
+	full.s.SetPublisher(cf, "me")
+	full.mirror("m1", 5, 1)
+	full.mirror("m2", 5, 2) // mirrors hold their half of 4 bookings
+	full.live(5, zmqsync.LivePart{Set: 1, AsOf: 3, IDs: []string{"m1", "m2", "other"}})
+	if got := cf.take(); len(got) != 0 {
+		t.Fatalf("with mirrors at their bound: published %q", got)
 	}
 }

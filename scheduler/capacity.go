@@ -72,6 +72,11 @@ func (c *capacity) take(mirrored bool, blocks int64) error {
 	return nil
 }
 
+// mirrorsFull reports whether mirrors hold their half of either bound.
+func (c *capacity) mirrorsFull() bool {
+	return 2*(c.mirrored.reservations+1) > c.maxReservations || 2*c.mirrored.blocks >= c.maxBlocks
+}
+
 // release returns what take charged.
 func (c *capacity) release(mirrored bool, blocks int64) {
 	u := &c.local

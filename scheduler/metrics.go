@@ -17,6 +17,7 @@ type metrics struct {
 	mirrorsDropped *prometheus.CounterVec
 	resent         *prometheus.CounterVec
 	wanted         prometheus.Counter
+	aeRecordsFull  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,6 +51,10 @@ func newMetrics() *metrics {
 		wanted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_wanted_total",
 			Help: "Bookings of other nodes asked for again: listed in their origin's live set but not mirrored here (a lost admission).",
+		}),
+		aeRecordsFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvselect_replica_sync_pending_frees_full_total",
+			Help: "Frees of other nodes' bookings not remembered for anti-entropy because the store of them was full (65,536 live records).",
 		}),
 	}
 	for _, r := range []string{mirrorNotLive, mirrorOldEpoch, mirrorRemovedMember} {
@@ -117,5 +122,5 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 func (s *Scheduler) Collectors() []prometheus.Collector {
 	m := s.metrics
 	return []prometheus.Collector{m.selections, m.latency, m.expired, m.rejected, loadCollector{s}, capacityCollector{s},
-		m.mirrorsDropped, m.resent, m.wanted}
+		m.mirrorsDropped, m.resent, m.wanted, m.aeRecordsFull}
 }

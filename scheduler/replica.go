@@ -72,6 +72,9 @@ const (
 	DropUnknownReservation = "unknown_reservation"
 	DropOtherBooking       = "other_booking"
 	DropExpired            = "expired"
+	// DropFreed: the admission, sent again, of a booking this node knows
+	// ended (antientropy.go, notePendingFree).
+	DropFreed = "freed"
 	// DropCapacity: mirrored bookings already use their half of the
 	// node's booking bounds (capacity.go).
 	DropCapacity = "capacity"
@@ -80,7 +83,7 @@ const (
 // DropReasons lists every reason ApplyPeerEvent may give.
 func DropReasons() []string {
 	return []string{DropUnknownPartition, DropUnknownRank, DropBlockSize, DropDuplicate,
-		DropUnknownReservation, DropOtherBooking, DropExpired, DropCapacity}
+		DropUnknownReservation, DropOtherBooking, DropExpired, DropCapacity, DropFreed}
 }
 
 // ApplyPeerEvent applies another node's lifecycle event to this node's
@@ -100,12 +103,12 @@ func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
 	switch ev.Kind {
 	case zmqsync.KindAdmission:
 		why := s.mirrorAdmission(origin, ev)
-		if why != "" && why != DropDuplicate {
-			s.noteRefused(origin, ev)
+		if why != "" && why != DropDuplicate && why != DropFreed {
+			s.noteRefused(origin, ev, why)
 		}
 		return why
 	case zmqsync.KindPrefillComplete, zmqsync.KindFree:
-		return s.endFromPeer(ev)
+		return s.endFromPeer(origin, ev)
 	case zmqsync.KindLive:
 		return s.applyLive(origin, ev)
 	case zmqsync.KindWant:
@@ -118,7 +121,12 @@ func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
 // tombstone it leaves are one step under resMu, the lock mirrorAdmission
 // claims the id under, so a free and its admission cannot pass each other
 // in between.
-func (s *Scheduler) endFromPeer(ev *zmqsync.Event) string {
+//
+// A free of another node's booking that came from a third node (sender) is
+// remembered like a free made here (notePendingFree): this node then helps
+// the free reach the origin, and never books that booking again when its
+// admission is sent again.
+func (s *Scheduler) endFromPeer(sender string, ev *zmqsync.Event) string {
 	s.resMu.Lock()
 	p := s.resIndex[ev.ReservationID]
 	if p == nil {
@@ -140,6 +148,9 @@ func (s *Scheduler) endFromPeer(ev *zmqsync.Event) string {
 	case ev.Kind == zmqsync.KindFree:
 		p.unbook(r)
 		s.forget(r)
+		if r.origin != "" && r.origin != sender {
+			s.notePendingFree(r)
+		}
 	default:
 		p.completePrefill(r)
 	}
@@ -154,6 +165,9 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	}
 	if !admitted.After(now.Add(-s.cfg.ActiveRequestExpiry)) {
 		return DropExpired
+	}
+	if s.freedHere(origin, ev.ReservationID, ev.Epoch) {
+		return DropFreed
 	}
 	p := s.partition(fsm.PartitionKey{Model: ev.Model, Tenant: ev.Tenant})
 	if p == nil {
