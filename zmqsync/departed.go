@@ -56,21 +56,31 @@ func (s *Syncer) departLocked(id string, m Member) {
 	s.addSourceLocked(m.Endpoint, m.Dial, SourceDeparted, id)
 	s.log.Info("replica sync: a member left the cluster; following it a while for the ends of other nodes' bookings it still answers",
 		"node_id", id, "endpoint", m.Endpoint, "linger", s.cfg.DepartedLinger)
+	// Each departure has its own linger: the timer of an earlier one (the
+	// member left, came back and left again) must not end this one.
+	s.departGen++
+	gen := s.departGen
+	if s.departures == nil {
+		s.departures = map[string]uint64{}
+	}
+	s.departures[m.Endpoint] = gen
 	time.AfterFunc(s.cfg.DepartedLinger, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.closed {
+		if !s.closed && s.departures[m.Endpoint] == gen {
+			delete(s.departures, m.Endpoint)
 			s.dropSourceLocked(m.Endpoint, SourceDeparted)
 		}
 	})
 }
 
-// expireDeparture removes the origin state of member id once its linger
-// ends, unless it is a member again.
-func (s *Syncer) expireDeparture(st *originState) {
+// expireDeparture removes the origin state of member id once the linger
+// of its departure gen ends, unless it is a member again or departed again
+// since.
+func (s *Syncer) expireDeparture(st *originState, gen uint64) {
 	time.AfterFunc(s.cfg.DepartedLinger, func() {
 		s.omu.Lock()
-		expired := s.origins[st.id] == st && st.departed.Load()
+		expired := s.origins[st.id] == st && st.departed.Load() && st.departGen.Load() == gen
 		if expired {
 			delete(s.origins, st.id)
 		}

@@ -59,3 +59,36 @@ func Test_DepartedMember(t *testing.T) {
 		Admitted: time.Now()})
 	eventually(t, "a member again", func() bool { return slices.Contains(rb.got(), "a:admission:back") })
 }
+
+// Test_DepartedAgainKeepsItsLinger: a member that leaves, comes back and
+// leaves again gets a whole linger for its second departure; the first
+// departure's timers do not cut it short (found by review).
+func Test_DepartedAgainKeepsItsLinger(t *testing.T) {
+	var ra, rb recorder
+	a := startSyncer(t, "a", &ra)
+	const linger = 400 * time.Millisecond
+	b, err := Start(Config{NodeID: "b", Listen: "tcp://127.0.0.1:0", Apply: rb.apply, DepartedLinger: linger,
+		BackoffMin: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	withA := map[string]Member{"a": {Endpoint: a.Endpoint(), Epoch: 10}, "b": {Epoch: 11}}
+	without := map[string]Member{"b": {Epoch: 11}}
+	b.SetIdentity(Identity{ClusterID: testCluster, Epoch: 11})
+	b.SetMembers(withA)
+	b.SetMembers(without) // first departure
+	first := time.Now()
+	b.SetMembers(withA)
+	eventually(t, "half the first linger passes", func() bool { return time.Since(first) >= linger/2 })
+	b.SetMembers(without) // second departure
+	second := time.Now()
+	eventually(t, "the first departure's timers have fired", func() bool { return time.Since(first) > linger+50*time.Millisecond })
+	if time.Since(second) < linger && (b.origin("a") == nil ||
+		!slices.ContainsFunc(b.Peers(), func(p PeerStatus) bool { return p.Endpoint == a.Endpoint() })) {
+		t.Fatalf("the second departure was cut short %v into its %v linger", time.Since(second), linger)
+	}
+	eventually(t, "the second linger ends", func() bool {
+		return b.origin("a") == nil && !slices.ContainsFunc(b.Peers(), func(p PeerStatus) bool { return p.Endpoint == a.Endpoint() })
+	})
+}

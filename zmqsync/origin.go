@@ -46,6 +46,8 @@ type originState struct {
 	// Atomic, not under mu: updateOrigins reads it with omu held, and mu
 	// is never taken inside omu (accept takes omu inside mu).
 	departed atomic.Bool
+	// departGen numbers the member's departures (expireDeparture).
+	departGen atomic.Uint64
 	// catalogEpoch is the member's epoch in the catalog; epoch the epoch
 	// whose messages are accepted (never below catalogEpoch: a message of
 	// a later epoch than the catalog's is accepted, the catalog may lag).
@@ -107,7 +109,7 @@ func (s *Syncer) updateOrigins(members map[string]Member) {
 			st.gone = true
 		} else {
 			st.departed.Store(true)
-			s.expireDeparture(st)
+			s.expireDeparture(st, st.departGen.Add(1))
 		}
 		if s.cfg.Forget != nil {
 			s.cfg.Forget(st.id, ForgetAll)

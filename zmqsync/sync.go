@@ -198,6 +198,10 @@ type Syncer struct {
 	closed  bool
 	peers   map[string]*peer // by endpoint
 	members map[string]Member
+	// departures numbers the linger of each departed member's endpoint
+	// (departed.go), departGen the last number given.
+	departures map[string]uint64
+	departGen  uint64
 
 	// identity is SetIdentity's; identityChanged is closed and replaced
 	// when it changes (the sender waits on it while it holds).
