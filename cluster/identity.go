@@ -55,30 +55,47 @@ type clusterIDPlan int
 
 const (
 	idKeep   clusterIDPlan = iota // the catalog has one
-	idCreate                      // a new cluster (or one from a release before ids): draw one
+	idCreate                      // a new cluster: draw one
 	idCopy                        // this catalog lost it: copy it from a member
+	idAsk                         // ask the members: copy theirs, or draw one if none has any
 )
 
-// planClusterID decides from the leader's catalog. A set_node that carries
-// an incarnation is only ever written after the cluster id (putMetadata
-// makes sure of it), so a catalog with an epoch and no id has lost the id:
-// it was restored from a snapshot that a release before cluster ids wrote
-// after skipping the entry. Drawing a new id there would split the
-// cluster's identity; the id is copied from a member instead.
-func planClusterID(c *fsm.Catalog) clusterIDPlan {
+// planClusterID decides from the leader's catalog (self is the leader). A
+// set_node that carries an incarnation is only ever written after the
+// cluster id (putMetadata makes sure of it), so a catalog with an epoch and
+// no id has lost the id: it was restored from a snapshot that a release
+// before cluster ids wrote after skipping the entry, and the id is copied
+// from a member. A catalog without epochs may be the same, for a release
+// before ids drops incarnations too (a review found the split: a node
+// restored from such a snapshot drew a second id, and replica sync between
+// it and the rest stopped for good), or a cluster upgraded from it: with
+// other members listed, they are asked, and an id is drawn only when every
+// one of them answers without one. A catalog listing no other member is a
+// new cluster: its first leader draws the id at once.
+func planClusterID(c *fsm.Catalog, self string) clusterIDPlan {
 	if !c.ClusterID().IsZero() {
 		return idKeep
 	}
+	others := false
 	for _, m := range c.Nodes() {
 		if m.Epoch != 0 {
 			return idCopy
 		}
+		others = others || m.ID != self
+	}
+	if others {
+		return idAsk
 	}
 	return idCreate
 }
 
-// errNoClusterID: no member could tell the cluster id the leader lost.
-var errNoClusterID = errors.New("the catalog lost the cluster id and no member reports it yet")
+// errNoClusterID: no member could tell the cluster id the leader lost (or
+// some did not answer).
+var errNoClusterID = errors.New("the catalog has no cluster id and no member reports one yet")
+
+// errNoMemberHasID: every other member answered, and none has a cluster
+// id; wraps errNoClusterID.
+var errNoMemberHasID = fmt.Errorf("%w: every member answered without one", errNoClusterID)
 
 // ensureClusterID gives the catalog a cluster id when it has none (leader
 // only): the first entry a fresh cluster's first leader writes, and the
@@ -90,9 +107,17 @@ func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
 	if !n.IsLeader() {
 		return nil
 	}
+	if c := n.Catalog(); !c.ClusterID().IsZero() && !reassert {
+		return nil // the common case, without a barrier
+	}
+	// Plan on a catalog with every committed entry of earlier terms: a
+	// fresh leader's FSM may lag its commit index, and miss the id.
+	if err := n.termBarrier(n.raft.CurrentTerm()); err != nil {
+		return err
+	}
 	c := n.Catalog()
 	var id fsm.ClusterID
-	switch planClusterID(c) {
+	switch plan := planClusterID(c, n.cfg.NodeID); plan {
 	case idKeep:
 		if !reassert {
 			return nil
@@ -102,9 +127,15 @@ func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
 		if _, err := rand.Read(id[:]); err != nil {
 			return fmt.Errorf("draw a cluster id: %w", err)
 		}
-	case idCopy:
+	case idCopy, idAsk:
 		var err error
-		if id, err = n.clusterIDFromMembers(ctx); err != nil {
+		id, err = n.clusterIDFromMembers(ctx)
+		switch {
+		case plan == idAsk && errors.Is(err, errNoMemberHasID):
+			if _, err := rand.Read(id[:]); err != nil {
+				return fmt.Errorf("draw a cluster id: %w", err)
+			}
+		case err != nil:
 			return err
 		}
 	}
@@ -119,10 +150,17 @@ func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
 }
 
 // clusterIDFromMembers asks the other members for the cluster id their
-// catalogs hold (GET /cluster/status, as the node itself).
+// catalogs hold (GET /cluster/status, as the node itself). It fails with
+// errNoMemberHasID when every one answered without one, and with
+// errNoClusterID when some could not be asked.
 func (n *Node) clusterIDFromMembers(ctx context.Context) (fsm.ClusterID, error) {
+	unanswered := 0
 	for _, m := range n.Catalog().Nodes() {
-		if m.ID == n.cfg.NodeID || m.HTTPAddr == "" {
+		if m.ID == n.cfg.NodeID {
+			continue
+		}
+		if m.HTTPAddr == "" {
+			unanswered++
 			continue
 		}
 		addr := m.HTTPAddr
@@ -132,16 +170,24 @@ func (n *Node) clusterIDFromMembers(ctx context.Context) (fsm.ClusterID, error) 
 		actx, cancel := context.WithTimeout(ctx, removalAskTimeout)
 		st, err := n.client.status(actx, addr)
 		cancel()
-		if err != nil || st.ClusterID == "" {
+		if err != nil {
+			unanswered++
+			continue
+		}
+		if st.ClusterID == "" {
 			continue
 		}
 		id, err := fsm.ParseClusterID(st.ClusterID)
 		if err != nil {
+			unanswered++
 			continue
 		}
 		n.log.Warn("this catalog lost the cluster id (restored from a snapshot of an older release); copied it from a member",
 			"cluster_id", id, "from", m.ID)
 		return id, nil
 	}
-	return fsm.ClusterID{}, errNoClusterID
+	if unanswered > 0 {
+		return fsm.ClusterID{}, fmt.Errorf("%w (%d members did not answer)", errNoClusterID, unanswered)
+	}
+	return fsm.ClusterID{}, errNoMemberHasID
 }

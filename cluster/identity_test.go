@@ -1,9 +1,15 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 )
 
@@ -29,13 +35,15 @@ func Test_PlanClusterID(t *testing.T) {
 		want clusterIDPlan
 	}{
 		{"fresh cluster", catalog(), idCreate},
-		{"data dir of the release before ids", catalog(plain), idCreate},
+		{"a fresh cluster's first leader, already listed", catalog(plain), idCreate},
+		{"data dir of the release before ids, or restored from its snapshot: ask", catalog(plain,
+			fsm.SetNode{Node: fsm.NodeMeta{ID: "n3", HTTPAddr: "h:3"}}), idAsk},
 		{"has an id", catalog(fsm.SetClusterID{ID: id}, withIncarnation), idKeep},
 		{"an epoch without an id: lost", catalog(plain, withIncarnation), idCopy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := planClusterID(tt.c); got != tt.want {
+			if got := planClusterID(tt.c, "n1"); got != tt.want {
 				t.Fatalf("plan = %d, want %d", got, tt.want)
 			}
 		})
@@ -97,4 +105,50 @@ func zeroErr(v uint64) error {
 		return errors.New("still 0")
 	}
 	return nil
+}
+
+// Test_ClusterIDFromMembers: a leader without a cluster id asks the other
+// members: it copies the id one of them reports, draws one only when every
+// one of them answers without one (errNoMemberHasID), and waits when one
+// cannot be asked (errNoClusterID alone), since that one may hold it.
+func Test_ClusterIDFromMembers(t *testing.T) {
+	id, _ := fsm.ParseClusterID("5f0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5")
+	member := func(clusterID string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(api.ClusterStatus{NodeID: "m", ClusterID: clusterID})
+		}))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	down := func() string {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		srv.Close()
+		return addr
+	}
+	tests := []struct {
+		name    string
+		members []string
+		want    fsm.ClusterID
+		wantErr error
+		noneHas bool
+	}{
+		{"one member has it", []string{member(""), member(id.String())}, id, nil, false},
+		{"none has one", []string{member(""), member("")}, fsm.ClusterID{}, errNoMemberHasID, true},
+		{"one cannot be asked", []string{member(""), down()}, fsm.ClusterID{}, errNoClusterID, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := mustOpen(t, TestConfig("n1", t.TempDir()), nil)
+			for i, addr := range tt.members {
+				if _, err := n.Apply(ctx(t), fsm.SetNode{Node: fsm.NodeMeta{ID: fmt.Sprintf("m%d", i), HTTPAddr: addr}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := n.clusterIDFromMembers(ctx(t))
+			if got != tt.want || !errors.Is(err, tt.wantErr) || errors.Is(err, errNoMemberHasID) != tt.noneHas {
+				t.Fatalf("= %s, %v; want %s, %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
 }
