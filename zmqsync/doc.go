@@ -275,8 +275,13 @@
 //     epoch (cluster/DESIGN.md), so until a node of this release leads,
 //     every node speaks v1 (without anti-entropy, as before).
 //   - Once the catalog has the id, a node sends nothing of its own until
-//     its own epoch is in the catalog (its events wait in the queue; a
-//     restart takes one commit), then v2.
+//     its own epoch is in the catalog (a restart takes one commit; one in
+//     a minority, as long as that lasts), then v2. Its prefill
+//     completions, frees and live sets wait in the queue; its admissions
+//     are not kept (the queue would pin the hashes of bookings long
+//     ended: kvselect_replica_sync_held_admissions_total counts them),
+//     and the peers ask for the live ones once its first live set
+//     arrives.
 //   - While a member that takes replica sync may run the previous release
 //     (no epoch in the catalog, no v2 heard from it), a node also sends a
 //     v1 copy of each admission, prefill completion and free (mode

@@ -305,6 +305,12 @@ func Test_SenderModes(t *testing.T) {
 		t.Fatalf("mode %s", a.Status().Mode)
 	}
 	a.Publish(Event{Kind: KindFree, ReservationID: "held"})
+	// An admission is not kept while held: the queue would pin its hashes
+	// for as long as the hold lasts (the peers ask for it later).
+	a.Publish(Event{Kind: KindAdmission, ReservationID: "not-kept", SequenceHashes: []uint64{1, 2}})
+	if n := len(a.out); n != 1 {
+		t.Fatalf("%d events queued while held, want the free alone", n)
+	}
 	a.SetIdentity(Identity{ClusterID: testCluster, Epoch: 7})
 	// The held event goes first, in the epoch's first message: nothing of
 	// it went out as v1 meanwhile (one PUB to one SUB keeps order).

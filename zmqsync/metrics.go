@@ -4,6 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
 	sentMessages, sentEvents, sendDropped prometheus.Counter
+	heldAdmissions                        prometheus.Counter
 	receivedMessages                      prometheus.Counter
 	receivedEvents                        *prometheus.CounterVec
 	droppedMessages, droppedEvents        *prometheus.CounterVec
@@ -26,6 +27,9 @@ func newMetrics(dropReasons []string) *metrics {
 			Help: "Replica-sync messages handed to the PUB socket (zmq4 drops past its queue of zmqx.PubQueue messages without saying so)."}),
 		sentEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_sent_events_total", Help: "Lifecycle events published to the peers."}),
+		heldAdmissions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvselect_replica_sync_held_admissions_total",
+			Help: "Admissions not queued while this node waited for its epoch; the peers ask for them once it publishes its live set."}),
 		sendDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvselect_replica_sync_send_dropped_total", Help: "Lifecycle events dropped before sending (queue full)."}),
 		receivedMessages: prometheus.NewCounter(prometheus.CounterOpts{
@@ -82,7 +86,7 @@ func newMetrics(dropReasons []string) *metrics {
 // Collectors returns the syncer's Prometheus metrics.
 func (s *Syncer) Collectors() []prometheus.Collector {
 	m := s.metrics
-	return []prometheus.Collector{m.sentMessages, m.sentEvents, m.sendDropped, m.receivedMessages,
+	return []prometheus.Collector{m.sentMessages, m.sentEvents, m.sendDropped, m.heldAdmissions, m.receivedMessages,
 		m.receivedEvents, m.droppedMessages, m.droppedEvents, m.peers,
 		m.missed, m.previousVersion, m.liveSets, m.forgotten}
 }

@@ -306,7 +306,21 @@ func (s *Syncer) Advertised() string {
 
 // Publish queues one of this node's events for the peers. It never blocks:
 // when the queue is full the event is dropped and counted.
+//
+// While the sender holds (the catalog has a cluster id but not this
+// process's epoch: a restart that cannot commit yet, in a minority, say),
+// an admission is not queued: held for as long as that lasts, the queue
+// would keep the sequence hashes of bookings long ended, outside the
+// node's booking bounds (a review found it). The peers ask for the live
+// ones once the node publishes its first live set (anti-entropy); ends and
+// live sets, small, wait in the queue.
 func (s *Syncer) Publish(ev Event) {
+	if ev.Kind == KindAdmission {
+		if id := s.identity.Load(); !id.ClusterID.IsZero() && id.Epoch == 0 {
+			s.metrics.heldAdmissions.Inc()
+			return
+		}
+	}
 	select {
 	case s.out <- ev:
 	default:
