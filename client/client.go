@@ -485,7 +485,13 @@ func nextLocation(from, location string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: bad redirect Location %q: %w", from, location, err)
 	}
-	return base.ResolveReference(loc).String(), nil
+	next := base.ResolveReference(loc)
+	if base.Scheme == "https" && next.Scheme != "https" {
+		// The redirect is followed with the token: never into clear text.
+		return "", fmt.Errorf("%s: refused a redirect from https to %s (%s): the token would cross the network in clear text",
+			from, next.Scheme, location)
+	}
+	return next.String(), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -406,3 +406,25 @@ func Test_New(t *testing.T) {
 		}
 	}
 }
+
+// Test_NextLocation: a redirect resolves against the request's URL, and one
+// from https into plain http is refused: the client follows redirects with
+// its token (found by review).
+func Test_NextLocation(t *testing.T) {
+	for _, tt := range []struct {
+		from, location, want string
+		refused              bool
+	}{
+		{"http://a:1/workers", "http://b:2/workers", "http://b:2/workers", false},
+		{"https://a:1/workers", "https://b:2/workers?x=1", "https://b:2/workers?x=1", false},
+		{"https://a:1/workers", "/workers/7", "https://a:1/workers/7", false},
+		{"http://a:1/workers", "https://b:2/workers", "https://b:2/workers", false},
+		{"https://a:1/workers", "http://b:2/workers", "", true},
+		{"https://a:1/workers", "HTTP://b:2/workers", "", true},
+	} {
+		got, err := nextLocation(tt.from, tt.location)
+		if tt.refused != (err != nil) || got != tt.want {
+			t.Errorf("nextLocation(%q, %q) = %q, %v", tt.from, tt.location, got, err)
+		}
+	}
+}

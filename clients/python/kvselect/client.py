@@ -665,7 +665,12 @@ class Client:
             location = ans.headers.get("Location")
             if not location:
                 raise TransportError(f"{call.method} {url}: redirect without a Location", sent=True)
-            url = urljoin(url, location)
+            nxt = urljoin(url, location)
+            if urlsplit(url).scheme == "https" and urlsplit(nxt).scheme != "https":
+                # The redirect is followed with the token: never into clear text.
+                raise TransportError(f"{call.method} {url}: refused a redirect from https to {nxt}: "
+                                     "the token would cross the network in clear text", sent=True)
+            url = nxt
         raise TransportError(f"{call.method} {base + call.path}: stopped after {_MAX_REDIRECTS} redirects", sent=True)
 
     def _round_trip(self, url: str, call: _Call) -> _Answer:

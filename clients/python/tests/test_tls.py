@@ -67,3 +67,38 @@ def test_token_checks(tmp_path):
     two = tmp_path / "two"
     two.write_text("first\nsecond\n")
     assert Client("h:1", token_file=str(two))._token == "first"
+
+
+def test_no_redirect_from_https_to_http(tls_node, tmp_path):
+    """A redirect is followed with the token: one from https into clear
+    text is refused, never followed."""
+    import http.server
+    import ssl
+    import threading
+
+    got = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            got.append(self.headers.get("Authorization"))
+            self.send_response(307)
+            self.send_header("Location", "http://127.0.0.1:9/loads")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(tmp_path / "n1.pem"), str(tmp_path / "n1-key.pem"))
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        kv = Client(f"https://127.0.0.1:{srv.server_address[1]}", token="sel-new", ca_file=tls_node["ca"])
+        with pytest.raises(TransportError, match="refused a redirect from https"):
+            kv.loads()
+        assert got == ["Bearer sel-new"]  # sent to the https node only
+    finally:
+        srv.shutdown()
+        srv.server_close()
