@@ -34,8 +34,8 @@ const (
 	// keepalives): a token in either scope, the selection one will do.
 	AccessWorker = "worker"
 	// AccessInspect routes are inspection a Ray caller does not need
-	// (replica-sync peers): the admin token with --auth-scope all, open
-	// with --auth-scope admin.
+	// (replica-sync peers and status): the admin token with --auth-scope
+	// all, open with --auth-scope admin.
 	AccessInspect = "inspect"
 	// AccessAdmin routes change the catalog, the cluster or replica sync,
 	// or dump the index: the admin token in either scope.

@@ -18,7 +18,7 @@ import (
 // these calls itself (through --peer-dial overrides), so the client must
 // neither follow the leader elsewhere nor retry on its own. Client
 // requests that a follower forwards go through the http package, which
-// proxies them as they came.
+// checks the client's token and forwards them as the node.
 type peerClient struct {
 	hc     *http.Client
 	auth   *authtoken.Holder

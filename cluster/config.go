@@ -56,8 +56,8 @@ type Config struct {
 	// Auth holds the token sent as a bearer token on the node's own calls
 	// to other nodes (join, metadata), read at each call so that a
 	// rotation applies to the next one; nil or empty: none. (Writes a
-	// follower forwards carry the client's own Authorization instead: the
-	// http package relays them as they came.)
+	// follower forwards go through the http package, which checks the
+	// client's token first and forwards as the node, with this token.)
 	Auth *authtoken.Holder
 	// PeerScheme is the scheme of the node's own calls to other nodes'
 	// HTTP addresses: "http" (the default) or "https" when the cluster

@@ -126,6 +126,25 @@ func (s *Server) setTokens(what, path string, h *authtoken.Holder, sec authtoken
 		"file", path, "tokens_accepted", accepted)
 }
 
+// minTokenLen is the token length below which a node warns: a token is a
+// shared secret that can be guessed offline from a replica-sync MAC, so it
+// should be random and long (openssl rand -hex 32 gives 64 characters).
+const minTokenLen = 16
+
+// warnWeakTokens logs a warning for each configured token shorter than
+// minTokenLen; it refuses none (tests and demos use short ones).
+func (s *Server) warnWeakTokens(cfg *Config) {
+	for _, t := range []struct{ name, token string }{
+		{"admin token", cfg.AuthToken}, {"admin token (second line)", cfg.AuthTokenAlso},
+		{"selection token", cfg.SelectionToken}, {"selection token (second line)", cfg.SelectionTokenAlso},
+	} {
+		if t.token != "" && len(t.token) < minTokenLen {
+			s.log.Warn("a short token is easy to guess; use at least 16 random characters (openssl rand -hex 32)",
+				"token", t.name, "length", len(t.token))
+		}
+	}
+}
+
 // overlap reports whether a token of one secret is a token of the other.
 func overlap(a, b *authtoken.Secret) bool {
 	for _, t := range []string{b.Token, b.Also} {

@@ -168,7 +168,9 @@ func (s *Server) recoverIndex(ctx context.Context) {
 	// the wire.
 	tr.DisableCompression = true
 	tr.ResponseHeaderTimeout = cfg.HeaderTimeout
-	tr.TLSClientConfig = s.peerTLS
+	if s.peerTLS != nil {
+		tr.TLSClientConfig = s.peerTLS.Clone() // the transport's HTTP/2 setup writes into it
+	}
 	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, auth: s.auth, scheme: s.scheme,
 		log: s.log.With("component", "recovery"), hc: &http.Client{Transport: tr}}
 	start := time.Now()

@@ -257,6 +257,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.AuthToken == "" {
 		s.log.Warn("running without authentication: every route, bookings and catalog writes included, is open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
 	}
+	s.warnWeakTokens(&cfg)
 	return s, nil
 }
 
