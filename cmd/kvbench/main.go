@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/version"
 )
 
@@ -225,22 +224,20 @@ func figures(rs map[string]Result) []Figure {
 // beside it (no SPEC target; its ratio to quiet is shown), from
 // BenchmarkMatchUnderApply (indexer): matches on the 1 M-block index while
 // another goroutine churns the same partition, against the quiet matches
-// of the same run, with the match lock the index uses
-// (indexer.DefaultMatchLock). The target holds only if the applier reached
-// the rate asked of it (stored and removed blocks alike): when it cannot
-// keep up, the matches ran under a lighter load than the target names.
+// of the same run. The target holds only if the applier reached the rate
+// asked of it (stored and removed blocks alike): when it cannot keep up,
+// the matches ran under a lighter load than the target names.
 func matchUnderApplyFigures(get func(name, unit string) (float64, bool)) []Figure {
 	const run, quiet = "BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "BenchmarkMatchUnderApply/quiet-baseline"
 	const enough = 0.95e6 // of the 1 M blocks/s asked
-	lock := string(indexer.DefaultMatchLock) + "-"
-	rate, _ := get(run, lock+"applied-blocks/s")
-	applier := fmt.Sprintf("%s lock; applier reached %.2f M blocks/s of the 1 M asked", indexer.DefaultMatchLock, rate/1e6)
-	if p99, ok := get(run, lock+"apply-p99-ns"); ok {
+	rate, _ := get(run, "applied-blocks/s")
+	applier := fmt.Sprintf("applier reached %.2f M blocks/s of the 1 M asked", rate/1e6)
+	if p99, ok := get(run, "apply-p99-ns"); ok {
 		applier += fmt.Sprintf(", its p99 per event %.0f us", p99/1000)
 	}
 	var out []Figure
 	for _, pct := range []string{"p50", "p99"} {
-		v, ok := get(run, lock+pct+"-ns")
+		v, ok := get(run, pct+"-ns")
 		if !ok {
 			continue
 		}
