@@ -71,9 +71,9 @@ func engineOf(salt uint64, doc []uint64, i int) uint64 {
 }
 
 // build makes a single-partition Indexer loaded with the workload.
-func (w workload) build(tb testing.TB, opts ...Option) (*Indexer, fsm.PartitionKey) {
+func (w workload) build(tb testing.TB) (*Indexer, fsm.PartitionKey) {
 	tb.Helper()
-	x, key := w.indexer(opts...)
+	x, key := w.indexer()
 	for d := range w.docs {
 		for _, rk := range w.holders(d) {
 			if _, err := x.Apply(rk, Batch{Events: w.events(d, rk)}); err != nil {
@@ -84,8 +84,8 @@ func (w workload) build(tb testing.TB, opts ...Option) (*Indexer, fsm.PartitionK
 	return x, key
 }
 
-func (w workload) indexer(opts ...Option) (*Indexer, fsm.PartitionKey) {
-	x := New(slog.New(slog.DiscardHandler), opts...)
+func (w workload) indexer() (*Indexer, fsm.PartitionKey) {
+	x := New(slog.New(slog.DiscardHandler))
 	log := fsm.NewLog(x.ApplyCatalog)
 	for id := range w.ranks / 8 {
 		ws := fsm.Worker{WorkerID: uint64(id), ModelName: "bench", Endpoint: "http://w", BlockSize: 16,
@@ -216,102 +216,52 @@ func BenchmarkMatch10M(b *testing.B) {
 }
 
 // BenchmarkMatchUnderApply measures Indexer.Match (with its locking) on
-// the 1 M-block index alone ("quiet", the baseline, with the default match
-// lock) and while another goroutine applies events to the same partition
-// at applyRate blocks a second (SPEC §12: within 2× of the quiet figure at
-// 1 M blocks/s), with each match lock (MatchLocks). The polling lock stays
-// only while it beats its sync.RWMutex twin here (make bench's gate, in
-// cmd/kvbench), so the twins are measured in the same run on equal terms:
-// each has its own index, and they take turns of b.N/turns matches, each
-// with its applier running only during its turn, so that a change in the
-// machine's load (other builds on the 2-core VM) falls on both alike.
-// Each twin reports, prefixed with its name ("polling-p99-ns"), its match
-// p50 and p99, the rate its applier achieved (which falls short of the
-// asked one when applies cannot keep up) and the p99 of its Apply calls;
-// ns/op covers both twins' matches.
+// the 1 M-block index alone ("quiet", the baseline) and while another
+// goroutine applies events to the same partition at applyRate blocks a
+// second (SPEC §12: within 2× of the quiet figure at 1 M blocks/s), in the
+// same run on the same index. Under apply it reports, beside the match
+// p50 and p99, the rate the applier achieved (applied-blocks/s, which
+// falls short of the asked one when applies cannot keep up) and the p99
+// of its Apply calls (apply-p99-ns).
 //
 // The applier churns like an engine at steady state (churner).
 func BenchmarkMatchUnderApply(b *testing.B) {
-	const applyRate, turns = 1e6, 10
+	const applyRate = 1e6
 	w := defaultWorkload
+	x, key := w.build(b)
 	queries := matchQueries(w)
-	jobs := churnJobs(w)
-	type twin struct {
-		lock    MatchLock
-		x       *Indexer
-		key     fsm.PartitionKey
-		churn   *churner
-		lat     []time.Duration
-		took    time.Duration
-		applied int64 // blocks applied during its matches
-	}
-	var twins []*twin
-	for _, lock := range MatchLocks {
-		x, key := w.build(b, WithMatchLock(lock))
-		twins = append(twins, &twin{lock: lock, x: x, key: key, churn: newChurner(x, jobs)})
-	}
-	matches := func(b *testing.B, t *twin, from, n int, out []Overlap) []Overlap {
-		for i := from; i < from+n; i++ {
+	churn := newChurner(x, churnJobs(w))
+	run := func(b *testing.B, rate float64) {
+		var stop func()
+		if rate > 0 {
+			churn.lat = churn.lat[:0]
+			stop = churn.start(rate)
+		}
+		lat := make([]time.Duration, 0, b.N)
+		out := make([]Overlap, 0, 256)
+		b.ResetTimer()
+		start, before := time.Now(), churn.applied.Load()
+		for i := range b.N {
 			q := queries[i%len(queries)]
 			t0 := time.Now()
 			var err error
-			if out, _, err = t.x.Match(t.key, q, out[:0]); err != nil {
+			if out, _, err = x.Match(key, q, out[:0]); err != nil {
 				b.Fatal(err)
 			}
-			t.lat = append(t.lat, time.Since(t0))
+			lat = append(lat, time.Since(t0))
 		}
-		return out
-	}
-	b.Run("quiet-baseline", func(b *testing.B) {
-		t := twins[slices.Index(MatchLocks, DefaultMatchLock)]
-		t.lat = make([]time.Duration, 0, b.N)
-		out := make([]Overlap, 0, 256)
-		b.ResetTimer()
-		matches(b, t, 0, b.N, out)
+		elapsed, after := time.Since(start), churn.applied.Load()
 		b.StopTimer()
-		reportPercentiles(b, "", t.lat)
-	})
-	b.Run("apply-1M-blocks-per-s", func(b *testing.B) {
-		for _, t := range twins {
-			t.lat, t.took, t.applied, t.churn.lat = make([]time.Duration, 0, b.N), 0, 0, t.churn.lat[:0]
+		if rate > 0 {
+			stop()
+			b.ReportMetric(float64(after-before)/elapsed.Seconds(), "applied-blocks/s")
+			slices.Sort(churn.lat)
+			b.ReportMetric(float64(churn.lat[len(churn.lat)*99/100].Nanoseconds()), "apply-p99-ns")
 		}
-		out := make([]Overlap, 0, 256)
-		turn := max(1, b.N/turns)
-		b.ResetTimer()
-		for done, k := 0, 0; done < b.N; done, k = done+turn, k+1 {
-			n := min(turn, b.N-done)
-			for j := range twins {
-				t := twins[(j+k)%len(twins)] // neither always goes first
-				stop := t.churn.start(applyRate)
-				start, before := time.Now(), t.churn.applied.Load()
-				out = matches(b, t, done, n, out)
-				t.took += time.Since(start)
-				t.applied += t.churn.applied.Load() - before
-				stop()
-			}
-		}
-		b.StopTimer()
-		for _, t := range twins {
-			name := string(t.lock) + "-"
-			b.ReportMetric(float64(t.applied)/t.took.Seconds(), name+"applied-blocks/s")
-			slices.Sort(t.churn.lat)
-			b.ReportMetric(float64(t.churn.lat[len(t.churn.lat)*99/100].Nanoseconds()), name+"apply-p99-ns")
-			reportPercentiles(b, name, t.lat)
-		}
-	})
-}
-
-// reportPercentiles reports the p50 and p99 of latencies as
-// prefix+"p50-ns" and prefix+"p99-ns".
-func reportPercentiles(b *testing.B, prefix string, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
+		benchutil.ReportPercentiles(b, lat)
 	}
-	sorted := slices.Clone(lat)
-	slices.Sort(sorted)
-	pct := func(p float64) float64 { return float64(sorted[int(p*float64(len(sorted)-1))].Nanoseconds()) }
-	b.ReportMetric(pct(0.50), prefix+"p50-ns")
-	b.ReportMetric(pct(0.99), prefix+"p99-ns")
+	b.Run("quiet-baseline", func(b *testing.B) { run(b, 0) })
+	b.Run("apply-1M-blocks-per-s", func(b *testing.B) { run(b, applyRate) })
 }
 
 // churnWindow is how many documents a churner holds beyond the indexed ones.

@@ -18,15 +18,8 @@ import (
 // match must agree with the reference walk run in the same hold of the
 // match lock; a rank that no script touches must always score the same;
 // and at the end the index must hold its invariants and answer exactly as
-// the same scripts applied one after another do. It runs with each
-// match lock.
+// the same scripts applied one after another do.
 func Test_MatchWhileApplying(t *testing.T) {
-	for _, lock := range MatchLocks {
-		t.Run(string(lock), func(t *testing.T) { testMatchWhileApplying(t, lock) })
-	}
-}
-
-func testMatchWhileApplying(t *testing.T, lock MatchLock) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	paths := make([][]uint64, 10)
 	for i := range paths {
@@ -75,7 +68,7 @@ func testMatchWhileApplying(t *testing.T, lock MatchLock) {
 
 	queries := append(slices.Clone(paths), chain[:400])
 	build := func() *Indexer {
-		h := newCatalogHarness(t, WithMatchLock(lock))
+		h := newCatalogHarness(t)
 		for w := range 4 {
 			h.apply(fsm.UpsertWorker{Worker: testWorker(uint64(w+1), "m", 16, 2)})
 		}

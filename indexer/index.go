@@ -27,7 +27,7 @@ import (
 //
 // partIndex is not safe for concurrent use; Indexer guards it. A writer
 // calls steps.change before every change a match could see, so that
-// matches run between bounded steps of a long change (lock.go).
+// matches run between bounded steps of a long change (locking.go).
 
 type nodeID uint32
 

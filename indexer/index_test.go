@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -227,7 +228,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			ix := newPartIndex()
-			ix.steps.mu = newPartLock(MatchLocks[seed%2]) // steps run as under an Indexer
+			ix.steps.mu = new(sync.RWMutex) // steps run as under an Indexer
 			var ranks []*rankState
 			for w := range 4 {
 				for r := range 2 {

@@ -26,28 +26,28 @@ type Indexer struct {
 	byWorker map[uint64]*partition
 	metrics  *metrics
 	log      *slog.Logger
-	lockKind MatchLock // every partition's match lock
 }
 
 // partition is one index with its locks. apply serialises every change
 // of the partition (a whole batch, load batch, catalog change or
 // compaction); dumps, watermarks and block sizes are read under it. mu is
-// the match lock: Match (and Stats) hold it shared; a writer, holding
-// apply, holds it exclusively only while it changes what Match reads, in
-// steps of at most stepChanges membership changes (writeSteps). What
-// Match reads thus changes only under both, so either one keeps it still;
-// the rest (engine-hash tables, watermarks) changes under apply alone.
+// the match lock, a plain sync.RWMutex: Match (and Stats) hold it shared;
+// a writer, holding apply, holds it exclusively only while it changes
+// what Match reads, in steps of at most stepChanges membership changes
+// (writeSteps). What Match reads thus changes only under both, so either
+// one keeps it still; the rest (engine-hash tables, watermarks) changes
+// under apply alone.
 type partition struct {
 	key       fsm.PartitionKey
 	apply     sync.Mutex
-	mu        partLock
+	mu        sync.RWMutex
 	blockSize uint32
 	ix        *partIndex
 	workers   map[uint64][]uint32 // indexed worker → its ranks
 }
 
-func newPartition(key fsm.PartitionKey, blockSize uint32, lock MatchLock) *partition {
-	p := &partition{key: key, mu: newPartLock(lock), blockSize: blockSize, workers: map[uint64][]uint32{}}
+func newPartition(key fsm.PartitionKey, blockSize uint32) *partition {
+	p := &partition{key: key, blockSize: blockSize, workers: map[uint64][]uint32{}}
 	p.ix = p.newIndex()
 	return p
 }
@@ -55,7 +55,7 @@ func newPartition(key fsm.PartitionKey, blockSize uint32, lock MatchLock) *parti
 // newIndex returns an empty index that steps under p's match lock.
 func (p *partition) newIndex() *partIndex {
 	ix := newPartIndex()
-	ix.steps.mu = p.mu
+	ix.steps.mu = &p.mu
 	return ix
 }
 
@@ -69,21 +69,16 @@ func (p *partition) unlockApply() {
 }
 
 // New returns an empty indexer.
-func New(log *slog.Logger, opts ...Option) *Indexer {
+func New(log *slog.Logger) *Indexer {
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &Indexer{
+	return &Indexer{
 		parts:    map[fsm.PartitionKey]*partition{},
 		byWorker: map[uint64]*partition{},
 		metrics:  newMetrics(),
 		log:      log.With("component", "indexer"),
-		lockKind: DefaultMatchLock,
 	}
-	for _, o := range opts {
-		o(x)
-	}
-	return x
 }
 
 // Batch is one message's worth of events for one rank.
@@ -205,7 +200,7 @@ func (x *Indexer) reconcilePartition(key fsm.PartitionKey, cur *fsm.Catalog) {
 		return
 	}
 	if p == nil {
-		p = newPartition(key, cp.BlockSize, x.lockKind)
+		p = newPartition(key, cp.BlockSize)
 		x.parts[key] = p
 		x.log.Info("partition created", "partition", key.String(), "block_size", cp.BlockSize)
 	}

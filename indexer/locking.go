@@ -1,73 +1,66 @@
 package indexer
 
-import (
-	"fmt"
-	"sync"
-)
+import "sync"
 
-// partLock is a partition's match lock: Match holds it shared; the
-// partition's one writer, holding apply, holds it exclusively in steps
-// (writeSteps). It is a seam so that the polling matchLock can be measured
-// against a plain sync.RWMutex in the same run: the polling lock is worth
-// its complexity only while it beats its twin (BenchmarkMatchUnderApply,
-// and make bench's gate on it; see DESIGN.md).
-type partLock interface {
-	RLock()
-	RUnlock()
-	Lock()
-	Unlock()
-	// yield, called by the writer between steps, lets the matches waiting
-	// for it in before it takes the lock again.
-	yield()
+// stepChanges bounds the membership changes a writer makes per hold of
+// the match lock, so a match waits for at most one step (a few
+// microseconds) however long the batch, event or rank removal is.
+const stepChanges = 16
+
+// writeSteps is how a writer, already holding its partition's apply
+// mutex, holds the partition's match lock (partition.mu, a sync.RWMutex
+// that Match holds shared): from the first change a match could see until
+// release, and never for more than stepChanges changes in a row. Every
+// place that changes what a match reads calls change first, at a point
+// where the index's invariants hold, since a match may run there.
+//
+// Between steps the writer yields: Unlock, then Lock. That lets in every
+// match that blocked in RLock during the step before the writer holds the
+// lock again, because of how sync.RWMutex counts readers
+// (src/sync/rwmutex.go, Go 1.26). A blocked RLock has already added itself
+// to readerCount, which a held write lock keeps negative. Unlock "announce[s]
+// to readers there is no active writer" by adding the writer's bias back,
+// which leaves readerCount at the number of those readers, and releases
+// each of them ("Unblock blocked readers, if any"). The next Lock takes
+// that count as the readers it must wait for ("Wait for active readers")
+// and sleeps until the last of them has called RUnlock, whether or not
+// they had been scheduled yet. Matches that arrive after that Lock wait
+// for the end of the next step: "a blocked Lock call excludes new readers
+// from acquiring the lock". So a match waits for at most the step under
+// way and the matches let in ahead of it, never for a whole batch, and a
+// writer that never pauses cannot keep it out (Test_StepsLetBlockedMatchIn).
+// The package documentation promises less (each RLock falls between some
+// Unlock and the next Lock, not necessarily the first Unlock after it
+// blocked); the test would notice if that changed. The price is a
+// wake-up per hand-over: each released match is a futex wake-up away, and
+// the writer sleeps until the last of them is done.
+type writeSteps struct {
+	mu      *sync.RWMutex // nil: the index is used without locks (tests)
+	held    bool
+	changes int
 }
 
-// MatchLock names the lock an Indexer's partitions use (WithMatchLock).
-type MatchLock string
-
-const (
-	// PollingLock is matchLock: both sides poll before they park, and a
-	// parked match is handed the lock once it was passed over.
-	PollingLock MatchLock = "polling"
-	// RWMutexLock is a plain sync.RWMutex.
-	RWMutexLock MatchLock = "rwmutex"
-)
-
-// DefaultMatchLock is the lock New gives partitions: the one that won
-// BenchmarkMatchUnderApply on the shared 2-core VM. The polling lock's
-// match p99 was lower in only 16 of 30 runs, and up to 6.8x the twin's in
-// the others, though its applier always got further (DESIGN.md has the
-// figures).
-const DefaultMatchLock = RWMutexLock
-
-// MatchLocks lists every MatchLock.
-var MatchLocks = []MatchLock{PollingLock, RWMutexLock}
-
-// Option configures an Indexer.
-type Option func(*Indexer)
-
-// WithMatchLock makes every partition of the Indexer use lock k. It panics
-// on an unknown k: the choice is made in code, not read from input.
-func WithMatchLock(k MatchLock) Option {
-	newPartLock(k)
-	return func(x *Indexer) { x.lockKind = k }
-}
-
-func newPartLock(k MatchLock) partLock {
-	switch k {
-	case PollingLock:
-		return new(matchLock)
-	case RWMutexLock:
-		return new(rwLock)
+// change is called before each change a match could see.
+func (s *writeSteps) change() {
+	if s.mu == nil {
+		return
 	}
-	panic(fmt.Sprintf("indexer: unknown match lock %q", k))
+	if !s.held {
+		s.mu.Lock()
+		s.held, s.changes = true, 1
+		return
+	}
+	if s.changes++; s.changes > stepChanges {
+		s.mu.Unlock() // yield: see writeSteps
+		s.mu.Lock()
+		s.changes = 1
+	}
 }
 
-// rwLock is matchLock's plain twin. Its Unlock hands the lock to every
-// match blocked in RLock before a Lock can take it back, so yielding needs
-// nothing more than releasing and taking it again.
-type rwLock struct{ sync.RWMutex }
-
-func (l *rwLock) yield() {
-	l.Unlock()
-	l.Lock()
+// release ends the current step, if any.
+func (s *writeSteps) release() {
+	if s.held {
+		s.held = false
+		s.mu.Unlock()
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/version"
 )
 
@@ -50,7 +49,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json> [-require-gates]\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
 	os.Exit(2)
 }
 
@@ -70,10 +69,6 @@ type Figure struct {
 	Met      bool    `json:"met"`
 	Baseline string  `json:"baseline,omitempty"`
 	Compared string  `json:"compared,omitempty"`
-	// Gate marks a figure make bench must not miss (gate.go); failure
-	// says why a gate was missed.
-	Gate    bool `json:"gate,omitempty"`
-	failure error
 }
 
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
@@ -113,8 +108,7 @@ func getter(rs map[string]Result) func(name, unit string) (float64, bool) {
 	}
 }
 
-// figures derives the SPEC §12 figures, and the gates, from the results
-// that are present.
+// figures derives the SPEC §12 figures from the results that are present.
 func figures(rs map[string]Result) []Figure {
 	var out []Figure
 	get := getter(rs)
@@ -149,9 +143,6 @@ func figures(rs map[string]Result) []Figure {
 			Value: v / 1000, Unit: "us", Target: "<= 10", Met: v <= 10_000, Compared: fmt.Sprintf("p50 %.1f us", p50/1000)})
 	}
 	out = append(out, matchUnderApplyFigures(get)...)
-	if f, ok := matchLockGate(get); ok {
-		out = append(out, f)
-	}
 	if v, ok := get("BenchmarkMemory", "B/membership"); ok {
 		blocks, _ := get("BenchmarkMemory", "blocks")
 		members, _ := get("BenchmarkMemory", "memberships")
@@ -233,22 +224,20 @@ func figures(rs map[string]Result) []Figure {
 // beside it (no SPEC target; its ratio to quiet is shown), from
 // BenchmarkMatchUnderApply (indexer): matches on the 1 M-block index while
 // another goroutine churns the same partition, against the quiet matches
-// of the same run, with the match lock the index uses
-// (indexer.DefaultMatchLock). The target holds only if the applier reached
-// the rate asked of it (stored and removed blocks alike): when it cannot
-// keep up, the matches ran under a lighter load than the target names.
+// of the same run. The target holds only if the applier reached the rate
+// asked of it (stored and removed blocks alike): when it cannot keep up,
+// the matches ran under a lighter load than the target names.
 func matchUnderApplyFigures(get func(name, unit string) (float64, bool)) []Figure {
-	const run, quiet = matchUnderApplyRun, "BenchmarkMatchUnderApply/quiet-baseline"
+	const run, quiet = "BenchmarkMatchUnderApply/apply-1M-blocks-per-s", "BenchmarkMatchUnderApply/quiet-baseline"
 	const enough = 0.95e6 // of the 1 M blocks/s asked
-	lock := string(indexer.DefaultMatchLock) + "-"
-	rate, _ := get(run, lock+"applied-blocks/s")
-	applier := fmt.Sprintf("%s lock; applier reached %.2f M blocks/s of the 1 M asked", indexer.DefaultMatchLock, rate/1e6)
-	if p99, ok := get(run, lock+"apply-p99-ns"); ok {
+	rate, _ := get(run, "applied-blocks/s")
+	applier := fmt.Sprintf("applier reached %.2f M blocks/s of the 1 M asked", rate/1e6)
+	if p99, ok := get(run, "apply-p99-ns"); ok {
 		applier += fmt.Sprintf(", its p99 per event %.0f us", p99/1000)
 	}
 	var out []Figure
 	for _, pct := range []string{"p50", "p99"} {
-		v, ok := get(run, lock+pct+"-ns")
+		v, ok := get(run, pct+"-ns")
 		if !ok {
 			continue
 		}
@@ -332,7 +321,6 @@ func report(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	in := fs.String("in", "-", "go test -bench output ('-' for stdin)")
 	outPath := fs.String("out", "", "JSON file to write (optional)")
-	requireGates := fs.Bool("require-gates", false, "fail when a gate's benchmark is missing from the input (make bench); a gate that is missed fails always")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -356,10 +344,6 @@ func report(args []string, stdout io.Writer) error {
 	for _, f := range figs {
 		status := "no target"
 		switch {
-		case f.Gate && f.Met:
-			status = "passes gate " + f.Target
-		case f.Gate:
-			status = "FAILS gate " + f.Target
 		case f.Target != "" && f.Met:
 			status = "meets target " + f.Target
 		case f.Target != "":
@@ -379,7 +363,7 @@ func report(args []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, line)
 	}
 	if *outPath == "" {
-		return gates(results, *requireGates)
+		return nil
 	}
 	doc := struct {
 		Generated string            `json:"generated"`
@@ -392,25 +376,7 @@ func report(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(*outPath, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	return gates(results, *requireGates)
-}
-
-// gates is report's verdict, after the figures are printed and saved: an
-// error when a gate is missed, or, with require, when its benchmark did
-// not run (a benchmark that crashed must not pass the gate by absence).
-func gates(results map[string]Result, require bool) error {
-	f, ok := matchLockGate(getter(results))
-	if !ok && require {
-		return fmt.Errorf("gate: %s reported no figures for both match locks (%s, %s)",
-			matchUnderApplyRun, indexer.PollingLock, indexer.RWMutexLock)
-	}
-	if f.failure != nil {
-		return fmt.Errorf("gate: %w", f.failure)
-	}
-	return nil
+	return os.WriteFile(*outPath, append(raw, '\n'), 0o644)
 }
 
 func format(v float64) string {
