@@ -221,8 +221,11 @@ func dialExchange(conn net.Conn, sec *authtoken.Secret, target string, deadline 
 	}
 	hello := make([]byte, len(raftAuthMagic)+nonceSize)
 	if _, err := io.ReadFull(conn, hello); err != nil {
-		err = ioFailure(err, "wait for the peer's challenge")
-		return fail(fmt.Errorf("%w (a peer without a token, or of a release before Raft authentication, sends none)", err))
+		why := "the peer is stopping, has too many handshakes in progress, or is behind a proxy that cannot reach it"
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			why = "a peer without a token, or of a release before Raft authentication, sends none"
+		}
+		return fail(fmt.Errorf("%w (%s)", ioFailure(err, "wait for the peer's challenge"), why))
 	}
 	if string(hello[:len(raftAuthMagic)]) != raftAuthMagic {
 		return fail(refuse(reasonNoHandshake, "the peer sent no Raft handshake challenge: not a kvselect Raft port"))
@@ -304,6 +307,9 @@ func (c *authedConn) check() error {
 // refusals counts refused Raft connections and logs them, one WARN per
 // direction and reason a minute at most: a stranger knocking, or a peer
 // with another token retrying every heartbeat, must not flood the log.
+// An outbound handshake cut short (closed, timeout) is a peer that is
+// down or stopping as much as anything: peerHealth reports those outages
+// with the error, so they go to DEBUG only.
 type refusals struct {
 	counter *prometheus.CounterVec
 	log     *slog.Logger
@@ -338,6 +344,10 @@ func (r *refusals) record(direction, peer string, err error) {
 		reason = he.reason
 	}
 	r.counter.WithLabelValues(direction, reason).Inc()
+	if direction == "outbound" && (reason == reasonClosed || reason == reasonTimeout) {
+		r.log.Debug("raft connection refused", "direction", direction, "reason", reason, "peer", peer, "err", err)
+		return
+	}
 	key := direction + "/" + reason
 	now := r.nowFor()
 	r.mu.Lock()

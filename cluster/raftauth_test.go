@@ -394,7 +394,8 @@ func Test_RaftHandshakesAreBounded(t *testing.T) {
 
 // Test_RaftRefusalsLogRateLimited: refusals are counted one by one but
 // logged at WARN once a minute per direction and reason, the next WARN
-// saying how many went unlogged.
+// saying how many went unlogged; an outbound handshake cut short is a
+// peer's outage, logged by peerHealth, and only at DEBUG here.
 func Test_RaftRefusalsLogRateLimited(t *testing.T) {
 	logs := newLogCapture(slog.LevelDebug)
 	r := newRefusals(slog.New(logs))
@@ -405,6 +406,8 @@ func Test_RaftRefusalsLogRateLimited(t *testing.T) {
 		r.record("inbound", "10.0.0.9:4000", bad)
 	}
 	r.record("outbound", "10.0.0.8:7092", bad) // another direction: its own limit
+	// A peer down or stopping: peerHealth's to report, DEBUG here.
+	r.record("outbound", "10.0.0.8:7092", refuse(reasonClosed, "EOF"))
 	now = now.Add(refusalLogEvery)
 	r.record("inbound", "10.0.0.9:4001", bad)
 
@@ -418,8 +421,8 @@ func Test_RaftRefusalsLogRateLimited(t *testing.T) {
 		warns[2].Attrs["not_logged_since_last"] != "4" || warns[2].Attrs["reason"] != reasonBadMAC {
 		t.Fatalf("warnings: %+v", warns)
 	}
-	if debug := logs.count(func(rec logRecord) bool { return rec.Level == slog.LevelDebug }); debug != 4 {
-		t.Errorf("%d refusals at DEBUG, want 4", debug)
+	if debug := logs.count(func(rec logRecord) bool { return rec.Level == slog.LevelDebug }); debug != 5 {
+		t.Errorf("%d refusals at DEBUG, want 5", debug)
 	}
 	var m dto.Metric
 	if err := r.counter.WithLabelValues("inbound", reasonBadMAC).Write(&m); err != nil || m.GetCounter().GetValue() != 6 {
