@@ -1,6 +1,8 @@
 // Package cluster runs kvselect's Raft node: hashicorp/raft with
 // raft-boltdb/v2 (log and stable store) and a file snapshot store in the
-// data dir, over a TCP transport.
+// data dir, over a TCP transport. While the node holds an admin token,
+// every Raft connection is authenticated both ways with it before raft
+// sees a byte (raftauth.go; DESIGN.md, "Raft authentication").
 //
 // The package owns three things:
 //

@@ -79,15 +79,24 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
 	return n.putMetadata(ctx, meta)
 }
 
-// probe checks that something listens at a Raft address.
+// probe checks that something listens at a Raft address and, while this
+// node holds a token, that it is a node that passes the Raft handshake at
+// that address (raftauth.go): a joiner with another token, or one that
+// advertises another address, is refused here rather than admitted and
+// never reached.
 func (n *Node) probe(ctx context.Context, id, addr string) error {
+	dial := addr
 	if d, ok := n.cfg.PeerDial[id]; ok && d.Raft != "" {
-		addr = d.Raft
+		dial = d.Raft
 	}
-	dialer := net.Dialer{Timeout: 2 * time.Second}
-	conn, err := dialer.DialContext(ctx, "tcp", addr)
+	const timeout = 2 * time.Second
+	dialer := net.Dialer{Timeout: timeout}
+	conn, err := dialer.DialContext(ctx, "tcp", dial)
 	if err != nil {
-		return fmt.Errorf("%w: raft_addr %s is not reachable from the leader: %v", ErrMembership, addr, err)
+		return fmt.Errorf("%w: raft_addr %s is not reachable from the leader: %v", ErrMembership, dial, err)
+	}
+	if conn, err = n.stream.authenticateAs(conn, dial, addr, timeout); err != nil {
+		return fmt.Errorf("%w: raft_addr %s: %v", ErrMembership, addr, err)
 	}
 	return conn.Close()
 }

@@ -31,7 +31,7 @@ func newMetrics(n *Node) *metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	m.collectors = []prometheus.Collector{
-		m.leaderChanges, m.leasesExpired, m.applyLatency,
+		m.leaderChanges, m.leasesExpired, m.applyLatency, n.stream.refusals.counter,
 		gauge("kvselect_raft_state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.",
 			func() float64 { return float64(n.raft.State()) }),
 		gauge("kvselect_raft_term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),

@@ -127,7 +127,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("open snapshot store: %w", err)
 	}
-	if n.trans, n.stream, err = newTransport(cfg, n.provider, hl); err != nil {
+	if n.trans, n.stream, err = newTransport(cfg, n.provider, hl, n.log); err != nil {
 		n.store.Close()
 		return nil, err
 	}

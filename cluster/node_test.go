@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/tcpproxy"
 )
 
@@ -397,13 +398,21 @@ func Test_JoinNeverRisksQuorum(t *testing.T) {
 
 // Test_PeerDialRoutesRaftThroughProxy: with --peer-dial, n1 reaches n2's
 // Raft through a proxy while the configuration keeps n2's own address.
+// With a token, n1's handshake through the proxy names n2's advertised
+// address, not the proxy's, so n2 accepts it.
 func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
+	for _, token := range []string{"", "tok"} {
+		t.Run(fmt.Sprintf("token %q", token), func(t *testing.T) { peerDialThroughProxy(t, token) })
+	}
+}
+
+func peerDialThroughProxy(t *testing.T, token string) {
 	peers, lns := bindPeers(t, 2)
 	proxy := tcpproxy.Start(t, peers[1].RaftAddr)
 	var nodes []*Node
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())
-		cfg.RaftListener, cfg.InitialCluster = lns[i], peers
+		cfg.RaftListener, cfg.InitialCluster, cfg.Auth = lns[i], peers, authtoken.NewHolder(token)
 		if i == 0 {
 			cfg.PeerDial = map[string]PeerDial{"n2": {Raft: proxy.Addr()}}
 		}

@@ -15,15 +15,15 @@ import (
 // so the node closes its stores after raft's last use of them. Here a
 // handler, like raft's, reads until its connection fails, then still has
 // work to do (raft: answering a heartbeat, which saves the term) before it
-// closes the connection; drain must not return in between. A connection
-// accepted after drain is refused.
+// closes the connection; drain must not return in between. After drain the
+// stream accepts nothing more.
 func Test_DrainWaitsForConnectionHandlers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &tcpStream{Listener: ln}
-	defer ln.Close()
+	s := newTCPStream(ln, streamConfig{})
+	defer s.Close()
 
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -64,11 +64,10 @@ func Test_DrainWaitsForConnectionHandlers(t *testing.T) {
 	<-handled
 	<-drained
 
-	late, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	if late, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		late.Close()
+		t.Fatal("the listener still takes connections after drain")
 	}
-	defer late.Close()
 	if c, err := s.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("accept after drain: %v, %v", c, err)
 	}

@@ -379,7 +379,8 @@ func Test_StartLogSaysAuth(t *testing.T) {
 		want   []string
 		absent string
 	}{
-		{"no token", func(*server.Config) {}, []string{"level=WARN msg=\"running without authentication", "authenticated=false"}, ""},
+		{"no token", func(*server.Config) {}, []string{"level=WARN msg=\"running without authentication", "the Raft port takes catalog writes from anyone",
+			"authenticated=false"}, ""},
 		{"tokens", func(c *server.Config) { c.AuthToken, c.SelectionToken = "adm", "sel" },
 			[]string{"authenticated=true auth_scope=all selection_token=true"}, "running without authentication"},
 		{"scope admin", func(c *server.Config) { c.AuthToken, c.AuthScope = "adm", httpd.ScopeAdmin },

@@ -14,8 +14,9 @@
 // recovering meanwhile; Raft and HTTP never wait for it.
 //
 // The node's admin token lives in one authtoken.Holder shared by the HTTP
-// check, the writes it forwards, the cluster's own calls, the recovery's
-// /dump fetch and replica sync's MACs; the selection token in another,
+// check, the writes it forwards, the cluster's own calls and its Raft
+// handshake, the recovery's /dump fetch and replica sync's MACs; the
+// selection token in another,
 // read by the HTTP check alone. ReloadAuthToken (SIGHUP, through Reload)
 // reads both token files for all of them at once; a file's two lines make
 // a rotation outage-free (auth.go). With a certificate the node serves

@@ -34,7 +34,9 @@ import (
 // peer's /dump with its token) and a fourth node joins through it with
 // phase-2 files. At the end, the old tokens are refused everywhere; and a
 // one-line rotation of one node, as before two-line files, is seen by the
-// same checks as the outage it is.
+// same checks as the outage it is. Raft connections are authenticated with
+// the same tokens (cluster/raftauth.go) and checked alike: none refused
+// all along, and the control's refused.
 func Test_TokenRotationWithoutOutage(t *testing.T) {
 	dir := t.TempDir()
 	files := func(i int) (admin, selection string) {
@@ -181,6 +183,14 @@ func Test_TokenRotationWithoutOutage(t *testing.T) {
 	if r.refusals() == 0 {
 		t.Fatal("the outage check does not see a refused forward")
 	}
+	// Raft: the node drops the connections it accepted under new, and
+	// refuses the leader's next ones.
+	servertest.Eventually(t, "Raft connections to the node with another token are refused", func() error {
+		if r.raftRefusals() == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 }
 
 // phase is the content of every node's token files at one step.
@@ -256,6 +266,20 @@ func (r *rotation) probe(when string) {
 	if n := r.total("kvselect_replica_sync_dropped_messages_total", map[string]string{"reason": "unauthenticated"}); n != 0 {
 		r.t.Fatalf("%s: %v replica-sync messages dropped as unauthenticated", when, n)
 	}
+	if n := r.raftRefusals(); n != 0 {
+		r.t.Fatalf("%s: %v Raft connections refused for their token", when, n)
+	}
+}
+
+// raftRefusals counts the Raft connections every running node refused
+// because the peer did not prove a token the node accepts (or did not
+// try), either way.
+func (r *rotation) raftRefusals() float64 {
+	var n float64
+	for _, reason := range []string{"bad_mac", "refused", "no_handshake", "wrong_address"} {
+		n += r.total("kvselect_raft_connections_refused_total", map[string]string{"reason": reason})
+	}
+	return n
 }
 
 // leaderWrite sends a leader-only request through s, which forwards it

@@ -255,7 +255,8 @@ func Start(cfg Config) (*Server, error) {
 		"authenticated", cfg.AuthToken != "", "auth_scope", cmp.Or(cfg.AuthScope, httpd.ScopeAll),
 		"selection_token", cfg.SelectionToken != "")
 	if cfg.AuthToken == "" {
-		s.log.Warn("running without authentication: every route, bookings and catalog writes included, is open to anyone who can reach the port, and replica sync accepts any peer's messages (set --auth-token-file)")
+		s.log.Warn("running without authentication: every route, bookings and catalog writes included, is open to anyone who can reach the port, replica sync accepts any peer's messages, and the Raft port takes catalog writes from anyone who can reach it (set --auth-token-file)",
+			"raft", s.Node.RaftAddr())
 	}
 	s.warnWeakTokens(&cfg)
 	return s, nil

@@ -143,6 +143,26 @@ type (
 		MountPath string `yaml:"mountPath"`
 		ReadOnly  bool   `yaml:"readOnly"`
 	}
+	networkPolicy struct {
+		Spec struct {
+			PodSelector labelSelector `yaml:"podSelector"`
+			PolicyTypes []string      `yaml:"policyTypes"`
+			Ingress     []struct {
+				From []struct {
+					PodSelector       *labelSelector `yaml:"podSelector"`
+					NamespaceSelector *labelSelector `yaml:"namespaceSelector"`
+					IPBlock           any            `yaml:"ipBlock"`
+				} `yaml:"from"`
+				Ports []struct {
+					Port any `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"ingress"`
+		} `yaml:"spec"`
+	}
+	labelSelector struct {
+		MatchLabels      map[string]string `yaml:"matchLabels"`
+		MatchExpressions []any             `yaml:"matchExpressions"`
+	}
 	claimTemplate struct {
 		Metadata struct {
 			Name string `yaml:"name"`
@@ -441,6 +461,63 @@ func Test_DeployManifest(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Test_DeployNetworkPolicy: Raft and replica sync, authenticated but not
+// encrypted, are reachable from the kvselect pods alone (README,
+// Authentication); HTTP stays reachable, or clients and probes would be
+// cut off.
+func Test_DeployNetworkPolicy(t *testing.T) {
+	objs := loadManifests(t)
+	var set statefulSet
+	find(t, objs, "StatefulSet", "kvselect", &set)
+	labels := set.Spec.Template.Metadata.Labels
+	c := set.Spec.Template.Spec.Containers[0]
+	var np networkPolicy
+	find(t, objs, "NetworkPolicy", "kvselect-peers", &np)
+	// selects reports whether sel picks exactly by labels the pods carry.
+	selects := func(sel *labelSelector) bool {
+		if sel == nil || len(sel.MatchLabels) == 0 || len(sel.MatchExpressions) > 0 {
+			return false
+		}
+		for k, v := range sel.MatchLabels {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if !selects(&np.Spec.PodSelector) || !slices.Contains(np.Spec.PolicyTypes, "Ingress") {
+		t.Fatalf("the policy does not govern the pods' ingress: podSelector %+v, policyTypes %q", np.Spec.PodSelector, np.Spec.PolicyTypes)
+	}
+	for _, name := range []string{"http", "raft", "replica-sync"} {
+		port := namedPort(t, c, name)
+		admitted := 0
+		for i, rule := range np.Spec.Ingress {
+			opens := len(rule.Ports) == 0
+			for _, p := range rule.Ports {
+				opens = opens || containerPort(t, c, p.Port) == port
+			}
+			if !opens {
+				continue
+			}
+			admitted++
+			if name == "http" {
+				continue
+			}
+			if len(rule.From) == 0 {
+				t.Errorf("ingress rule %d opens the %s port to everyone", i, name)
+			}
+			for _, from := range rule.From {
+				if from.IPBlock != nil || from.NamespaceSelector != nil || !selects(from.PodSelector) {
+					t.Errorf("ingress rule %d opens the %s port to %+v, not the kvselect pods alone", i, name, from)
+				}
+			}
+		}
+		if admitted == 0 {
+			t.Errorf("no ingress rule admits the %s port (%d): the pods could not reach it", name, port)
+		}
+	}
 }
 
 // expandArgs expands $(VAR) in the container's arguments as the kubelet
