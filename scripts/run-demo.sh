@@ -119,7 +119,7 @@ echo; echo "== kvsim registers three workers through follower $FOLLOWER (leader 
 "$BIN/kvsim" --workers 3 --model llama --block-size 16 --cache-blocks 1024 --control "127.0.0.1:${SIM_PORT}" \
   --register "$FOLLOWER" --auth-token-file run/admin-token --log-level warn > >(sed 's/^/  [kvsim] /') 2> >(sed 's/^/  [kvsim] /' >&2) &
 SIM_PID=$!
-active() { curl -s "$1/ready" | json 'sum(1 for w in d["workers"] for l in (w.get("listeners") or {}).values() if l["state"]=="active")' 2>/dev/null || echo 0; }
+active() { scurl -s "$1/ready" | json 'sum(1 for w in d["workers"] for l in (w.get("listeners") or {}).values() if l["state"]=="active")' 2>/dev/null || echo 0; }
 for u in "${URLS[@]}"; do
   for _ in $(seq 1 200); do
     [ "$(active "$u")" = 3 ] && break
