@@ -25,7 +25,12 @@ import (
 //
 //	acceptor → dialer:  magic, nonceA
 //	dialer → acceptor:  magic, nonceD, len(addr) (2 bytes), addr, macD
-//	acceptor → dialer:  macA
+//	acceptor → dialer:  verdict (1 byte: 1 accepted, 0 refused), macA if 1
+//
+// The verdict byte tells a refusal (the dialer's token or address is not
+// the acceptor's) from a connection that merely ended (the acceptor is
+// stopping): only the first is a refusal the dialer counts, so a peer's
+// restart during a handshake is no authentication failure.
 //
 // magic is "kvsraft" and a version byte (1); the nonces are 32 random
 // bytes; addr is the Raft address the dialer means to reach, as that peer
@@ -182,18 +187,28 @@ func acceptExchange(conn net.Conn, sec *authtoken.Secret, self string, deadline 
 		return fail(ioFailure(err, "read the answer"))
 	}
 	addr, mac := string(rest[:n]), rest[n:]
+	refused := func(err error) (string, error) {
+		_, _ = conn.Write([]byte{verdictRefused}) // best effort: the dialer counts a refusal, not an outage
+		return fail(err)
+	}
 	if addr != self {
-		return fail(refuse(reasonWrongAddress, "the peer means to reach %q, this node advertises %q", addr, self))
+		return refused(refuse(reasonWrongAddress, "the peer means to reach %q, this node advertises %q", addr, self))
 	}
 	token := macAccepted(sec, roleDialer, nonceA, nonceD, addr, mac)
 	if token == "" {
-		return fail(refuse(reasonBadMAC, "the peer's MAC matches neither of this node's tokens: another token, a forgery or a replay"))
+		return refused(refuse(reasonBadMAC, "the peer's MAC matches neither of this node's tokens: another token, a forgery or a replay"))
 	}
-	if _, err := conn.Write(handshakeMAC(sec.Token, roleAcceptor, nonceA, nonceD, addr)); err != nil {
+	if _, err := conn.Write(append([]byte{verdictAccepted}, handshakeMAC(sec.Token, roleAcceptor, nonceA, nonceD, addr)...)); err != nil {
 		return fail(ioFailure(err, "send this node's proof"))
 	}
 	return token, nil
 }
+
+// The acceptor's verdict on the dialer's proof, sent before its own.
+const (
+	verdictRefused  = 0
+	verdictAccepted = 1
+)
 
 // dialHandshake authenticates an outbound connection to the peer that
 // advertises target, within deadline, and returns the token the peer
@@ -240,12 +255,18 @@ func dialExchange(conn net.Conn, sec *authtoken.Secret, target string, deadline 
 	if _, err := conn.Write(msg); err != nil {
 		return fail(ioFailure(err, "send this node's proof"))
 	}
+	verdict := make([]byte, 1)
+	if _, err := io.ReadFull(conn, verdict); err != nil {
+		// Ended without a verdict: the peer is stopping (or the network
+		// cut the connection), no refusal.
+		return fail(ioFailure(err, "wait for the peer's verdict"))
+	}
+	if verdict[0] != verdictAccepted {
+		return fail(refuse(reasonRefused, "the peer refused this node's proof: it holds neither of this node's tokens, or advertises another address than %s", target))
+	}
 	proof := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, proof); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fail(ioFailure(err, "wait for the peer's proof"))
-		}
-		return fail(refuse(reasonRefused, "the peer closed the connection after this node's proof: it holds neither of this node's tokens, or advertises another address than %s (%v)", target, err))
+		return fail(ioFailure(err, "wait for the peer's proof"))
 	}
 	token := macAccepted(sec, roleAcceptor, nonceA, nonceD, target, proof)
 	if token == "" {

@@ -213,11 +213,14 @@ func Test_RaftHandshakeRefusesForgeries(t *testing.T) {
 	if _, err := conn.Write(genuine); err != nil {
 		t.Fatal(err)
 	}
-	proof := make([]byte, macSize)
+	proof := make([]byte, 1+macSize)
 	if _, err := io.ReadFull(conn, proof); err != nil {
 		t.Fatalf("no proof for a genuine answer: %v", err)
 	}
-	if !bytes.Equal(proof, handshakeMAC("tok", roleAcceptor, nonceA, genuine[len(raftAuthMagic):len(raftAuthMagic)+nonceSize], self)) {
+	if proof[0] != verdictAccepted {
+		t.Fatalf("verdict %d for a genuine answer", proof[0])
+	}
+	if proof = proof[1:]; !bytes.Equal(proof, handshakeMAC("tok", roleAcceptor, nonceA, genuine[len(raftAuthMagic):len(raftAuthMagic)+nonceSize], self)) {
 		t.Fatal("the proof is not the acceptor's MAC under its first token")
 	}
 	(<-accepted).Close()
@@ -248,19 +251,25 @@ func Test_RaftHandshakeRefusesForgeries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := io.ReadAll(io.LimitReader(conn, macSize))
+			got, err := io.ReadAll(io.LimitReader(conn, 1+macSize))
 			if errors.Is(err, syscall.ECONNRESET) { // closed with some of the answer unread
 				err = nil
 			}
 			if tt.reason == "" {
-				if err != nil || len(got) != macSize {
-					t.Fatalf("proof %x, %v", got, err)
+				if err != nil || len(got) != 1+macSize || got[0] != verdictAccepted {
+					t.Fatalf("verdict and proof %x, %v", got, err)
 				}
 				(<-accepted).Close()
 				return
 			}
-			if len(got) != 0 || err != nil {
-				t.Fatalf("the acceptor answered %x (%v), want the connection closed", got, err)
+			// A proof it refused gets the refused verdict, and nothing
+			// else; an answer that is no proof at all, nothing.
+			want := []byte{}
+			if tt.reason == reasonBadMAC || tt.reason == reasonWrongAddress {
+				want = []byte{verdictRefused}
+			}
+			if !bytes.Equal(got, want) || err != nil {
+				t.Fatalf("the acceptor answered %x (%v), want %x and the connection closed", got, err, want)
 			}
 			if took := time.Since(start); tt.reason == reasonTimeout && (took < deadline/2 || took > 10*deadline) {
 				t.Errorf("cut after %v, the deadline is %v", took, deadline)
@@ -329,10 +338,22 @@ func Test_RaftHandshakeRefusesImpostors(t *testing.T) {
 				n := int(binary.BigEndian.Uint16(head[len(head)-2:]))
 				rest := make([]byte, n+macSize)
 				io.ReadFull(conn, rest)
+				conn.Write([]byte{verdictAccepted})
 				conn.Write(handshakeMAC("guess", roleAcceptor, nonceA, head[len(raftAuthMagic):len(raftAuthMagic)+nonceSize], string(rest[:n])))
 				io.Copy(io.Discard, conn)
 			})
 		}, nil, reasonBadMAC},
+		// A peer that stops after the dialer's proof (a restart) sends
+		// no verdict: an outage, not a refusal of this node's token.
+		{"a peer stopping mid-handshake", func(t *testing.T) string {
+			return impostor(t, func(conn net.Conn) {
+				conn.Write(append([]byte(raftAuthMagic), make([]byte, nonceSize)...))
+				head := make([]byte, len(raftAuthMagic)+nonceSize+2)
+				io.ReadFull(conn, head)
+				n := int(binary.BigEndian.Uint16(head[len(head)-2:]))
+				io.ReadFull(conn, make([]byte, n+macSize))
+			})
+		}, nil, reasonClosed},
 		{"a relay", func(*testing.T) string { return proxy.Addr() }, nil, reasonRefused},
 		{"--peer-dial", func(*testing.T) string { return proxy.Addr() },
 			func(string) string { return acceptor.Addr().String() }, ""},

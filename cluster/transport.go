@@ -104,9 +104,11 @@ func (s *tcpStream) acceptLoop() {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			c.Close()
+			// Counted before the close, so that whoever sees the
+			// connection end sees it counted.
 			s.refusals.record("inbound", c.RemoteAddr().String(),
 				refuse(reasonBusy, "%d connections are being admitted already", cap(s.slots)))
+			c.Close()
 			continue
 		}
 		s.admits.Add(1)
