@@ -35,11 +35,7 @@ func Test_GoldenEntries(t *testing.T) {
 		ReplayEndpoint:    "tcp://w7:5560", TotalKVBlocks: 4096, MaxNumBatchedTokens: 8192}
 	// Applied in this order, each golden entry must leave worker 7 (or
 	// the nodes) exactly so.
-	steps := []struct {
-		file  string
-		cmd   Command
-		check func(t *testing.T, c *Catalog)
-	}{
+	steps := []goldenStep{
 		{"upsert_worker.v1.bin", UpsertWorker{Worker: w7}, func(t *testing.T, c *Catalog) {
 			w := mustWorker(t, c, 7)
 			want := w7
@@ -88,24 +84,7 @@ func Test_GoldenEntries(t *testing.T) {
 			}
 		}},
 	}
-	f := New()
-	for i, st := range steps {
-		t.Run(st.file, func(t *testing.T) {
-			data := golden(t, st.file)
-			res := f.Apply(&raft.Log{Index: uint64(i + 1), Data: data}).(*Result)
-			if res.Err != nil || res.Skipped {
-				t.Fatalf("apply: %+v", res)
-			}
-			st.check(t, f.Catalog())
-			enc, err := EncodeCommand(st.cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(enc, data) {
-				t.Fatalf("encoder drifted from the v1 format:\n got %s\nwant %s", enc, data)
-			}
-		})
-	}
+	runGoldenSteps(t, steps)
 }
 
 func mustWorker(t *testing.T, c *Catalog, id uint64) *Worker {
@@ -263,6 +242,39 @@ func persisted(t *testing.T, f *FSM) []byte {
 	return sink.Bytes()
 }
 
+// goldenStep is one golden log entry: its file, the command it encodes,
+// and what applying it (after the steps before it) must leave.
+type goldenStep struct {
+	file  string
+	cmd   Command
+	check func(t *testing.T, c *Catalog)
+}
+
+// runGoldenSteps applies each step's golden entry, in order, to one FSM
+// and checks what it leaves, and that the current encoder still writes the
+// entry byte for byte.
+func runGoldenSteps(t *testing.T, steps []goldenStep) {
+	t.Helper()
+	f := New()
+	for i, st := range steps {
+		t.Run(st.file, func(t *testing.T) {
+			data := golden(t, st.file)
+			res := f.Apply(&raft.Log{Index: uint64(i + 1), Data: data}).(*Result)
+			if res.Err != nil || res.Skipped {
+				t.Fatalf("apply: %+v", res)
+			}
+			st.check(t, f.Catalog())
+			enc, err := EncodeCommand(st.cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(enc, data) {
+				t.Fatalf("encoder drifted from the format:\n got %q\nwant %q", enc, data)
+			}
+		})
+	}
+}
+
 // goldenClusterID is the id in set_cluster_id.v1.bin and snapshot.v4.json.
 const goldenClusterID = "5f0c2d3e4a1b6c7d8e9fa0b1c2d3e4f5"
 
@@ -276,11 +288,7 @@ func Test_GoldenClusterIDAndIncarnation(t *testing.T) {
 		t.Fatal(err)
 	}
 	n1 := NodeMeta{ID: "n1", HTTPAddr: "10.0.0.1:8092", ReplicaSync: "tcp://10.0.0.1:9092", Incarnation: 0x1d2c3b4a59687766}
-	steps := []struct {
-		file  string
-		cmd   Command
-		check func(t *testing.T, c *Catalog)
-	}{
+	steps := []goldenStep{
 		{"set_cluster_id.v1.bin", SetClusterID{ID: id}, func(t *testing.T, c *Catalog) {
 			if c.ClusterID() != id {
 				t.Fatalf("cluster id %s", c.ClusterID())
@@ -307,24 +315,7 @@ func Test_GoldenClusterIDAndIncarnation(t *testing.T) {
 				}
 			}},
 	}
-	f := New()
-	for i, st := range steps {
-		t.Run(st.file, func(t *testing.T) {
-			data := golden(t, st.file)
-			res := f.Apply(&raft.Log{Index: uint64(i + 1), Data: data}).(*Result)
-			if res.Err != nil || res.Skipped {
-				t.Fatalf("apply: %+v", res)
-			}
-			st.check(t, f.Catalog())
-			enc, err := EncodeCommand(st.cmd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(enc, data) {
-				t.Fatalf("encoder drifted:\n got %q\nwant %q", enc, data)
-			}
-		})
-	}
+	runGoldenSteps(t, steps)
 	if data := golden(t, "set_cluster_id.v1.bin"); CommandType(data[0]) != CmdSetClusterID|IgnoreUnknown {
 		t.Fatalf("set_cluster_id is written as type %#x, want the IgnoreUnknown flag", data[0])
 	}
