@@ -217,11 +217,14 @@ func (l *load) runFlows(ctx, drain context.Context, tick <-chan time.Time, seed 
 // selection without booking, 10 % reads. The chosen worker serves the
 // prompt (kvsim publishes its KV events), so later selections find it.
 //
-// A flow under way when the soak stops runs to its end: its calls are not
-// cancelled by ctx (only bounded by callTimeout), so a booking in flight
-// then is answered and freed like any other. (Cancelled, its answer was
-// lost while the node booked it, and the soak ended with that booking
-// left on every node, counting against the server a free it never sent.)
+// A flow under way when the soak stops runs to its end: its calls, and the
+// lifecycle of its booking (booked), are not cancelled by ctx (only bounded
+// by callTimeout), so a booking in flight then is answered and freed like
+// any other. (Cancelled, its answer was lost while the node booked it; or
+// a free sent to a node replica sync had not reached yet, answered 404,
+// was not tried again because the wait before the retry ended with ctx:
+// either way the soak ended with a booking left on every node, counting
+// against the server a free it never sent. Both happened.)
 // A booking whose outcome stays unknown (no answer within callTimeout, a
 // transport error) is held all the same: the free of its id is what makes
 // sure it ends, and a 404 there means the node never booked it.
@@ -251,7 +254,7 @@ func (l *load) flow(ctx context.Context, rng *rand.Rand, held []booking) []booki
 		if !l.st.record(ctx, "reserve_selection", err, lost) {
 			return l.heldIfUnknown(held, b, err)
 		}
-		return l.booked(ctx, rng, held, b)
+		return l.booked(context.WithoutCancel(ctx), rng, held, b)
 	case x < 80:
 		resID := l.newID("res")
 		sel, err := cl.SelectAndReserve(cctx, api.SelectRequest{Prompt: prompt, ReservationID: api.ID(resID)})
@@ -259,7 +262,7 @@ func (l *load) flow(ctx context.Context, rng *rand.Rand, held []booking) []booki
 			return l.heldIfUnknown(held, booking{id: resID, node: a, gen: gen, unknown: true}, err)
 		}
 		l.serve(cctx, sel, prompt.TokenIDs)
-		return l.booked(ctx, rng, held, booking{id: resID, node: a, worker: sel.WorkerID, gen: gen})
+		return l.booked(context.WithoutCancel(ctx), rng, held, booking{id: resID, node: a, worker: sel.WorkerID, gen: gen})
 	case x < 90:
 		sel, err := cl.Select(cctx, api.SelectRequest{Prompt: prompt})
 		if l.st.record(ctx, "select", err, false) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,5 +104,113 @@ func Test_SoakFreesBookingsInFlightAtStop(t *testing.T) {
 			}
 		}
 		node.mu.Unlock()
+	}
+}
+
+// lagNode is a fake of two kvselect nodes for the soak's flows: each books
+// at once, and a free sent to the node that did not book answers 404 (its
+// replica sync has not brought the booking yet) until lagged is closed.
+type lagNode struct {
+	mu       sync.Mutex
+	bookedOn map[string]int  // id -> node index
+	freed    map[string]bool // id -> freed
+	lagged   chan struct{}   // closed by the test: replica sync caught up
+	lagging  chan struct{}   // closed at the first 404 for lag
+	once     sync.Once
+}
+
+func (n *lagNode) handler(node int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		sel := api.Selection{ModelName: soakModel, TenantID: "default", WorkerID: 1, Endpoint: "http://w1", BlockSize: soakBlockSize}
+		switch {
+		case r.Method == "POST" && (r.URL.Path == api.PathReservations || r.URL.Path == api.PathSelectAndReserve):
+			var body struct {
+				ReservationID string `json:"reservation_id"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			n.mu.Lock()
+			n.bookedOn[body.ReservationID] = node
+			n.mu.Unlock()
+			sel.ReservationID = body.ReservationID
+			if r.URL.Path == api.PathReservations {
+				w.WriteHeader(http.StatusCreated)
+			}
+			_ = json.NewEncoder(w).Encode(sel)
+		case r.Method == "POST" && r.URL.Path == api.PathSelect:
+			_ = json.NewEncoder(w).Encode(sel)
+		case r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/reservations/"):
+			id := strings.TrimPrefix(r.URL.Path, "/reservations/")
+			n.mu.Lock()
+			on := n.bookedOn[id]
+			n.mu.Unlock()
+			select {
+			case <-n.lagged:
+			default:
+				if on != node {
+					n.once.Do(func() { close(n.lagging) })
+					w.WriteHeader(http.StatusNotFound)
+					_, _ = w.Write([]byte(`{"error":"reservation not found","code":"not_found"}`))
+					return
+				}
+			}
+			n.mu.Lock()
+			n.freed[id] = true
+			n.mu.Unlock()
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+		default:
+			_, _ = w.Write([]byte(`{}`))
+		}
+	})
+}
+
+// Test_SoakRetriesAFreeAtStop: a free sent, as the soak stops, to a node
+// replica sync has not reached yet answers 404; the flow waits and sends
+// it again like any other, rather than giving up because the soak's
+// context ended (a make soak run ended with such a booking on every node).
+func Test_SoakRetriesAFreeAtStop(t *testing.T) {
+	for seed := range uint64(6) {
+		n := &lagNode{bookedOn: map[string]int{}, freed: map[string]bool{}, lagged: make(chan struct{}), lagging: make(chan struct{})}
+		var nodes []*soakNode
+		for i := range 2 {
+			srv := httptest.NewServer(n.handler(i))
+			t.Cleanup(srv.Close)
+			cl, err := client.New(client.Config{Addrs: []string{srv.URL}, Pinned: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, &soakNode{id: fmt.Sprintf("n%d", i+1), url: srv.URL, cl: cl})
+		}
+		f := &fleet{nodes: nodes, logf: t.Logf,
+			sims: []*soakSim{{name: "kvsim", firstID: 1, workers: 1, register: true}}, churn: &soakSim{name: "churn"}}
+		l := newLoad(f, newSoakStats(), 1, seed)
+		l.lag = 5 * time.Second // far longer than the test needs: the retry, not the lag bound, frees it
+		ctx, stop := context.WithCancel(context.Background())
+		drain, stopDrain := context.WithTimeout(context.Background(), 30*time.Second)
+		tick := make(chan time.Time)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.runFlows(ctx, drain, tick, seed)
+		}()
+	feed:
+		for {
+			select {
+			case tick <- time.Now():
+			case <-n.lagging:
+				break feed
+			}
+		}
+		stop()          // the soak stops while a free waits out the lag
+		close(n.lagged) // and replica sync catches up
+		<-done
+		stopDrain()
+		n.mu.Lock()
+		for id := range n.bookedOn {
+			if !n.freed[id] {
+				t.Errorf("seed %d: booking %s was never freed", seed, id)
+			}
+		}
+		n.mu.Unlock()
 	}
 }
