@@ -28,9 +28,18 @@ type Prompt struct {
 }
 
 // RouterConfigOverride adjusts one selection's scheduling.
+// Policy picks another policy for this request; the numbers are policy
+// parameters (a policy that does not take one refuses it), the booleans
+// accounting settings every policy takes (SPEC §6.2).
 type RouterConfigOverride struct {
-	OverlapScoreWeight *float64 `json:"overlap_score_weight,omitempty"`
-	RouterTemperature  *float64 `json:"router_temperature,omitempty"`
+	Policy                    string   `json:"policy,omitempty"`
+	OverlapScoreCredit        *float64 `json:"overlap_score_credit,omitempty"`
+	PrefillLoadScale          *float64 `json:"prefill_load_scale,omitempty"`
+	DecodeActiveRequestWeight *float64 `json:"decode_active_request_weight,omitempty"`
+	OverlapScoreWeight        *float64 `json:"overlap_score_weight,omitempty"`
+	RouterTemperature         *float64 `json:"router_temperature,omitempty"`
+	TrackPrefillTokens        *bool    `json:"track_prefill_tokens,omitempty"`
+	AssumeKVReuse             *bool    `json:"assume_kv_reuse,omitempty"`
 }
 
 // SelectRequest is the body of POST /select and /select_and_reserve.

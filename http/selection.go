@@ -102,18 +102,41 @@ func overrideOf(in *api.RouterConfigOverride) (scheduler.Override, error) {
 	if in == nil {
 		return o, nil
 	}
+	o.Policy = in.Policy
 	for _, f := range []struct {
-		field string
-		v     *float64
+		name string
+		v    *float64
 	}{
-		{"router_config_override.overlap_score_weight", in.OverlapScoreWeight},
-		{"router_config_override.router_temperature", in.RouterTemperature},
+		{"overlap_score_credit", in.OverlapScoreCredit}, {"prefill_load_scale", in.PrefillLoadScale},
+		{"decode_active_request_weight", in.DecodeActiveRequestWeight},
+		{"overlap_score_weight", in.OverlapScoreWeight}, {"router_temperature", in.RouterTemperature},
 	} {
-		if f.v != nil && (*f.v < 0 || math.IsInf(*f.v, 0) || math.IsNaN(*f.v)) {
-			return o, badRequest(f.field, "must be a finite number >= 0, got %v", *f.v)
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 0 || math.IsInf(*f.v, 0) || math.IsNaN(*f.v) {
+			return o, badRequest("router_config_override."+f.name, "must be a finite number >= 0, got %v", *f.v)
+		}
+		if o.Params == nil {
+			o.Params = map[string]float64{}
+		}
+		o.Params[f.name] = *f.v
+	}
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"track_prefill_tokens", in.TrackPrefillTokens}, {"assume_kv_reuse", in.AssumeKVReuse}} {
+		if f.v == nil {
+			continue
+		}
+		if o.Params == nil {
+			o.Params = map[string]float64{}
+		}
+		o.Params[f.name] = 0
+		if *f.v {
+			o.Params[f.name] = 1
 		}
 	}
-	o.OverlapScoreWeight, o.Temperature = in.OverlapScoreWeight, in.RouterTemperature
 	return o, nil
 }
 

@@ -280,7 +280,7 @@ func (s *Scheduler) checkMirror(p *partition, origin string, epoch, set uint64, 
 	}
 	r.seen = set
 	switch {
-	case !prefilling && p.completePrefill(r):
+	case !prefilling && p.completePrefill(r, false):
 		// The origin's prefill ended and its event was lost.
 	case prefilling && r.prefillDone:
 		// Ended here; the origin did not hear of it.

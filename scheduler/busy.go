@@ -18,20 +18,22 @@ import "github.com/kvselect/kvselect/fsm"
 
 // rankBusy reports whether a rank is over one of the thresholds t.
 // Called with the rank's partition lock held.
-func (s *Scheduler) rankBusy(t *fsm.Thresholds, rl *rankLoad) bool {
+func (s *Scheduler) rankBusy(t *fsm.Thresholds, rl *rankLoad, track bool) bool {
 	if d := t.ActiveDecodeBlocks; d != nil && rl.worker != nil && rl.worker.TotalKVBlocks > 0 &&
 		rl.decodeBlocks() > *d*float64(rl.worker.TotalKVBlocks) {
 		return true
 	}
-	if pt := t.ActivePrefillTokens; pt != nil && s.cfg.TrackPrefillTokens && rl.prefill > 0 && uint64(rl.prefill) > *pt {
-		return true
+	if pt := t.ActivePrefillTokens; pt != nil && track {
+		if pf := rl.prefillAt(s.now()); pf > 0 && uint64(pf) > *pt {
+			return true
+		}
 	}
 	return false
 }
 
 // shed drops from cands (sorted by worker, then rank, as p.ranks is) every
 // rank of a busy worker, in place. Called with p.mu held.
-func (s *Scheduler) shed(p *partition, cands []candidate) []candidate {
+func (s *Scheduler) shed(p *partition, cands []Candidate, track bool) []Candidate {
 	if !p.thresholds.Set() {
 		return cands
 	}
@@ -39,7 +41,7 @@ func (s *Scheduler) shed(p *partition, cands []candidate) []candidate {
 	for i := 0; i < len(cands); {
 		j, busy := i, true
 		for ; j < len(cands) && cands[j].rank.key.Worker == cands[i].rank.key.Worker; j++ {
-			busy = busy && s.rankBusy(&p.thresholds, cands[j].rank)
+			busy = busy && s.rankBusy(&p.thresholds, cands[j].rank, track)
 		}
 		if !busy {
 			out = append(out, cands[i:j]...)

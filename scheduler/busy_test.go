@@ -45,7 +45,7 @@ func (f *fixture) chosen() ([]uint64, error) {
 		// A huge temperature samples the candidates uniformly, whatever
 		// their cost, so every candidate shows.
 		sel, err := f.s.Select(SelectRequest{Partition: keyM, Prompt: prompt(uint64(900 + i)),
-			Override: Override{Temperature: ptr(1e9)}})
+			Override: Override{Params: map[string]float64{"router_temperature": 1e9}}})
 		if err != nil {
 			return nil, err
 		}

@@ -9,11 +9,10 @@ import (
 // Config holds the scheduling settings of SPEC §6. The zero value is not
 // useful; start from DefaultConfig.
 type Config struct {
-	// OverlapScoreWeight scales the prefill term of the cost.
-	OverlapScoreWeight float64
-	// Temperature 0 picks the cheapest rank (ties at random); above 0
-	// samples with a softmax over normalised costs.
-	Temperature float64
+	// Policy is the node's default policy (policy.go), used for a
+	// partition the catalog names none for; --policy seeds the catalog's
+	// cluster default with it at bootstrap.
+	Policy PolicySpec
 	// HostCacheHitWeight and DiskCacheHitWeight credit blocks found on the
 	// host and disk tiers relative to device blocks (weight 1).
 	HostCacheHitWeight float64
@@ -21,6 +20,12 @@ type Config struct {
 	// TrackPrefillTokens books effective prefill tokens as load and puts
 	// them in the cost.
 	TrackPrefillTokens bool
+	// AssumeKVReuse false replaces the sequence hashes derived from
+	// token ids by random values per block (Dynamo's meaning).
+	AssumeKVReuse bool
+	// DefaultTokensPerSecond is a rank's assumed prefill throughput until
+	// it has learned its own (ttft.go).
+	DefaultTokensPerSecond float64
 	// ActiveRequestExpiry frees reservations this long after admission.
 	ActiveRequestExpiry time.Duration
 	// MaxReservations and MaxReservedBlocks bound the bookings the node
@@ -37,14 +42,15 @@ type Config struct {
 // DefaultConfig returns Dynamo's defaults.
 func DefaultConfig() Config {
 	return Config{
-		OverlapScoreWeight:  1.0,
-		Temperature:         0,
-		HostCacheHitWeight:  0.75,
-		DiskCacheHitWeight:  0.25,
-		TrackPrefillTokens:  true,
-		ActiveRequestExpiry: 300 * time.Second,
-		MaxReservations:     DefaultMaxReservations,
-		MaxReservedBlocks:   DefaultMaxReservedBlocks,
+		Policy:                 PolicySpec{Name: DefaultPolicy},
+		HostCacheHitWeight:     0.75,
+		DiskCacheHitWeight:     0.25,
+		TrackPrefillTokens:     true,
+		AssumeKVReuse:          true,
+		DefaultTokensPerSecond: DefaultTokensPerSecond,
+		ActiveRequestExpiry:    300 * time.Second,
+		MaxReservations:        DefaultMaxReservations,
+		MaxReservedBlocks:      DefaultMaxReservedBlocks,
 	}
 }
 
@@ -54,12 +60,17 @@ func (c *Config) Validate() error {
 		name string
 		v    float64
 	}{
-		{"overlap score weight", c.OverlapScoreWeight}, {"temperature", c.Temperature},
 		{"host cache hit weight", c.HostCacheHitWeight}, {"disk cache hit weight", c.DiskCacheHitWeight},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%s must be a finite number >= 0, got %v", f.name, f.v)
 		}
+	}
+	if err := ValidatePolicy(c.Policy); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	if !(c.DefaultTokensPerSecond > 0) || math.IsInf(c.DefaultTokensPerSecond, 0) {
+		return fmt.Errorf("default prefill tokens per second must be a finite number > 0, got %v", c.DefaultTokensPerSecond)
 	}
 	if c.ActiveRequestExpiry <= 0 {
 		return fmt.Errorf("active request expiry must be positive, got %v", c.ActiveRequestExpiry)
@@ -72,10 +83,4 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max reserved blocks must be at least 2, got %d", c.MaxReservedBlocks)
 	}
 	return nil
-}
-
-// Override adjusts one request's scheduling (router_config_override).
-type Override struct {
-	OverlapScoreWeight *float64
-	Temperature        *float64
 }

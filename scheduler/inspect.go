@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 )
@@ -45,8 +46,8 @@ func (s *Scheduler) Loads(model, tenant string) []PartitionLoads {
 		p.mu.Lock()
 		pl := PartitionLoads{Partition: p.key, Loads: make([]RankLoad, 0, len(p.byKey))}
 		for _, rl := range p.byKey {
-			v := rl.view()
-			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl)
+			v := rl.view(s.now())
+			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl, s.cfg.TrackPrefillTokens)
 			pl.Loads = append(pl.Loads, v)
 		}
 		p.mu.Unlock()
@@ -58,9 +59,9 @@ func (s *Scheduler) Loads(model, tenant string) []PartitionLoads {
 	return out
 }
 
-func (rl *rankLoad) view() RankLoad {
+func (rl *rankLoad) view(now time.Time) RankLoad {
 	return RankLoad{
-		WorkerID: rl.key.Worker, DPRank: rl.key.Rank, ActivePrefillTokens: rl.prefill,
+		WorkerID: rl.key.Worker, DPRank: rl.key.Rank, ActivePrefillTokens: rl.prefillAt(now),
 		ActiveDecodeBlocks: rl.decodeBlocks(), ActiveRequests: rl.requests,
 	}
 }
@@ -78,12 +79,12 @@ type PotentialLoad struct {
 // were booked on it.
 func (s *Scheduler) PotentialLoads(key fsm.PartitionKey, pr Prompt) ([]PotentialLoad, error) {
 	var out []PotentialLoad
-	err := s.withScores(key, &pr, func(_ *partition, cands []candidate) {
+	err := s.withScores(key, &pr, func(_ *partition, cands []Candidate) {
 		out = make([]PotentialLoad, len(cands))
 		for i, c := range cands {
 			out[i] = PotentialLoad{WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
 				PotentialPrefillTokens: c.potentialPrefill, PotentialDecodeBlocks: c.potentialDecode,
-				ActiveRequests: c.rank.requests}
+				ActiveRequests: c.Requests}
 		}
 	})
 	return out, err
@@ -111,12 +112,12 @@ type OverlapScores struct {
 // OverlapScores reports every schedulable rank's match for the prompt.
 func (s *Scheduler) OverlapScores(key fsm.PartitionKey, pr Prompt) (OverlapScores, error) {
 	var out OverlapScores
-	err := s.withScores(key, &pr, func(p *partition, cands []candidate) {
+	err := s.withScores(key, &pr, func(p *partition, cands []Candidate) {
 		out = OverlapScores{BlockSize: p.blockSize, NumBlocks: len(pr.BlockHashes), Rows: make([]OverlapRow, len(cands))}
 		for i, c := range cands {
 			out.Rows[i] = OverlapRow{WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
-				DeviceBlocks: c.dev, HostExt: c.hostExt, DiskExt: c.diskExt,
-				CreditBlocks: c.credit}
+				DeviceBlocks: c.DeviceBlocks, HostExt: c.HostExt, DiskExt: c.DiskExt,
+				CreditBlocks: float64(c.DeviceBlocks) + c.lower}
 		}
 	})
 	return out, err
@@ -124,7 +125,7 @@ func (s *Scheduler) OverlapScores(key fsm.PartitionKey, pr Prompt) (OverlapScore
 
 // withScores scores the prompt against every schedulable rank and hands
 // the candidates to fn under the partition lock.
-func (s *Scheduler) withScores(key fsm.PartitionKey, pr *Prompt, fn func(*partition, []candidate)) error {
+func (s *Scheduler) withScores(key fsm.PartitionKey, pr *Prompt, fn func(*partition, []Candidate)) error {
 	p := s.partition(key)
 	if p == nil {
 		return fmt.Errorf("%w in %s", ErrNotReady, key)
@@ -138,7 +139,7 @@ func (s *Scheduler) withScores(key fsm.PartitionKey, pr *Prompt, fn func(*partit
 	if len(p.ranks) == 0 {
 		return fmt.Errorf("%w in %s", ErrNotReady, key)
 	}
-	fn(p, s.score(p, pr, overlaps, s.cfg.OverlapScoreWeight))
+	fn(p, s.score(p, pr, overlaps, s.trackPrefill(s.partitionPolicy(p.key))))
 	return nil
 }
 

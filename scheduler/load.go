@@ -41,6 +41,7 @@ type rankLoad struct {
 	decode       int64 // active decode blocks, in micro-blocks
 	uniqueBlocks int
 	requests     int
+	clock        prefillClock // prefill throughput and decay (ttft.go)
 }
 
 func (r *rankLoad) decodeBlocks() float64 { return float64(r.decode) / unit }
@@ -103,6 +104,13 @@ type reservation struct {
 	frac             int64
 	admitted         time.Time
 	fifo             *list.Element
+	// local is when this node booked or mirrored it, on its own clock;
+	// work, fadeStart and fadeEnd time its prefill (ttft.go).
+	local              time.Time
+	work               int64
+	fadeStart, fadeEnd time.Time
+	prefillElem        *list.Element
+	prefillState       int
 }
 
 // weight is the decode weight, in micro-blocks, of a block held by this
@@ -156,6 +164,7 @@ func (p *partition) book(res *reservation, seq []uint64) {
 		res.blocks = append(res.blocks, h)
 	}
 	rl.prefill += res.prefill
+	p.startPrefill(res)
 	rl.requests++
 	p.handles[res.handle] = res
 	p.reservations[res.id] = res
@@ -207,7 +216,7 @@ func (p *partition) unbook(res *reservation) {
 	}
 	rl.decode -= res.outFull*unit + res.outFrac*res.frac
 	if !res.prefillDone {
-		rl.prefill -= res.prefill
+		p.stopPrefill(res, p.now(), false)
 	}
 	rl.requests--
 	delete(p.handles, res.handle)
@@ -243,13 +252,15 @@ func (p *partition) addOutputBlock(res *reservation, decay *float64) {
 }
 
 // completePrefill ends the reservation's prefill load and reports whether
-// it was still on (a repeat is a no-op).
-func (p *partition) completePrefill(res *reservation) bool {
+// it was still on (a repeat is a no-op). timed says the end was reported
+// as it happened (a prefill_complete, here or mirrored), so its timing is
+// a throughput sample; a completion learned late (anti-entropy) is not.
+func (p *partition) completePrefill(res *reservation, timed bool) bool {
 	if res.prefillDone {
 		return false
 	}
 	res.prefillDone = true
-	res.rank.prefill -= res.prefill
+	p.stopPrefill(res, p.now(), timed)
 	return true
 }
 

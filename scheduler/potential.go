@@ -67,11 +67,12 @@ func (s *Scheduler) ProjectLoads(key fsm.PartitionKey, seq []uint64, newTokens i
 			}
 		}
 	}
+	now := s.now()
 	out := make([]ProjectedLoad, len(p.ranks))
 	for i, rl := range p.ranks {
 		out[i] = ProjectedLoad{
 			WorkerID: rl.key.Worker, DPRank: rl.key.Rank,
-			PrefillTokens: rl.prefill + newTokens,
+			PrefillTokens: rl.prefillAt(now) + newTokens,
 			DecodeBlocks:  rl.decodeBlocks() + float64(len(distinct)-int(held[rl.slot])),
 		}
 	}

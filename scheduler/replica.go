@@ -152,7 +152,7 @@ func (s *Scheduler) endFromPeer(sender string, ev *zmqsync.Event) string {
 			s.notePendingFree(r)
 		}
 	default:
-		p.completePrefill(r)
+		p.completePrefill(r, true)
 	}
 	return ""
 }
@@ -188,7 +188,7 @@ func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
 	p.book(&reservation{
 		id: ev.ReservationID, handle: s.handles.Add(1), rank: rl, origin: origin, charged: int64(len(ev.SequenceHashes)),
 		epoch: ev.Epoch, counter: ev.Counter,
-		isl: ev.ISL, prefill: ev.PrefillTokens, admitted: admitted, verified: ev.Chained,
+		isl: ev.ISL, prefill: ev.PrefillTokens, admitted: admitted, local: now, verified: ev.Chained,
 	}, ev.SequenceHashes)
 	return ""
 }

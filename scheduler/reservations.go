@@ -30,9 +30,10 @@ func (s *Scheduler) claimID(id string, p *partition, blocks int) error {
 // book records a reservation on a rank; p.mu is held and the id claimed.
 // verified says whether seq was checked to chain the prompt's block hashes.
 func (s *Scheduler) book(p *partition, id string, rl *rankLoad, seq []uint64, verified bool, isl, prefill int64) *reservation {
+	now := s.now()
 	res := &reservation{
 		id: id, handle: s.handles.Add(1), rank: rl, charged: int64(len(seq)),
-		isl: isl, prefill: prefill, admitted: s.now(), verified: verified,
+		isl: isl, prefill: prefill, admitted: now, local: now, verified: verified,
 	}
 	p.book(res, seq)
 	s.publishAdmission(p, res)
@@ -117,7 +118,7 @@ func (s *Scheduler) reserveRank(req ReserveRequest) (int64, error) {
 	switch {
 	case req.EffectivePrefill != nil:
 		prefill = *req.EffectivePrefill
-	case s.cfg.TrackPrefillTokens:
+	case s.trackPrefill(s.partitionPolicy(p.key)):
 		prefill = req.Prompt.ISL - s.cachedTokens(p, rl.key, overlaps, req.Prompt.ISL)
 	}
 	if err := s.claimID(req.ID, p, len(req.Prompt.SequenceHashes)); err != nil {
@@ -131,7 +132,8 @@ func (s *Scheduler) reserveRank(req ReserveRequest) (int64, error) {
 func (s *Scheduler) cachedTokens(p *partition, rk indexer.RankKey, overlaps []indexer.Overlap, isl int64) int64 {
 	for _, o := range overlaps {
 		if o.Worker == rk.Worker && o.Rank == rk.Rank {
-			return cachedTokens(s.credit(o.Device, o.HostExt, o.DiskExt), p.blockSize, isl)
+			credit := float64(o.Device) + s.cfg.HostCacheHitWeight*float64(o.HostExt) + s.cfg.DiskCacheHitWeight*float64(o.DiskExt)
+			return cachedTokens(credit, p.blockSize, isl)
 		}
 	}
 	return 0
@@ -161,7 +163,7 @@ func (s *Scheduler) withReservation(id string, fn func(p *partition, r *reservat
 // mirrored from one.
 func (s *Scheduler) PrefillComplete(id string) error {
 	return s.withReservation(id, func(p *partition, r *reservation) {
-		if p.completePrefill(r) {
+		if p.completePrefill(r, true) {
 			s.publishEnd(zmqsync.KindPrefillComplete, r)
 		}
 	})

@@ -58,6 +58,11 @@ type Scheduler struct {
 	// stale is the ranks this node does not select (SetStale), read when
 	// a rank is created; the map is replaced, never changed.
 	stale atomic.Pointer[map[indexer.RankKey]struct{}]
+
+	// policies are the catalog's (SetPolicies), replaced whole;
+	// defaultPolicy is the node's own, for what they do not cover.
+	policies      atomic.Pointer[policyTable]
+	defaultPolicy *resolvedPolicy
 }
 
 type partition struct {
@@ -79,9 +84,15 @@ type partition struct {
 	fifo         *list.List // reservations in admission order
 
 	rng *mrand.Rand
+	// turn is the round-robin policy's counter.
+	turn uint64
+	// now is the scheduler's clock; defaultRate its default prefill
+	// throughput (ttft.go).
+	now         func() time.Time
+	defaultRate float64
 	// scratch for one request, reused under mu
 	prefix []int32
-	cands  []candidate
+	cands  []Candidate
 }
 
 // New returns a scheduler reading overlaps from idx.
@@ -99,8 +110,13 @@ func New(cfg Config, idx *indexer.Indexer, log *slog.Logger) (*Scheduler, error)
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
+	def, err := resolvePolicy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
 	return &Scheduler{
-		cfg: cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
+		defaultPolicy: def,
+		cfg:           cfg, idx: idx, now: now, log: log.With("component", "scheduler"),
 		metrics: newMetrics(), parts: map[fsm.PartitionKey]*partition{}, resIndex: map[string]*partition{},
 		pending: newPendingSelections(), tombstones: newTombstones(),
 		capacity:     newCapacity(cfg.MaxReservations, cfg.MaxReservedBlocks),
@@ -125,6 +141,7 @@ func (s *Scheduler) newPartition(key fsm.PartitionKey) *partition {
 		active: map[uint64]*activeBlock{}, reservations: map[string]*reservation{},
 		handles: map[uint64]*reservation{}, fifo: list.New(),
 		rng: mrand.New(mrand.NewPCG(s.cfg.Seed, h.Sum64())),
+		now: s.now, defaultRate: s.cfg.DefaultTokensPerSecond,
 	}
 }
 
@@ -266,6 +283,8 @@ type Prompt struct {
 	Tokens         []uint32
 	HasTokens      bool
 	LoraName       string
+	// derived: SequenceHashes were computed here from Tokens.
+	derived bool
 }
 
 // resolve fills the hash form from tokens.
@@ -277,6 +296,7 @@ func (pr *Prompt) resolve(blockSize uint32) {
 	pr.SequenceHashes = indexer.SequenceHashes(pr.BlockHashes)
 	pr.ISL = int64(len(pr.Tokens))
 	pr.HasTokens = false
+	pr.derived = true
 }
 
 // validate checks what every route needs of a resolved prompt.

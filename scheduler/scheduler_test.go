@@ -190,7 +190,7 @@ func Test_LoadSteersSelection(t *testing.T) {
 		t.Fatalf("under load = %+v", sel)
 	}
 	// With overlap_score_weight 0 only decode and new blocks count: w1 13, w2 4.
-	sel, _ = f.s.Select(SelectRequest{Partition: keyM, Prompt: pr, Override: Override{OverlapScoreWeight: ptr(0.0)}})
+	sel, _ = f.s.Select(SelectRequest{Partition: keyM, Prompt: pr, Override: Override{Params: map[string]float64{"overlap_score_weight": 0}}})
 	if sel.WorkerID != 2 {
 		t.Fatalf("weight 0 = %+v", sel)
 	}
@@ -401,7 +401,7 @@ func Test_TieBreakAndTemperature(t *testing.T) {
 	}
 	// Temperature 1: costs 2 (w1) and 4 (w2, w3) → weights 1, e^-1, e^-1.
 	// Expected share of w1 = 1/(1+2/e) ≈ 0.576.
-	c = counts(f, SelectRequest{Partition: keyM, Prompt: prompt(1, 2), Override: Override{Temperature: ptr(1.0)}}, 2000)
+	c = counts(f, SelectRequest{Partition: keyM, Prompt: prompt(1, 2), Override: Override{Params: map[string]float64{"router_temperature": 1}}}, 2000)
 	if share := float64(c[1]) / 2000; share < 0.52 || share > 0.63 || c[2] == 0 || c[3] == 0 {
 		t.Fatalf("temperature 1 shares: %v", c)
 	}

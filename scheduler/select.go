@@ -3,7 +3,9 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -51,17 +53,6 @@ type OverlapSummary struct {
 	DP             map[uint32]int64
 }
 
-// candidate is one schedulable rank scored for a request.
-type candidate struct {
-	rank                    *rankLoad
-	dev, hostExt, diskExt   uint32
-	credit                  float64 // weighted cached blocks
-	cached                  int64   // weighted cached tokens, capped at isl
-	potentialPrefill        int64
-	potentialDecode, active float64
-	cost                    float64
-}
-
 // Select chooses a rank for the prompt (SPEC §6.2) and, with Reserve,
 // books it.
 func (s *Scheduler) Select(req SelectRequest) (Selection, error) {
@@ -79,16 +70,17 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	if p == nil {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
+	rp, err := s.policyFor(s.partitionPolicy(p.key), &req.Override)
+	if err != nil {
+		return Selection{}, err
+	}
 	overlaps, err := s.match(p, &req.Prompt)
 	if err != nil {
 		return Selection{}, err
 	}
-	weight, temp := s.cfg.OverlapScoreWeight, s.cfg.Temperature
-	if o := req.Override.OverlapScoreWeight; o != nil {
-		weight = *o
-	}
-	if o := req.Override.Temperature; o != nil {
-		temp = *o
+	track := s.trackPrefill(rp)
+	if !s.assumeKVReuse(rp) {
+		s.unshareSequence(req)
 	}
 
 	p.mu.Lock()
@@ -103,7 +95,7 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	if len(p.ranks) == 0 {
 		return Selection{}, fmt.Errorf("%w in %s", ErrNotReady, req.Partition)
 	}
-	scored := s.score(p, &req.Prompt, overlaps, weight)
+	scored := s.score(p, &req.Prompt, overlaps, track)
 	fresh := 0
 	for i := range scored {
 		if !scored[i].rank.stale {
@@ -117,7 +109,7 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	// Busy is judged over every rank of a worker, stale ones included (a
 	// worker is busy only when all its ranks are); stale ranks are then
 	// left out of the choice.
-	cands := s.shed(p, scored)
+	cands := s.shed(p, scored, track)
 	if fresh < len(scored) {
 		cands = withoutStale(cands)
 	}
@@ -132,16 +124,18 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 			return Selection{}, err
 		}
 	}
-	c := cands[p.choose(cands, temp)]
+	in := PolicyInput{ISL: req.Prompt.ISL, Blocks: len(req.Prompt.SequenceHashes), BlockSize: p.blockSize,
+		TrackPrefill: track, Rand: p.rng, Turn: &p.turn}
+	c := cands[rp.policy.Choose(&in, cands)]
 	sel := Selection{
 		Partition: p.key, WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
 		Endpoint: c.rank.worker.Endpoint, BlockSize: p.blockSize,
 		Overlap:                summarize(c.rank.worker, overlaps, p.blockSize),
-		EffectivePrefillTokens: req.Prompt.ISL - c.cached,
+		EffectivePrefillTokens: req.Prompt.ISL - c.CachedTokens,
 	}
 	if req.Reserve {
 		prefill := int64(0)
-		if s.cfg.TrackPrefillTokens {
+		if track {
 			prefill = sel.EffectivePrefillTokens
 		}
 		res := s.bookLocked(p, req.ReservationID, c.rank, &req.Prompt, prefill)
@@ -174,9 +168,10 @@ func (s *Scheduler) match(p *partition, pr *Prompt) ([]indexer.Overlap, error) {
 	return overlaps, nil
 }
 
-// score computes the cost of every schedulable rank. Called with p.mu held;
-// the returned slice is partition scratch.
-func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, weight float64) []candidate {
+// score fills a candidate for every schedulable rank: its match and its
+// load (the policy computes the cost). Called with p.mu held; the
+// returned slice is partition scratch.
+func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, track bool) []Candidate {
 	if len(p.prefix) < p.slots {
 		p.prefix = make([]int32, p.slots)
 	}
@@ -184,38 +179,36 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 	clear(prefix)
 	p.activePrefixes(pr, prefix)
 
-	bs := float64(p.blockSize)
+	now := s.now()
 	isl := pr.ISL
 	n := int64(len(pr.SequenceHashes))
 	p.cands = p.cands[:0]
 	oi := 0
 	for _, rl := range p.ranks {
-		c := candidate{rank: rl}
+		c := Candidate{rank: rl, Worker: rl.key.Worker, Rank: rl.key.Rank}
 		for oi < len(overlaps) && compareRankKeys(indexer.RankKey{Worker: overlaps[oi].Worker, Rank: overlaps[oi].Rank}, rl.key) < 0 {
 			oi++
 		}
 		if oi < len(overlaps) && overlaps[oi].Worker == rl.key.Worker && overlaps[oi].Rank == rl.key.Rank {
 			o := overlaps[oi]
-			c.dev, c.hostExt, c.diskExt = o.Device, o.HostExt, o.DiskExt
+			c.DeviceBlocks, c.HostExt, c.DiskExt = o.Device, o.HostExt, o.DiskExt
 		}
-		c.credit = s.credit(c.dev, c.hostExt, c.diskExt)
-		c.cached = cachedTokens(c.credit, p.blockSize, isl)
-		newTokens := isl - c.cached
-		c.potentialPrefill = rl.prefill + newTokens
-		newBlocks := float64(n - int64(prefix[rl.slot]))
-		c.potentialDecode = rl.decodeBlocks() + newBlocks
-		prefillBlocks := 0.0
-		if s.cfg.TrackPrefillTokens {
-			prefillBlocks = float64(rl.prefill+newTokens) / bs
-		}
-		c.cost = weight*prefillBlocks + rl.decodeBlocks() + newBlocks
+		c.lower = s.cfg.HostCacheHitWeight*float64(c.HostExt) + s.cfg.DiskCacheHitWeight*float64(c.DiskExt)
+		c.CachedTokens = cachedTokens(float64(c.DeviceBlocks)+c.lower, p.blockSize, isl)
+		c.PrefillTokens = rl.prefillAt(now)
+		c.DecodeBlocks = rl.decodeBlocks()
+		c.NewBlocks = float64(n - int64(prefix[rl.slot]))
+		c.Requests = rl.requests
+		c.TokensPerSecond = rl.tokensPerSecond(p.defaultRate)
+		c.potentialPrefill = c.PrefillTokens + isl - c.CachedTokens
+		c.potentialDecode = c.DecodeBlocks + c.NewBlocks
 		p.cands = append(p.cands, c)
 	}
 	return p.cands
 }
 
 // withoutStale drops, in place, the candidates whose rank is stale here.
-func withoutStale(cands []candidate) []candidate {
+func withoutStale(cands []Candidate) []Candidate {
 	out := cands[:0]
 	for _, c := range cands {
 		if !c.rank.stale {
@@ -225,52 +218,9 @@ func withoutStale(cands []candidate) []candidate {
 	return out
 }
 
-// credit is a rank's cache credit in blocks (SPEC §6.2): device blocks
-// count fully, host and disk blocks past the device prefix by their weights.
-func (s *Scheduler) credit(dev, hostExt, diskExt uint32) float64 {
-	return float64(dev) + s.cfg.HostCacheHitWeight*float64(hostExt) + s.cfg.DiskCacheHitWeight*float64(diskExt)
-}
-
 // cachedTokens turns a credit into tokens, rounded and capped at isl.
 func cachedTokens(credit float64, blockSize uint32, isl int64) int64 {
 	return min(int64(math.Round(credit*float64(blockSize))), isl)
-}
-
-// choose returns the index of the chosen candidate: the cheapest, ties
-// broken uniformly at random, or with temperature T > 0 a sample with
-// probability ∝ exp(−(cost − min)/((max − min)·T)).
-func (p *partition) choose(cands []candidate, temp float64) int {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, c := range cands {
-		lo, hi = min(lo, c.cost), max(hi, c.cost)
-	}
-	if temp == 0 || hi == lo {
-		pick, ties := 0, 0
-		for i, c := range cands {
-			if temp == 0 && c.cost != lo {
-				continue
-			}
-			ties++
-			if p.rng.IntN(ties) == 0 { // reservoir sampling: uniform over ties
-				pick = i
-			}
-		}
-		return pick
-	}
-	total := 0.0
-	weights := make([]float64, len(cands))
-	for i, c := range cands {
-		weights[i] = math.Exp(-(c.cost - lo) / ((hi - lo) * temp))
-		total += weights[i]
-	}
-	x := p.rng.Float64() * total
-	for i, w := range weights {
-		if x < w {
-			return i
-		}
-		x -= w
-	}
-	return len(cands) - 1
 }
 
 // summarize reports a worker's overlap in tokens over all its ranks.
@@ -291,4 +241,38 @@ func summarize(w *fsm.Worker, overlaps []indexer.Overlap, bs uint32) OverlapSumm
 	}
 	sum.LongestMatched = sum.Disk
 	return sum
+}
+
+// unshareSequence applies assume_kv_reuse false (Dynamo's meaning): the
+// sequence hashes derived from token ids become values drawn per block, so
+// the request shares no active block with any other in the load
+// accounting; index matching keeps the real block hashes, and hash-form
+// sequence hashes are used as given. With a reservation id the values are
+// a function of it, so a retry of the same booking is the same prompt.
+func (s *Scheduler) unshareSequence(req *SelectRequest) {
+	pr := &req.Prompt
+	if !pr.derived {
+		return
+	}
+	seed := mrand.Uint64()
+	if req.ReservationID != "" {
+		h := fnv.New64a()
+		h.Write([]byte(req.ReservationID))
+		seed = h.Sum64()
+	}
+	seq := make([]uint64, len(pr.SequenceHashes))
+	for i := range seq {
+		seq[i] = splitmix64(seed + uint64(i)*0x9e3779b97f4a7c15)
+	}
+	pr.SequenceHashes = seq
+}
+
+// splitmix64 is SplitMix64's output function: a bijection that scatters
+// consecutive inputs.
+func splitmix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

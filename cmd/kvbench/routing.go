@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kvselect/kvselect/scheduler"
 	"io"
 	"log/slog"
 	"net/http"
@@ -259,7 +260,11 @@ func runKvselect(ctx context.Context, cfg routingConfig, name string, reqs []kvs
 	if cfg.logLevel <= slog.LevelDebug {
 		nodeLog = log
 	}
-	cl, err := startLocalCluster(ctx, routingNodes, sync, cfg.seed, cfg.overlapWeight, nodeLog)
+	var policy scheduler.PolicySpec
+	if cfg.overlapWeight >= 0 {
+		policy = scheduler.PolicySpec{Name: "dynamo-default", Params: map[string]float64{"overlap_score_weight": cfg.overlapWeight}}
+	}
+	cl, err := startLocalCluster(ctx, routingNodes, sync, cfg.seed, policy, nodeLog)
 	if err != nil {
 		return nil, err
 	}

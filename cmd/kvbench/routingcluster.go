@@ -32,7 +32,7 @@ type localCluster struct {
 // startLocalCluster starts n nodes, with replica sync between them or not,
 // and waits until they agree on a leader and know each other's addresses.
 // On error nothing is left running.
-func startLocalCluster(ctx context.Context, n int, replicaSync bool, seed uint64, overlapWeight float64, log *slog.Logger) (*localCluster, error) {
+func startLocalCluster(ctx context.Context, n int, replicaSync bool, seed uint64, policy scheduler.PolicySpec, log *slog.Logger) (*localCluster, error) {
 	dir, err := os.MkdirTemp("", "kvbench-routing-")
 	if err != nil {
 		return nil, err
@@ -51,8 +51,8 @@ func startLocalCluster(ctx context.Context, n int, replicaSync bool, seed uint64
 	cfgs := make([]server.Config, n)
 	for i := range n {
 		cfgs[i] = localNodeConfig(i, filepath.Join(dir, nodeName(i)), peers, lns[i], replicaSync, seed, log)
-		if overlapWeight >= 0 {
-			cfgs[i].Scheduler.OverlapScoreWeight = overlapWeight
+		if policy.Name != "" {
+			cfgs[i].Scheduler.Policy = policy
 		}
 	}
 	var wg sync.WaitGroup

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -94,12 +95,16 @@ func parsed(err error) (stop bool, _ error) {
 // env is where flags are read from the environment: KVSELECT_<FLAG>,
 // then Dynamo's names for the scheduling settings.
 var env = envflag.Env{Prefix: "KVSELECT", Fallbacks: map[string][]string{
-	"overlap-score-weight":       {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
-	"router-temperature":         {"DYN_ROUTER_TEMPERATURE"},
-	"host-cache-hit-weight":      {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},
-	"disk-cache-hit-weight":      {"DYN_ROUTER_DISK_CACHE_HIT_WEIGHT"},
-	"track-prefill-tokens":       {"DYN_ROUTER_TRACK_PREFILL_TOKENS"},
-	"active-request-expiry-secs": {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS"},
+	"overlap-score-weight":         {"DYN_KV_OVERLAP_SCORE_WEIGHT", "DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT"},
+	"overlap-score-credit":         {"DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT"},
+	"prefill-load-scale":           {"DYN_ROUTER_PREFILL_LOAD_SCALE"},
+	"decode-active-request-weight": {"DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT"},
+	"assume-kv-reuse":              {"DYN_ROUTER_ASSUME_KV_REUSE"},
+	"router-temperature":           {"DYN_ROUTER_TEMPERATURE"},
+	"host-cache-hit-weight":        {"DYN_ROUTER_HOST_CACHE_HIT_WEIGHT"},
+	"disk-cache-hit-weight":        {"DYN_ROUTER_DISK_CACHE_HIT_WEIGHT"},
+	"track-prefill-tokens":         {"DYN_ROUTER_TRACK_PREFILL_TOKENS"},
+	"active-request-expiry-secs":   {"DYN_ROUTER_ACTIVE_REQUEST_EXPIRY_SECS"},
 }}
 
 // parseConfig turns the command line and environment into a node Config.
@@ -152,8 +157,9 @@ func parseConfig(args []string) (server.Config, error) {
 		snapshotEvery = fs.Duration("raft-snapshot-interval", cluster.DefaultConfig().SnapshotInterval, "how often Raft checks whether to snapshot (it waits a random time between this and twice it)")
 		trailingLogs  = fs.Uint64("raft-trailing-logs", cluster.DefaultConfig().TrailingLogs, "log entries Raft keeps after a snapshot, so a follower slightly behind needs no snapshot")
 		defaults      = scheduler.DefaultConfig()
-		weight        = fs.Float64("overlap-score-weight", defaults.OverlapScoreWeight, "weight of the prefill term in the cost")
-		temperature   = fs.Float64("router-temperature", defaults.Temperature, "0 picks the cheapest worker; > 0 samples a softmax over costs")
+		policy        = fs.String("policy", defaults.Policy.Name, "the node's default selection policy, and the cluster default the catalog starts with at bootstrap: "+strings.Join(scheduler.PolicyNames(), ", "))
+		tokensPerSec  = fs.Float64("predicted-ttft-default-tokens-per-s", defaults.DefaultTokensPerSecond, "prefill throughput a rank is assumed to have until it has learned its own from booking-to-prefill_complete timings (5 samples)")
+		assumeReuse   = fs.Bool("assume-kv-reuse", defaults.AssumeKVReuse, "false: sequence hashes derived from token_ids are replaced by random values per block, so in-flight requests never share active blocks")
 		hostWeight    = fs.Float64("host-cache-hit-weight", defaults.HostCacheHitWeight, "credit of a host-tier block relative to a device block")
 		diskWeight    = fs.Float64("disk-cache-hit-weight", defaults.DiskCacheHitWeight, "credit of a disk-tier block relative to a device block")
 		trackPrefill  = fs.Bool("track-prefill-tokens", defaults.TrackPrefillTokens, "book effective prefill tokens as load and cost")
@@ -180,6 +186,25 @@ func parseConfig(args []string) (server.Config, error) {
 			thresholds.ActivePrefillTokens = &n
 			return nil
 		})
+	// The cost parameters of --policy: set only when given, so a policy
+	// that does not take one is not handed its default.
+	policyParams := map[string]float64{}
+	for _, p := range []struct{ flag, param, usage string }{
+		{"overlap-score-credit", "overlap_score_credit", "credit per cached device block in the cost (policy parameter; default 1)"},
+		{"prefill-load-scale", "prefill_load_scale", "scale of the cost's prefill term after credit (policy parameter; default 1)"},
+		{"decode-active-request-weight", "decode_active_request_weight", "cost per active request (policy parameter; default 0)"},
+		{"overlap-score-weight", "overlap_score_weight", "deprecated (Dynamo's older name): sets prefill-load-scale; 0 also sets overlap-score-credit to 0"},
+		{"router-temperature", "router_temperature", "0 picks the cheapest worker; > 0 samples a softmax over costs (policy parameter; default 0)"},
+	} {
+		fs.Func(p.flag, p.usage, func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("must be a number, got %q", v)
+			}
+			policyParams[p.param] = f
+			return nil
+		})
+	}
 	env.Annotate(fs)
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -233,7 +258,18 @@ func parseConfig(args []string) (server.Config, error) {
 	}
 
 	sc := scheduler.DefaultConfig()
-	sc.OverlapScoreWeight, sc.Temperature = *weight, *temperature
+	sc.Policy = scheduler.PolicySpec{Name: *policy}
+	if len(policyParams) > 0 {
+		sc.Policy.Params = policyParams
+	}
+	if err := scheduler.ValidatePolicy(sc.Policy); err != nil {
+		return server.Config{}, fmt.Errorf("--policy and its parameters (env %s): %w", envflag.Name(env.Prefix, "policy"), err)
+	}
+	sc.AssumeKVReuse, sc.DefaultTokensPerSecond = *assumeReuse, *tokensPerSec
+	if !(*tokensPerSec > 0) || math.IsInf(*tokensPerSec, 0) {
+		return server.Config{}, fmt.Errorf("--predicted-ttft-default-tokens-per-s (env %s) must be a number > 0, got %v",
+			envflag.Name(env.Prefix, "predicted-ttft-default-tokens-per-s"), *tokensPerSec)
+	}
 	sc.HostCacheHitWeight, sc.DiskCacheHitWeight = *hostWeight, *diskWeight
 	sc.TrackPrefillTokens = *trackPrefill
 	sc.ActiveRequestExpiry = time.Duration(*expirySecs * float64(time.Second))

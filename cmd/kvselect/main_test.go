@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		}
 		if cfg.HTTPAddr != "0.0.0.0:8092" || cfg.Cluster.RaftBind != "127.0.0.1:7092" ||
 			cfg.Cluster.RaftAdvertise != "127.0.0.1:7092" || cfg.Cluster.DataDir != "./kvselect-data" ||
-			cfg.Scheduler.OverlapScoreWeight != 1 || cfg.Scheduler.ActiveRequestExpiry != 300*time.Second ||
+			cfg.Scheduler.Policy.Name != "dynamo-default" || len(cfg.Scheduler.Policy.Params) != 0 || cfg.Scheduler.ActiveRequestExpiry != 300*time.Second ||
 			cfg.Scheduler.MaxReservations != 1<<17 || cfg.Scheduler.MaxReservedBlocks != 1<<22 {
 			t.Fatalf("defaults = %+v", cfg)
 		}
@@ -31,6 +32,8 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		t.Setenv("DYN_KV_OVERLAP_SCORE_WEIGHT", "2.5")
 		t.Setenv("DYN_ROUTER_TEMPERATURE", "0.5")
 		t.Setenv("KVSELECT_ROUTER_TEMPERATURE", "0.25") // KVSELECT_ wins over DYN_
+		t.Setenv("DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "0.5")
+		t.Setenv("DYN_ROUTER_ASSUME_KV_REUSE", "false")
 		cfg, err := parseConfig([]string{"--port", "9001"})
 		if err != nil {
 			t.Fatal(err)
@@ -38,8 +41,25 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		if cfg.HTTPAddr != "0.0.0.0:9001" { // the command line wins
 			t.Fatalf("http addr = %s", cfg.HTTPAddr)
 		}
-		if cfg.Cluster.RaftBind != "127.0.0.1:9100" || cfg.Scheduler.OverlapScoreWeight != 2.5 || cfg.Scheduler.Temperature != 0.25 {
+		want := map[string]float64{"overlap_score_weight": 2.5, "router_temperature": 0.25, "overlap_score_credit": 0.5}
+		if cfg.Cluster.RaftBind != "127.0.0.1:9100" || !maps.Equal(cfg.Scheduler.Policy.Params, want) || cfg.Scheduler.AssumeKVReuse {
 			t.Fatalf("env not applied: %+v %+v", cfg.Cluster, cfg.Scheduler)
+		}
+	})
+	t.Run("policy", func(t *testing.T) {
+		cfg, err := parseConfig([]string{"--policy", "two-tier"})
+		if err != nil || cfg.Scheduler.Policy.Name != "two-tier" {
+			t.Fatalf("--policy two-tier = %+v %v", cfg.Scheduler.Policy, err)
+		}
+		for _, args := range [][]string{
+			{"--policy", "fastest"},                                 // unknown policy
+			{"--policy", "two-tier", "--overlap-score-credit", "2"}, // a parameter two-tier does not take
+			{"--prefill-load-scale", "-1"},                          // out of range
+			{"--predicted-ttft-default-tokens-per-s", "0"},          // not positive
+		} {
+			if _, err := parseConfig(args); err == nil {
+				t.Errorf("%q accepted", args)
+			}
 		}
 	})
 	t.Run("token file", func(t *testing.T) {

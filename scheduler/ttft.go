@@ -1,0 +1,162 @@
+package scheduler
+
+import (
+	"container/list"
+	"math"
+	"time"
+)
+
+// Prefill timing per rank (SPEC §6.2, §6.4): what predicted-ttft ranks by
+// and what makes prefill load that is never reported complete decay.
+//
+// Throughput. A booking records the prefill work ahead of it on its rank
+// when it was booked here (the rank's active prefill tokens, decayed)
+// plus its own effective prefill tokens. When its prefill_complete comes
+// (made here or mirrored, always on this node's clock), work / elapsed is
+// a sample of the rank's prefill throughput as the engine delivers it
+// under its real mix of prefill and decode; an EWMA of the samples is the
+// rank's rate, and until minRateSamples have come the node's default is.
+// An engine that is slower, or becomes slower, shows it within a few
+// requests, which a cost counted in blocks cannot see.
+//
+// Decay. The booking's expected prefill end is then work / rate after it
+// was booked here. Until then its tokens count in full; after it they fade
+// linearly to zero over its own prefill time (own tokens / rate), so a
+// caller that never sends prefill_complete does not pin the rank's prefill
+// load for the whole active-request expiry. Both are lazy: a rank's
+// prefill count is settled when it is read (prefillAt), in O(bookings that
+// start or end fading).
+
+const (
+	// minRateSamples is how many samples a rank's learned rate needs
+	// before it replaces the default.
+	minRateSamples = 5
+	// rateAlpha is the EWMA's weight of a new sample.
+	rateAlpha = 0.2
+	// minFade bounds a fade from below, so a booking whose own prefill
+	// is tiny does not drop out in a step.
+	minFade = 10 * time.Millisecond
+)
+
+// DefaultTokensPerSecond is the prefill throughput a rank is assumed to
+// have until it has minRateSamples samples
+// (--predicted-ttft-default-tokens-per-s).
+const DefaultTokensPerSecond = 20000
+
+// prefill states of a reservation
+const (
+	prefillOff     = iota // no prefill load (none booked, completed, or unbooked)
+	prefillWaiting        // counted in full, in rank.waiting
+	prefillFading         // fading, in rank.fading
+	prefillFaded          // decayed to zero before its prefill_complete came
+)
+
+// prefillClock is a rank's prefill timing; the partition lock guards it.
+type prefillClock struct {
+	rate    float64 // EWMA of samples, tokens/s
+	samples int
+	// waiting holds the bookings counted in full, by fade start; fading
+	// those past it.
+	waiting, fading list.List
+}
+
+// tokensPerSecond is the rank's prefill throughput estimate.
+func (rl *rankLoad) tokensPerSecond(def float64) float64 {
+	if rl.clock.samples < minRateSamples {
+		return def
+	}
+	return rl.clock.rate
+}
+
+// startPrefill puts a booking's prefill under the rank's clock; rl.prefill
+// already counts it in full. Called by book with p.mu held.
+func (p *partition) startPrefill(res *reservation) {
+	if res.prefill <= 0 || res.prefillDone {
+		return
+	}
+	rl, now := res.rank, res.local
+	ahead := rl.prefillAt(now) - res.prefill
+	res.work = max(ahead, 0) + res.prefill
+	rate := rl.tokensPerSecond(p.defaultRate)
+	res.fadeStart = now.Add(seconds(float64(res.work) / rate))
+	res.fadeEnd = res.fadeStart.Add(max(seconds(float64(res.prefill)/rate), minFade))
+	w := &rl.clock.waiting
+	e := w.Back()
+	for e != nil && e.Value.(*reservation).fadeStart.After(res.fadeStart) {
+		e = e.Prev()
+	}
+	if e == nil {
+		res.prefillElem = w.PushFront(res)
+	} else {
+		res.prefillElem = w.InsertAfter(res, e)
+	}
+	res.prefillState = prefillWaiting
+}
+
+// stopPrefill takes a booking's prefill off the rank: the tokens it still
+// counts and its place in the clock. learn says it ended by
+// prefill_complete at now, which is a throughput sample.
+func (p *partition) stopPrefill(res *reservation, now time.Time, learn bool) {
+	rl := res.rank
+	switch res.prefillState {
+	case prefillWaiting:
+		rl.prefill -= res.prefill
+		rl.clock.waiting.Remove(res.prefillElem)
+	case prefillFading:
+		rl.clock.fading.Remove(res.prefillElem)
+	}
+	res.prefillElem, res.prefillState = nil, prefillOff
+	if learn && res.work > 0 {
+		if d := now.Sub(res.local); d > 0 {
+			rl.clock.sample(float64(res.work) / d.Seconds())
+		}
+	}
+}
+
+func (c *prefillClock) sample(rate float64) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return
+	}
+	if c.samples == 0 {
+		c.rate = rate
+	} else {
+		c.rate += rateAlpha * (rate - c.rate)
+	}
+	c.samples++
+}
+
+// prefillAt is the rank's active prefill tokens at now: those counted in
+// full plus what fading ones still weigh.
+func (rl *rankLoad) prefillAt(now time.Time) int64 {
+	c := &rl.clock
+	for e := c.waiting.Front(); e != nil; e = c.waiting.Front() {
+		res := e.Value.(*reservation)
+		if res.fadeStart.After(now) {
+			break
+		}
+		c.waiting.Remove(e)
+		rl.prefill -= res.prefill
+		res.prefillElem, res.prefillState = c.fading.PushBack(res), prefillFading
+	}
+	fading := 0.0
+	for e := c.fading.Front(); e != nil; {
+		next := e.Next()
+		res := e.Value.(*reservation)
+		if left := res.fadeEnd.Sub(now); left > 0 {
+			fading += float64(res.prefill) * float64(left) / float64(res.fadeEnd.Sub(res.fadeStart))
+		} else {
+			c.fading.Remove(e)
+			res.prefillElem, res.prefillState = nil, prefillFaded
+		}
+		e = next
+	}
+	return rl.prefill + int64(math.Round(fading))
+}
+
+func seconds(s float64) time.Duration {
+	const maxWait = 24 * time.Hour
+	if s >= maxWait.Seconds() || math.IsNaN(s) {
+		return maxWait
+	}
+	return time.Duration(s * float64(time.Second))
+}
