@@ -20,7 +20,7 @@ import (
 // requests, which a cost counted in blocks cannot see.
 //
 // Decay. The booking's expected prefill end is then work / rate after it
-// was booked here. Until then its tokens count in full; after it they fade
+// was booked here, and at least minHold. Until then its tokens count in full; after it they fade
 // linearly to zero over its own prefill time (own tokens / rate), so a
 // caller that never sends prefill_complete does not pin the rank's prefill
 // load for the whole active-request expiry. Both are lazy: a rank's
@@ -36,6 +36,12 @@ const (
 	// minFade bounds a fade from below, so a booking whose own prefill
 	// is tiny does not drop out in a step.
 	minFade = 10 * time.Millisecond
+	// minHold is the least time a booking's prefill counts in full. A
+	// prediction for a small prefill is dominated by what a rate does not
+	// model (the engine's own queueing and step overhead, the caller's
+	// network), and fading early would undercount a busy rank; a caller
+	// that never reports prefill_complete loses at most this long.
+	minHold = 2 * time.Second
 )
 
 // DefaultTokensPerSecond is the prefill throughput a rank is assumed to
@@ -78,7 +84,7 @@ func (p *partition) startPrefill(res *reservation) {
 	ahead := rl.prefillAt(now) - res.prefill
 	res.work = max(ahead, 0) + res.prefill
 	rate := rl.tokensPerSecond(p.defaultRate)
-	res.fadeStart = now.Add(seconds(float64(res.work) / rate))
+	res.fadeStart = now.Add(max(seconds(float64(res.work)/rate), minHold))
 	res.fadeEnd = res.fadeStart.Add(max(seconds(float64(res.prefill)/rate), minFade))
 	w := &rl.clock.waiting
 	e := w.Back()
