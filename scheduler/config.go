@@ -26,6 +26,9 @@ type Config struct {
 	// DefaultTokensPerSecond is a rank's assumed prefill throughput until
 	// it has learned its own (ttft.go).
 	DefaultTokensPerSecond float64
+	// NoPrefillDecay keeps a booking's prefill load in full until its
+	// prefill_complete or free (the slot tracker's semantics, seed 003).
+	NoPrefillDecay bool
 	// ActiveRequestExpiry frees reservations this long after admission.
 	ActiveRequestExpiry time.Duration
 	// MaxReservations and MaxReservedBlocks bound the bookings the node

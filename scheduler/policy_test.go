@@ -117,8 +117,10 @@ func Test_EveryPolicyAllocatesNothingPerRank(t *testing.T) {
 	}
 	for _, name := range PolicyNames() {
 		t.Run(name, func(t *testing.T) {
+			// A little slack: map growth and the race detector move a
+			// figure by one or two; per rank would be hundreds.
 			small, large := allocs(name, 8), allocs(name, 512)
-			if large > small {
+			if large > small+4 {
 				t.Fatalf("allocations per selection: %v at 8 ranks, %v at 512", small, large)
 			}
 		})

@@ -90,6 +90,7 @@ type partition struct {
 	// throughput (ttft.go).
 	now         func() time.Time
 	defaultRate float64
+	noDecay     bool
 	// scratch for one request, reused under mu
 	prefix []int32
 	cands  []Candidate
@@ -141,7 +142,7 @@ func (s *Scheduler) newPartition(key fsm.PartitionKey) *partition {
 		active: map[uint64]*activeBlock{}, reservations: map[string]*reservation{},
 		handles: map[uint64]*reservation{}, fifo: list.New(),
 		rng: mrand.New(mrand.NewPCG(s.cfg.Seed, h.Sum64())),
-		now: s.now, defaultRate: s.cfg.DefaultTokensPerSecond,
+		now: s.now, defaultRate: s.cfg.DefaultTokensPerSecond, noDecay: s.cfg.NoPrefillDecay,
 	}
 }
 

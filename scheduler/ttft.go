@@ -84,8 +84,12 @@ func (p *partition) startPrefill(res *reservation) {
 	ahead := rl.prefillAt(now) - res.prefill
 	res.work = max(ahead, 0) + res.prefill
 	rate := rl.tokensPerSecond(p.defaultRate)
-	res.fadeStart = now.Add(max(seconds(float64(res.work)/rate), minHold))
-	res.fadeEnd = res.fadeStart.Add(max(seconds(float64(res.prefill)/rate), minFade))
+	if p.noDecay {
+		res.fadeStart, res.fadeEnd = never, never
+	} else {
+		res.fadeStart = now.Add(max(seconds(float64(res.work)/rate), minHold))
+		res.fadeEnd = res.fadeStart.Add(max(seconds(float64(res.prefill)/rate), minFade))
+	}
 	w := &rl.clock.waiting
 	e := w.Back()
 	for e != nil && e.Value.(*reservation).fadeStart.After(res.fadeStart) {
@@ -158,6 +162,9 @@ func (rl *rankLoad) prefillAt(now time.Time) int64 {
 	}
 	return rl.prefill + int64(math.Round(fading))
 }
+
+// never is a fade start that never comes (Config.NoPrefillDecay).
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func seconds(s float64) time.Duration {
 	const maxWait = 24 * time.Hour

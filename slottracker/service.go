@@ -94,6 +94,9 @@ func NewService(expiry time.Duration, now func() time.Time, log *slog.Logger) (*
 func (s *Service) newTracker(key fsm.PartitionKey) (*tracker, error) {
 	cfg := scheduler.DefaultConfig()
 	cfg.ActiveRequestExpiry, cfg.Now = s.expiry, s.now
+	// The caller reports every request's life here; prefill load is
+	// active until it says prefill_complete, as in Dynamo's slot tracker.
+	cfg.NoPrefillDecay = true
 	sched, err := scheduler.New(cfg, s.idx, s.log.With("model_name", key.Model, "tenant_id", key.Tenant))
 	if err != nil {
 		return nil, err
