@@ -175,6 +175,8 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 		"sequence_hashes": []uint64{21, 22, 23, 24, 25, 26, 27, 28}, "isl_tokens": 128, "min_catalog_index": w1["catalog_index"]}
 	tr.call("select", f1, "POST", "/select", merge(prompt, map[string]any{"selection_id": "sel-1",
 		"router_config_override": map[string]any{"overlap_score_weight": 1.0, "router_temperature": 0.0}}), 200)
+	tr.call("select-policy", f1, "POST", "/select", merge(prompt, map[string]any{
+		"router_config_override": map[string]any{"policy": "agentic", "prefill_load_scale": 2.0, "assume_kv_reuse": false}}), 200)
 	tr.call("select-tokens", f1, "POST", "/select", map[string]any{"model_name": "model", "routing_group": "default",
 		"token_ids": []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}}, 200)
 	tr.call("select-unknown-model", f1, "POST", "/select", map[string]any{"model_name": "nope", "token_ids": []uint32{1}}, 503)
