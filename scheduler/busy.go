@@ -58,7 +58,7 @@ func (s *Scheduler) Unchecked(t fsm.Thresholds, w *fsm.Worker) []string {
 	if t.ActiveDecodeBlocks != nil && w.TotalKVBlocks == 0 {
 		out = append(out, "active_decode_blocks_threshold not checked: total_kv_blocks is unknown")
 	}
-	if t.ActivePrefillTokens != nil && !s.cfg.TrackPrefillTokens {
+	if t.ActivePrefillTokens != nil && !s.trackPrefill(s.partitionPolicy(w.Partition())) {
 		out = append(out, "active_prefill_tokens_threshold not checked: prefill tokens are not tracked (track-prefill-tokens is off)")
 	}
 	return out

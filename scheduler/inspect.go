@@ -47,7 +47,7 @@ func (s *Scheduler) Loads(model, tenant string) []PartitionLoads {
 		pl := PartitionLoads{Partition: p.key, Loads: make([]RankLoad, 0, len(p.byKey))}
 		for _, rl := range p.byKey {
 			v := rl.view(s.now())
-			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl, s.cfg.TrackPrefillTokens)
+			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl, s.trackPrefill(s.partitionPolicy(p.key)))
 			pl.Loads = append(pl.Loads, v)
 		}
 		p.mu.Unlock()

@@ -101,7 +101,7 @@ func (s *Scheduler) Pending() int {
 // rememberSelection keeps a /select choice under its selection id.
 func (s *Scheduler) rememberSelection(id string, sel Selection, pr *Prompt) {
 	prefill := int64(0)
-	if s.cfg.TrackPrefillTokens {
+	if sel.tracked {
 		prefill = sel.EffectivePrefillTokens
 	}
 	s.pending.remember(&pendingSelection{

@@ -359,3 +359,18 @@ func Test_RoundRobinAndPowerOfTwo(t *testing.T) {
 		}
 	}
 }
+
+// Test_OverrideCannotEscapeShedding: a request that turns prefill
+// tracking off for itself is still refused by a prefill busy threshold;
+// whether prefill counts toward busy is the partition's setting.
+func Test_OverrideCannotEscapeShedding(t *testing.T) {
+	f := newFixture(t)
+	f.worker(1, 1)
+	f.apply(fsm.SetThresholds{Model: "m", ActivePrefillTokens: ptr(uint64(100))})
+	f.mustReserve("big", 1, 0, prompt(seqRange(1, 10)...)) // 160 prefill tokens
+	_, err := f.s.Select(SelectRequest{Partition: keyM, Prompt: prompt(1),
+		Override: Override{Params: map[string]float64{"track_prefill_tokens": 0}}})
+	if !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("selection with tracking off = %v, want overloaded", err)
+	}
+}

@@ -48,7 +48,7 @@ func (s *Scheduler) replay(p *partition, req *SelectRequest, overlaps []indexer.
 		EffectivePrefillTokens: req.Prompt.ISL - s.cachedTokens(p, r.rank.key, overlaps, req.Prompt.ISL),
 		ReservationID:          r.id, Replayed: true,
 	}
-	if s.cfg.TrackPrefillTokens {
+	if s.trackPrefill(s.partitionPolicy(p.key)) {
 		sel.EffectivePrefillTokens = r.prefill
 	}
 	return sel, true, nil

@@ -40,6 +40,9 @@ type Selection struct {
 	// with the same prompt (a caller retrying after a lost answer), and
 	// this is the booking's answer, not a new choice (replay.go).
 	Replayed bool
+	// tracked: the request's policy counts prefill tokens as load, so a
+	// booking of this choice records EffectivePrefillTokens.
+	tracked bool
 }
 
 // OverlapSummary is the chosen worker's match, in tokens: GPU is the best
@@ -108,8 +111,10 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	}
 	// Busy is judged over every rank of a worker, stale ones included (a
 	// worker is busy only when all its ranks are); stale ranks are then
-	// left out of the choice.
-	cands := s.shed(p, scored, track)
+	// left out of the choice. Whether prefill counts toward busy is the
+	// partition's setting, never the request's: a request cannot opt out
+	// of load shedding.
+	cands := s.shed(p, scored, s.trackPrefill(s.partitionPolicy(p.key)))
 	if fresh < len(scored) {
 		cands = withoutStale(cands)
 	}
@@ -131,7 +136,7 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 		Partition: p.key, WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
 		Endpoint: c.rank.worker.Endpoint, BlockSize: p.blockSize,
 		Overlap:                summarize(c.rank.worker, overlaps, p.blockSize),
-		EffectivePrefillTokens: req.Prompt.ISL - c.CachedTokens,
+		EffectivePrefillTokens: req.Prompt.ISL - c.CachedTokens, tracked: track,
 	}
 	if req.Reserve {
 		prefill := int64(0)
