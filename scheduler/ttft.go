@@ -39,9 +39,11 @@ const (
 	// minHold is the least time a booking's prefill counts in full. A
 	// prediction for a small prefill is dominated by what a rate does not
 	// model (the engine's own queueing and step overhead, the caller's
-	// network), and fading early would undercount a busy rank; a caller
-	// that never reports prefill_complete loses at most this long.
-	minHold = 2 * time.Second
+	// network, a test under the race detector), and fading early would
+	// undercount a busy rank whose caller reports prefill_complete a
+	// little late; a caller that never reports it pins the rank's prefill
+	// load for this long instead of the whole active-request expiry.
+	minHold = 10 * time.Second
 )
 
 // DefaultTokensPerSecond is the prefill throughput a rank is assumed to

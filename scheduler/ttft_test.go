@@ -89,21 +89,20 @@ func Test_PredictedTTFTSeesASlowEngine(t *testing.T) {
 func Test_PrefillDecay(t *testing.T) {
 	f := newFixture(t)
 	f.worker(1, 1)
-	f.learn(1, 5, 64, 100*time.Millisecond) // 10240 tokens/s
-	// 2560 blocks·16 = 40960 tokens: expected 4 s, fading over 4 s more.
-	f.mustReserve("r", 1, 0, prompt(seqRange(3<<40, 2560)...))
-	f.mustReserve("s", 1, 0, prompt(seqRange(5<<40, 64)...)) // 1024 tokens behind it: expected at 4.1 s, fading 0.1 s
+	f.learn(1, 5, 64, time.Second) // 1024 tokens/s
+	// 1024 blocks·16 = 16384 tokens: expected 16 s, fading over 16 s more.
+	f.mustReserve("r", 1, 0, prompt(seqRange(3<<40, 1024)...))
+	f.mustReserve("s", 1, 0, prompt(seqRange(5<<40, 64)...)) // 1024 tokens behind it: expected at 17 s, fading 1 s
 	start := f.clock
 	for _, tc := range []struct {
 		at   time.Duration
 		want int64
 	}{
-		{0, 41984}, {3 * time.Second, 41984}, {4 * time.Second, 41984},
-		{4150 * time.Millisecond, 39424 + 512}, // r fading (3.85 s of 4 left), s half way through its 0.1 s fade
-		{5 * time.Second, 30720},               // r 3/4 left; s faded at 4.2 s
-		{6 * time.Second, 20480},
-		{8 * time.Second, 0},
-		{9 * time.Second, 0},
+		{0, 17408}, {15 * time.Second, 17408}, {16 * time.Second, 17408},
+		{17500 * time.Millisecond, 14848 + 512}, // r has 14.5 s of 16 left, s half way through its 1 s fade
+		{24 * time.Second, 8192},                // r half; s faded at 18 s
+		{32 * time.Second, 0},
+		{40 * time.Second, 0},
 	} {
 		f.clock = start.Add(tc.at)
 		if got := f.load(1, 0).ActivePrefillTokens; got != tc.want {
@@ -120,6 +119,12 @@ func Test_PrefillDecay(t *testing.T) {
 	f.s.Free("r")
 	if l := f.load(1, 0); l.ActivePrefillTokens != 0 || l.ActiveRequests != 0 || l.ActiveDecodeBlocks != 0 {
 		t.Fatalf("after the frees: %+v", l)
+	}
+	// A small booking holds for minHold whatever its prediction.
+	f.mustReserve("small", 1, 0, prompt(seqRange(6<<40, 1)...))
+	f.clock = f.clock.Add(minHold - time.Millisecond)
+	if got := f.load(1, 0).ActivePrefillTokens; got != 16 {
+		t.Fatalf("small booking before minHold: prefill %d, want 16", got)
 	}
 }
 
