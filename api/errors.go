@@ -20,14 +20,15 @@ const (
 	// CodeForbidden: the request carries the selection token, and the
 	// route needs the admin token.
 	CodeForbidden Code = "forbidden"
-	// CodeNotFound: no such route, worker, reservation or pending
-	// selection.
+	// CodeNotFound: no such route, worker, reservation, pending
+	// selection or policy entry.
 	CodeNotFound Code = "not_found"
 	// CodeMethodNotAllowed: the route exists but not for this method; the
 	// answer's Allow header lists the methods it takes.
 	CodeMethodNotAllowed Code = "method_not_allowed"
-	// CodeConflict: a reservation id already booked, or a membership
-	// change that is not possible.
+	// CodeConflict: a reservation id already booked, a membership
+	// change that is not possible, or a new policy entry past
+	// MaxPolicies.
 	CodeConflict Code = "conflict"
 	// CodeCapacity: the booking would pass the node's bounds on the
 	// bookings it holds (--max-reservations, --max-reserved-blocks).

@@ -28,7 +28,7 @@ const (
 	AccessOpen = "open"
 	// AccessSelection routes are what a Ray caller needs: selection,
 	// bookings and their lifecycle, loads, and reads of the catalog,
-	// thresholds, cluster status and metrics.
+	// policies, thresholds, cluster status and metrics.
 	AccessSelection = "selection"
 	// AccessWorker routes are writes a worker makes about itself (lease
 	// keepalives): a token in either scope, the selection one will do.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/scheduler"
 )
 
 // The OpenAPI document is built here from the wire types themselves (by
@@ -78,7 +79,13 @@ var (
 	// qThresholdModel names the model whose thresholds DELETE clears.
 	qThresholdModel = param{api.QueryModel, "query", "The model.", schema{"type": "string"}, true}
 	qTenant         = param{api.QueryTenantID, "query", "Only this tenant.", schema{"type": "string"}, false}
-	qGroup          = param{api.QueryRoutingGroup, "query", "Dynamo's newer name for tenant_id (not both, unless equal).",
+	// qPolicyModel and qPolicyTenant name the entry DELETE /policies
+	// removes.
+	qPolicyModel = param{api.QueryModelName, "query", "The model, or \"*\" for the cluster default.",
+		schema{"type": "string", "minLength": 1, "maxLength": api.MaxNameLen}, true}
+	qPolicyTenant = param{api.QueryTenantID, "query", "The tenant (default \"default\"); left out for the cluster default.",
+		schema{"type": "string", "maxLength": api.MaxNameLen}, false}
+	qGroup = param{api.QueryRoutingGroup, "query", "Dynamo's newer name for tenant_id (not both, unless equal).",
 		schema{"type": "string"}, false}
 	qWorker = param{api.QueryWorkerID, "query", "Only this worker.",
 		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
@@ -257,6 +264,23 @@ var operations = []op{
 		params: []param{qThresholdModel, qRedirect},
 		resps:  with(catalogErrors, resp{"200", "The model's thresholds, now null.", api.BusyThreshold{}, writeHeaders})},
 
+	{method: "GET", path: api.PathPolicies, id: "listPolicies", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "policies", summary: "Every partition's selection policy, and the cluster default",
+		desc:   "The catalog's policy entries (SPEC §6.4), sorted by (model_name, tenant_id); model_name \"*\" (tenant_id empty) is the cluster default. A partition runs its own entry, else the cluster default, else the answering node's node_default (its --policy); a request's router_config_override.policy picks another for that request only.",
+		params: []param{qConsistency, hIndex},
+		resps: with(promptErrors[:1], resp{"200", "The entries and this node's default.", api.Policies{}, readHeaders},
+			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+	{method: "PUT", path: api.PathPolicies, id: "setPolicy", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "policies", summary: "Set a partition's selection policy, or the cluster default",
+		desc: "Through the Raft log, like worker writes, so every node ranks alike; replaces the partition's entry. model_name is required: \"*\" sets the cluster default (tenant_id must then be left out); for a model, tenant_id (or routing_group) defaults to \"default\". " +
+			fmt.Sprintf("parameters are the policy's (GET /openapi.json cannot list them; an unknown one is refused, naming those the policy takes), each a JSON number or, for a boolean parameter, true or false. At most %d entries (a new one past that is 409 conflict) and %d parameters per entry.", api.MaxPolicies, api.MaxPolicyParameters),
+		params: []param{qRedirect}, body: api.PolicyRequest{}, required: []string{"model_name", "policy"},
+		resps: with(catalogErrors, resp{"200", "The stored entry.", api.PolicyWritten{}, writeHeaders},
+			resp{"409", fmt.Sprintf("`conflict`: the catalog holds %d entries already; delete one first.", api.MaxPolicies), api.Error{}, []string{api.HeaderServedBy}})},
+	{method: "DELETE", path: api.PathPolicies, id: "deletePolicy", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "policies", summary: "Remove a partition's selection policy, or the cluster default",
+		desc:   "The partition falls back to the cluster default, the cluster default to each node's --policy. The partition is named by query parameters, never by path segments: model names contain '/'.",
+		params: []param{qPolicyModel, qPolicyTenant, qGroup, qRedirect},
+		resps: with(catalogErrors, resp{"200", "The removed entry.", api.PolicyWritten{}, writeHeaders},
+			resp{"404", "No such entry.", api.Error{}, []string{api.HeaderServedBy}})},
+
 	{method: "GET", path: api.PathClusterStatus, id: "clusterStatus", access: api.AccessSelection, where: api.RunsOnAny, tag: "cluster", summary: "This node's view of the cluster",
 		resps: []resp{{"200", "The status.", api.ClusterStatus{}, nil}}},
 	{method: "POST", path: api.PathClusterJoin, id: "clusterJoin", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "cluster", summary: "Add a node",
@@ -329,7 +353,7 @@ var requestTypes = map[reflect.Type]bool{
 	reflect.TypeFor[api.ReserveRequest](): true, reflect.TypeFor[api.Prompt](): true,
 	reflect.TypeFor[api.RouterConfigOverride](): true, reflect.TypeFor[api.OutputBlockRequest](): true,
 	reflect.TypeFor[api.JoinRequest](): true, reflect.TypeFor[api.RemoveRequest](): true,
-	reflect.TypeFor[api.ReplicaSyncPeerRequest](): true,
+	reflect.TypeFor[api.ReplicaSyncPeerRequest](): true, reflect.TypeFor[api.PolicyRequest](): true,
 }
 
 // typeDocs describe the schemas.
@@ -359,6 +383,12 @@ var typeDocs = map[string]string{
 	"ReplicaSyncPeerAck":     "A replica-sync peer change, done.",
 	"ReplicaSyncStatus":      "A node's replica sync: its endpoint and the peers it follows, sorted by endpoint.",
 	"ReplicaSyncPeer":        "One replica-sync subscription.",
+	"PolicyRequest":          "A partition's selection policy, or with model_name \"*\" the cluster default.",
+	"Policy":                 "One policy entry of the catalog; tenant_id is empty for the cluster default.",
+	"PolicyWritten":          "A policy entry after a write (the removed one for DELETE), with the index the write was applied at.",
+	"PolicySpec":             "A policy and its parameters.",
+	"Policies":               "The catalog's policy entries, sorted, and the answering node's default.",
+	"PolicyParameters":       fmt.Sprintf("A policy's parameters by name: a number, or true or false for a boolean parameter; at most %d.", api.MaxPolicyParameters),
 }
 
 // fieldDocs add descriptions and bounds to properties, by "Type.json_name".
@@ -429,6 +459,12 @@ var fieldDocs = map[string]schema{
 	"PartitionDump.tenant_id":       {"description": "The partition's tenant; loaders trust it over the key (absent in Dynamo's dumps)."},
 	"Member.suffrage":               {"enum": []string{"Voter", "Nonvoter", "Staging"}},
 	"JoinRequest.caught_up":         {"description": "Sent by the joining node once it holds the configuration that lists it; only then is it made a voter."},
+	"PolicyRequest.model_name":      {"minLength": 1, "maxLength": api.MaxNameLen, "description": "Required: a model, or \"*\" for the cluster default."},
+	"PolicyRequest.tenant_id":       {"maxLength": api.MaxNameLen, "description": "Default \"default\"; left out for the cluster default."},
+	"PolicyRequest.routing_group":   {"maxLength": api.MaxNameLen, "description": "Dynamo's newer name for tenant_id; give one or the other (or both, equal)."},
+	"PolicyRequest.policy":          {"description": "A policy by name (SPEC §6.4): " + strings.Join(scheduler.PolicyNames(), ", ") + "."},
+	"Policy.modify_index":           {"description": "The Raft index that last wrote the entry."},
+	"Policies.node_default":         {"description": "The answering node's --policy: what a partition runs on it when neither the partition nor the cluster has an entry."},
 }
 
 // builder turns Go wire types into schemas under components/schemas.
@@ -442,6 +478,8 @@ var (
 	idType     = reflect.TypeFor[api.ID]()
 	codeType   = reflect.TypeFor[api.Code]()
 	timeType   = reflect.TypeFor[time.Time]()
+	// policyParamsType's values are numbers or booleans (any in Go).
+	policyParamsType = reflect.TypeFor[api.PolicyParameters]()
 )
 
 func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
@@ -474,6 +512,11 @@ func (b *builder) of(t reflect.Type) schema {
 		return schema{"type": "string", "enum": names}
 	case timeType:
 		return schema{"type": "string", "format": "date-time"}
+	case policyParamsType:
+		return b.named("PolicyParameters", func() schema {
+			return schema{"type": "object",
+				"additionalProperties": schema{"anyOf": []any{schema{"type": "number"}, schema{"type": "boolean"}}}}
+		})
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

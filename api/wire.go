@@ -109,6 +109,7 @@ const (
 	PathOverlapScores    = "/overlap_scores"
 	PathDump             = "/dump"
 	PathBusyThreshold    = "/busy_threshold"
+	PathPolicies         = "/policies"
 	PathClusterStatus    = "/cluster/status"
 	PathClusterJoin      = "/cluster/join"
 	PathClusterRemove    = "/cluster/remove"

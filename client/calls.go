@@ -368,3 +368,33 @@ func (c *Client) BusyThresholds(ctx context.Context, linearizable bool) (*api.Bu
 	var out api.BusyThresholds
 	return &out, c.send(ctx, catalogRead(api.PathBusyThreshold, url.Values{}, linearizable), nil, &out)
 }
+
+// SetPolicy stores a partition's selection policy, replacing its entry,
+// or with model_name api.AnyModel ("*") the cluster default (PUT
+// /policies). Parameters are numbers, or booleans for boolean
+// parameters.
+func (c *Client) SetPolicy(ctx context.Context, req api.PolicyRequest) (*api.PolicyWritten, error) {
+	var out api.PolicyWritten
+	return &out, c.send(ctx, call{method: http.MethodPut, path: api.PathPolicies, kind: write}, req, &out)
+}
+
+// DeletePolicy removes a partition's selection policy, or with model
+// api.AnyModel the cluster default (DELETE /policies?model_name=&
+// tenant_id=); an empty tenant is "default" for a model, none for "*".
+// The partition then runs the cluster default, and the cluster default
+// each node's --policy. An absent entry is not_found.
+func (c *Client) DeletePolicy(ctx context.Context, model, tenant string) (*api.PolicyWritten, error) {
+	var out api.PolicyWritten
+	q := url.Values{api.QueryModelName: {model}}
+	if tenant != "" {
+		q.Set(api.QueryTenantID, tenant)
+	}
+	return &out, c.send(ctx, call{method: http.MethodDelete, path: withQuery(api.PathPolicies, q), kind: write}, nil, &out)
+}
+
+// Policies lists the catalog's policy entries, sorted, with the answering
+// node's own default (GET /policies).
+func (c *Client) Policies(ctx context.Context, linearizable bool) (*api.Policies, error) {
+	var out api.Policies
+	return &out, c.send(ctx, catalogRead(api.PathPolicies, url.Values{}, linearizable), nil, &out)
+}

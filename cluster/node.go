@@ -49,6 +49,9 @@ type Node struct {
 	closed        bool
 
 	hadState bool // the data dir held raft state at Open
+	// bootstrapped is set when Open wrote a new cluster's configuration
+	// (Bootstrapped).
+	bootstrapped bool
 	// incarnation is this process's, published in the node metadata
 	// (identity.go).
 	incarnation uint64
@@ -168,6 +171,7 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 			n.closeStores()
 			return nil, fmt.Errorf("bootstrap: %w", err)
 		}
+		n.bootstrapped = true
 	}
 	n.metrics = newMetrics(n)
 	n.watcher = newWatcher(n.fsm, observer, n.log)
@@ -410,6 +414,13 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 		}
 	}
 }
+
+// Bootstrapped reports whether this process started a new cluster: it
+// had no Raft state and wrote the first configuration (alone, or as one
+// of --initial-cluster). A node that joined, or resumed its data dir, did
+// not. What a cluster starts with besides its members (--policy's seed of
+// the cluster default) is written by the nodes that bootstrapped it.
+func (n *Node) Bootstrapped() bool { return n.bootstrapped }
 
 // ID returns the node id.
 func (n *Node) ID() string { return n.cfg.NodeID }

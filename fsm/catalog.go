@@ -17,6 +17,9 @@ type Catalog struct {
 	nodes      map[string]NodeMeta
 	thresholds map[string]Thresholds // by model
 	clusterID  ClusterID
+	policies   map[PartitionKey]Policy // selection policies (policy.go)
+	// policySeeded is set once a cluster default was ever written.
+	policySeeded bool
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -131,6 +134,9 @@ type Change struct {
 	Partitions []PartitionKey
 	// Thresholds are, sorted, the models whose busy thresholds changed.
 	Thresholds []string
+	// Policies are, sorted, the keys whose policy entries were written
+	// or removed ({AnyModel, ""} for the cluster default).
+	Policies []PartitionKey
 }
 
 // WorkerChange is one worker's difference. Old is nil for an insert, New
@@ -177,6 +183,17 @@ func NewChange(prev, cur *Catalog) *Change {
 		}
 	}
 	slices.Sort(ch.Thresholds)
+	for k, p := range cur.policies {
+		if o, ok := prev.policies[k]; !ok || o.ModifyIndex != p.ModifyIndex {
+			ch.Policies = append(ch.Policies, k)
+		}
+	}
+	for k := range prev.policies {
+		if _, ok := cur.policies[k]; !ok {
+			ch.Policies = append(ch.Policies, k)
+		}
+	}
+	slices.SortFunc(ch.Policies, comparePartitionKeys)
 	return ch
 }
 
@@ -193,20 +210,22 @@ func (c WorkerChange) ID() uint64 {
 type editor struct {
 	next    *Catalog
 	touched map[PartitionKey]bool
-	// nodesCopied and thresholdsCopied are set once next.nodes and
-	// next.thresholds are private copies.
-	nodesCopied, thresholdsCopied bool
+	// nodesCopied, thresholdsCopied and policiesCopied are set once
+	// next.nodes, next.thresholds and next.policies are private copies.
+	nodesCopied, thresholdsCopied, policiesCopied bool
 }
 
 func newEditor(cur *Catalog, index uint64) *editor {
 	return &editor{
 		next: &Catalog{
-			index:      index,
-			workers:    maps.Clone(cur.workers),
-			partitions: maps.Clone(cur.partitions),
-			nodes:      cur.nodes,      // node metadata is copied on first write
-			thresholds: cur.thresholds, // so are thresholds
-			clusterID:  cur.clusterID,
+			index:        index,
+			workers:      maps.Clone(cur.workers),
+			partitions:   maps.Clone(cur.partitions),
+			nodes:        cur.nodes,      // node metadata is copied on first write
+			thresholds:   cur.thresholds, // so are thresholds
+			clusterID:    cur.clusterID,
+			policies:     cur.policies, // and policies
+			policySeeded: cur.policySeeded,
 		},
 		touched: map[PartitionKey]bool{},
 	}

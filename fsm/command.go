@@ -36,6 +36,14 @@ const (
 	// CmdSetClusterID gives the catalog its cluster id unless it has one
 	// (written with the IgnoreUnknown flag).
 	CmdSetClusterID CommandType = 10
+	// CmdSetPolicy stores a partition's selection policy, or the cluster
+	// default (written with the IgnoreUnknown flag, as are the next two).
+	CmdSetPolicy CommandType = 11
+	// CmdDeletePolicy removes a partition's policy or the cluster default.
+	CmdDeletePolicy CommandType = 12
+	// CmdInitPolicy seeds the cluster default unless one was ever
+	// written.
+	CmdInitPolicy CommandType = 13
 
 	// IgnoreUnknown is the flag bit of a type an older binary may skip.
 	IgnoreUnknown CommandType = 0x80
@@ -66,6 +74,12 @@ func (t CommandType) String() string {
 		return "expire_lease"
 	case CmdSetClusterID:
 		return "set_cluster_id"
+	case CmdSetPolicy:
+		return "set_policy"
+	case CmdDeletePolicy:
+		return "delete_policy"
+	case CmdInitPolicy:
+		return "init_policy"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }

@@ -5,8 +5,10 @@
 // workers (with their endpoints, data-parallel ranks and block size) keyed by
 // worker id, grouped into partitions by (model_name, tenant_id), the
 // selector nodes' metadata (with each node's epoch, which grows at every
-// start of the node), and the cluster id (clusterid.go). Every node applies the same commands in the
-// same order and so holds an identical catalog, including what is derived
+// start of the node), the cluster id (clusterid.go), and the selection
+// policy of each partition and of the cluster (policy.go). Every node
+// applies the same commands in the same order and so holds an identical
+// catalog, including what is derived
 // from it: each worker's lifecycle (schedulable or incomplete, with
 // reasons), each partition's block size, schedulable workers and ranks.
 // These views are computed once per change, when the catalog is built, so

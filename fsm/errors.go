@@ -16,6 +16,12 @@ var (
 	// ErrClusterIDSet is returned by a SetClusterID naming another id
 	// than the one the catalog already holds: the first one stays.
 	ErrClusterIDSet = errors.New("cluster id already set")
+	// ErrPolicyNotFound is returned by a delete of a policy entry the
+	// catalog does not hold.
+	ErrPolicyNotFound = errors.New("policy not found")
+	// ErrTooManyPolicies is returned by a SetPolicy of a new (model,
+	// tenant) when the catalog holds MaxPolicies entries already.
+	ErrTooManyPolicies = errors.New("too many policy entries")
 	// ErrInvalidCommand is returned when a command's content is invalid
 	// (for example a patch that would leave data_parallel_size at 0). The
 	// HTTP layer validates first, so this is a second line of defence.

@@ -20,6 +20,10 @@ type Result struct {
 	Worker *Worker
 	// Thresholds is the model's record after a threshold command.
 	Thresholds *Thresholds
+	// Policy is the entry after a set_policy or init_policy (nil when
+	// init_policy left the catalog without a default), or the entry
+	// delete_policy removed.
+	Policy *Policy
 	// Err is a deterministic outcome such as ErrWorkerNotFound.
 	Err error
 	// Skipped is set for an entry of a type this binary does not know
@@ -36,6 +40,10 @@ type outcome struct {
 	removed *Worker
 	// thresholds names the model whose thresholds a command wrote.
 	thresholds string
+	// policy is the key of the policy entry a command wrote;
+	// removedPolicy the entry it removed.
+	policy        *PartitionKey
+	removedPolicy *Policy
 }
 
 // handler decodes one command type's payload and applies it to the
@@ -56,6 +64,10 @@ var handlers = map[CommandType]handler{
 	CmdSetThresholds:   applySetThresholds,
 	CmdClearThresholds: applyClearThresholds,
 	CmdInitThresholds:  applyInitThresholds,
+
+	CmdSetPolicy:    applySetPolicy,
+	CmdDeletePolicy: applyDeletePolicy,
+	CmdInitPolicy:   applyInitPolicy,
 }
 
 // FSM implements raft.FSM over the worker catalog.
@@ -128,6 +140,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if out.thresholds != "" {
 		t := next.thresholds[out.thresholds]
 		res.Thresholds = &t
+	}
+	res.Policy = out.removedPolicy
+	if out.policy != nil {
+		if p, ok := next.policies[*out.policy]; ok {
+			res.Policy = &p
+		}
 	}
 	return res
 }
@@ -285,6 +303,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("restore catalog snapshot: thresholds of %q appear twice", v.Model)
 		}
 		e.putThresholds(v.decode())
+	}
+	for _, v := range snap.Policies {
+		p := v.decode()
+		if err := ValidatePolicyEntry(p.Key, p.Name, p.Params); err != nil {
+			return fmt.Errorf("restore catalog snapshot: policy of model_name %q tenant_id %q: %w", p.Key.Model, p.Key.Tenant, err)
+		}
+		if _, dup := e.next.policies[p.Key]; dup {
+			return fmt.Errorf("restore catalog snapshot: policy of model_name %q tenant_id %q appears twice", p.Key.Model, p.Key.Tenant)
+		}
+		e.putPolicy(p)
+	}
+	if snap.DefaultPolicySeeded {
+		e.next.policySeeded = true
 	}
 	next := e.finish()
 	f.mu.Lock()

@@ -34,6 +34,12 @@ import (
 // binary that skipped it would keep a worker every other node dropped.
 // Type 10 (set_cluster_id) is setClusterIDV1, written with the
 // IgnoreUnknown flag (0x8a): a binary before cluster ids skips it.
+// The policy commands, types 11-13 (set_policy, delete_policy,
+// init_policy), share one payload, policyV1, and are written with the
+// IgnoreUnknown flag too (0x8b-0x8d). Snapshots hold the policy entries
+// and whether a cluster default was ever written as two more optional
+// fields (policies, policy_default_seeded), not as a new version: a
+// binary before them drops them on restore, as it skips the commands.
 //
 // A node record (nodeV1) gained two optional fields under the omitempty
 // rule: incarnation in set_node (the writing process's start, see
@@ -168,6 +174,33 @@ type nodeV1 struct {
 	Epoch uint64 `json:"epoch,omitempty"`
 }
 
+// policyV1 is the payload of the policy commands and a record of a
+// snapshot (where ModifyIndex is kept; in commands it is zero and
+// omitted). A delete carries the key only; an init, the policy only (its
+// key is always the cluster default's). Parameters are encoded with sorted
+// keys (encoding/json sorts map keys), so an entry is always the same
+// bytes.
+type policyV1 struct {
+	ModelName   string             `json:"model_name,omitempty"`
+	TenantID    string             `json:"tenant_id,omitempty"`
+	Policy      string             `json:"policy,omitempty"`
+	Parameters  map[string]float64 `json:"parameters,omitempty"`
+	ModifyIndex uint64             `json:"modify_index,omitempty"`
+}
+
+func encodePolicy(p Policy) policyV1 {
+	return policyV1{ModelName: p.Key.Model, TenantID: p.Key.Tenant, Policy: p.Name, Parameters: p.Params,
+		ModifyIndex: p.ModifyIndex}
+}
+
+func (v policyV1) decode() Policy {
+	if len(v.Parameters) == 0 {
+		v.Parameters = nil // {} and none are the same entry
+	}
+	return Policy{Key: PartitionKey{Model: v.ModelName, Tenant: v.TenantID}, Name: v.Policy, Params: v.Parameters,
+		ModifyIndex: v.ModifyIndex}
+}
+
 type setClusterIDV1 struct {
 	ClusterID string `json:"cluster_id"`
 }
@@ -233,6 +266,12 @@ func EncodeCommand(c Command) ([]byte, error) {
 		payload = thresholdsV1{Model: c.Model}
 	case InitThresholds:
 		payload = thresholdsV1{Model: c.Model, ActiveDecodeBlocks: c.ActiveDecodeBlocks, ActivePrefillTokens: c.ActivePrefillTokens}
+	case SetPolicy:
+		payload = encodePolicy(Policy{Key: c.Key, Name: c.Name, Params: c.Params})
+	case DeletePolicy:
+		payload = policyV1{ModelName: c.Key.Model, TenantID: c.Key.Tenant}
+	case InitPolicy:
+		payload = policyV1{Policy: c.Name, Parameters: c.Params}
 	default:
 		return nil, fmt.Errorf("encode: unknown command %T", c)
 	}
@@ -269,7 +308,7 @@ func (v workerPatchV1) decode() WorkerPatch {
 
 // snapshotV4 is the on-disk form of a snapshot, every version alike:
 // version 2 has no thresholds, version 1 no nodes either; the cluster id
-// is optional in any.
+// and the policies are optional in any.
 type snapshotV4 struct {
 	Version    int            `json:"version"`
 	Index      uint64         `json:"index"`
@@ -277,6 +316,10 @@ type snapshotV4 struct {
 	Workers    []workerV1     `json:"workers"`
 	Nodes      []nodeV1       `json:"nodes,omitempty"`
 	Thresholds []thresholdsV1 `json:"thresholds,omitempty"`
+	Policies   []policyV1     `json:"policies,omitempty"`
+	// DefaultPolicySeeded: a cluster default was ever written, so
+	// init_policy changes nothing (Catalog.DefaultPolicySeeded).
+	DefaultPolicySeeded bool `json:"policy_default_seeded,omitempty"`
 }
 
 // snapshotVersion is the newest version Snapshot writes and Restore reads.
@@ -303,5 +346,12 @@ func encodeSnapshot(c *Catalog) snapshotV4 {
 	for _, n := range c.Nodes() {
 		s.Nodes = append(s.Nodes, encodeNode(n, true))
 	}
+	// Optional fields too, for the cluster id's reason: a follower of the
+	// release before installs the snapshot without them (and selects
+	// with its own --policy, as it does having skipped the commands).
+	for _, p := range c.Policies() {
+		s.Policies = append(s.Policies, encodePolicy(p))
+	}
+	s.DefaultPolicySeeded = c.policySeeded
 	return s
 }

@@ -107,6 +107,8 @@ func Test_GoldenSnapshots(t *testing.T) {
 		// release before (it reads up to 3, ignoring unknown fields) can
 		// install this release's snapshots during a rolling upgrade.
 		{"snapshot.v3-cluster-id.json", 2, 1, true},
+		// So are the policies and the seed mark (Test_GoldenSnapshotPolicies).
+		{"snapshot.v3-policies.json", 2, 1, true},
 		// Written by no release, still read.
 		{"snapshot.v4.json", 2, 1, false},
 		{"snapshot.v3.json", 2, 1, true},
@@ -137,7 +139,7 @@ func Test_GoldenSnapshots(t *testing.T) {
 			}
 			wantID := ""
 			var wantEpoch uint64
-			if tt.file == "snapshot.v4.json" || tt.file == "snapshot.v3-cluster-id.json" {
+			if tt.file == "snapshot.v4.json" || tt.file == "snapshot.v3-cluster-id.json" || tt.file == "snapshot.v3-policies.json" {
 				wantID, wantEpoch = goldenClusterID, 3
 			}
 			if n1, _ := c.Node("n1"); c.ClusterID().String() != wantID || n1.Epoch != wantEpoch {

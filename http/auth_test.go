@@ -21,7 +21,7 @@ var specOpen = map[string]bool{
 // specSelection are the routes the selection token opens: "/select,
 // /select_and_reserve, /reservations and its lifecycle routes,
 // /potential_loads, /overlap_scores, /loads, worker keepalives, and reads
-// of /workers, /busy_threshold, /cluster/status and /metrics".
+// of /workers, /policies, /busy_threshold, /cluster/status and /metrics".
 var specSelection = map[string]bool{
 	"POST " + api.PathSelect: true, "POST " + api.PathSelectAndReserve: true,
 	"POST " + api.PathReservations: true, "GET " + api.PathReservations: true,
@@ -30,12 +30,12 @@ var specSelection = map[string]bool{
 	"POST " + api.PathPotentialLoads: true, "POST " + api.PathOverlapScores: true, "GET " + api.PathLoads: true,
 	"POST " + api.PathKeepAlive: true, "POST " + api.PathWorkerKeepAlive: true,
 	"GET " + api.PathWorkers: true, "GET " + api.PathWorker: true, "GET " + api.PathBusyThreshold: true,
-	"GET " + api.PathClusterStatus: true, "GET " + api.PathMetrics: true,
+	"GET " + api.PathPolicies: true, "GET " + api.PathClusterStatus: true, "GET " + api.PathMetrics: true,
 }
 
 // specAdminScope reports whether --auth-scope admin guards a route:
-// "catalog writes, /busy_threshold writes, /cluster/* writes,
-// /replica_sync/* writes and /dump", and, by this implementation's
+// "catalog writes, /busy_threshold writes, /policies writes, /cluster/*
+// writes, /replica_sync/* writes and /dump", and, by this implementation's
 // choice (README), worker keepalives, which a worker's own token
 // (either) opens.
 func specAdminScope(method, path string) bool {
@@ -46,7 +46,7 @@ func specAdminScope(method, path string) bool {
 	case !write:
 		return false
 	}
-	return path == api.PathWorkers || path == api.PathWorker || path == api.PathBusyThreshold ||
+	return path == api.PathWorkers || path == api.PathWorker || path == api.PathBusyThreshold || path == api.PathPolicies ||
 		strings.HasPrefix(path, "/cluster/") || strings.HasPrefix(path, "/replica_sync/")
 }
 

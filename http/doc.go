@@ -1,6 +1,7 @@
 // Package http is kvselect's HTTP API (SPEC §3): the worker catalog,
 // health, selection, reservations, inspection, the index dump, metrics,
-// cluster administration and the OpenAPI document.
+// busy thresholds and selection policies, cluster administration and the
+// OpenAPI document.
 //
 // The wire itself (paths, bodies, headers, codes) is package api; this
 // package serves it. All routes are declared in one table (routes.go).

@@ -56,6 +56,8 @@ var errorCodes = []struct {
 	{errRecovering, api.CodeNotReady},
 	{fsm.ErrInvalidCommand, api.CodeBadRequest},
 	{fsm.ErrWorkerNotFound, api.CodeNotFound},
+	{fsm.ErrPolicyNotFound, api.CodeNotFound},
+	{fsm.ErrTooManyPolicies, api.CodeConflict},
 	{scheduler.ErrInvalid, api.CodeBadRequest},
 	{scheduler.ErrNotReady, api.CodeNotReady},
 	{scheduler.ErrOverloaded, api.CodeOverloaded},

@@ -220,6 +220,17 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 	tr.call("busy-threshold-list", f2, "GET", "/busy_threshold", nil, 200)
 	tr.call("list-workers-thresholds-not-checked", f1, "GET", "/workers/1", nil, 200)
 	tr.call("busy-threshold-clear", f2, "DELETE", "/busy_threshold?model=model", nil, 200)
+
+	// Selection policies, written through a follower: a partition's, and
+	// the cluster default (model_name "*").
+	tr.call("policy-set", f1, "PUT", "/policies", map[string]any{"model_name": "model", "policy": "two-tier",
+		"parameters": map[string]any{"cache_threshold": 0.6, "assume_kv_reuse": false}}, 200)
+	tr.call("policy-set-default", leader, "PUT", "/policies", map[string]any{"model_name": "*", "policy": "round-robin"}, 200)
+	tr.call("policy-unknown-parameter", f2, "PUT", "/policies", map[string]any{"model_name": "model", "policy": "two-tier",
+		"parameters": map[string]any{"cache_treshold": 0.6}}, 400)
+	tr.call("policy-list", f2, "GET", "/policies", nil, 200)
+	tr.call("policy-delete", f2, "DELETE", "/policies?model_name=model", nil, 200)
+	tr.call("policy-delete-absent", f1, "DELETE", "/policies?model_name=model", nil, 404)
 	for _, id := range []string{"r-1", "r-2", "r-3"} {
 		tr.call("free-"+id, f1, "DELETE", "/reservations/"+id, nil, 200)
 	}

@@ -59,6 +59,10 @@ func (s *Service) routes() []route {
 		{"POST", api.PathBusyThreshold, api.AccessAdmin, api.RunsOnLeader, s.setBusyThreshold},
 		{"DELETE", api.PathBusyThreshold, api.AccessAdmin, api.RunsOnLeader, s.clearBusyThreshold},
 
+		{"GET", api.PathPolicies, api.AccessSelection, api.RunsOnLeaderIfLinearizable, s.listPolicies},
+		{"PUT", api.PathPolicies, api.AccessAdmin, api.RunsOnLeader, s.setPolicy},
+		{"DELETE", api.PathPolicies, api.AccessAdmin, api.RunsOnLeader, s.deletePolicy},
+
 		{"GET", api.PathClusterStatus, api.AccessSelection, api.RunsOnAny, s.clusterStatus},
 		{"POST", api.PathClusterJoin, api.AccessAdmin, api.RunsOnLeader, s.clusterJoin},
 		{"POST", api.PathClusterRemove, api.AccessAdmin, api.RunsOnLeader, s.clusterRemove},

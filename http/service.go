@@ -17,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler"
 )
 
 // Config wires the service to the node's parts, each through the narrow
@@ -63,7 +64,10 @@ type Config struct {
 	CatalogWait time.Duration
 	// ForwardTimeout bounds one request forwarded to the leader.
 	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	// NodePolicy is the node's own default policy (--policy), which GET
+	// /policies shows besides the catalog's; empty: the shipped default.
+	NodePolicy scheduler.PolicySpec
+	Logger     *slog.Logger
 }
 
 // Service is kvselect's HTTP API.

@@ -13,6 +13,10 @@
 // dump's watermarks, replaying the rest from each worker. /ready reports
 // recovering meanwhile; Raft and HTTP never wait for it.
 //
+// The catalog's selection policies reach the scheduler with every change
+// that touches them (policy.go), and a node that bootstrapped the cluster
+// seeds the cluster default from --policy, once.
+//
 // The node's admin token lives in one authtoken.Holder shared by the HTTP
 // check, the writes it forwards, the cluster's own calls and its Raft
 // handshake, the recovery's /dump fetch and replica sync's MACs; the

@@ -217,7 +217,7 @@ func Start(cfg Config) (*Server, error) {
 		Gatherer: s.Registry, Registerer: s.Registry,
 		Auth: s.auth, Selection: s.selection, Scope: cfg.AuthScope, CatalogWait: cfg.CatalogWait,
 		PeerScheme: scheme, PeerTLS: peerTLSConfig,
-		ForwardTimeout: cfg.Cluster.ForwardTimeout, Logger: cfg.Logger,
+		ForwardTimeout: cfg.Cluster.ForwardTimeout, NodePolicy: cfg.Scheduler.Policy, Logger: cfg.Logger,
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
 	// connection forever. Writes get more room for large /dump answers.
@@ -249,6 +249,10 @@ func Start(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.runInitialThresholds()
 	}
+	if s.Node.Bootstrapped() {
+		s.wg.Add(1)
+		go s.runSeedPolicy()
+	}
 	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
 		"http_advertise", cfg.Cluster.HTTPAdvertise, "scheme", scheme, "raft", s.Node.RaftAddr(), "data_dir", cfg.Cluster.DataDir,
@@ -269,7 +273,10 @@ func Start(cfg Config) (*Server, error) {
 //  1. the indexer creates and drops partitions and ranks, and forgets a
 //     deleted worker's blocks;
 //  2. the scheduler makes ranks candidates or drops them with their
-//     reservations (its matches read the index of step 1);
+//     reservations (its matches read the index of step 1), and takes the
+//     catalog's selection policies whenever an entry changed (at start
+//     and after a restore too: the first change is from an empty
+//     catalog, a restore's from the catalog before it);
 //  3. the listeners start last, so no KV event arrives for a rank the
 //     index does not know yet, and stop for ranks already gone;
 //  4. replica sync learns the cluster id and this node's epoch, and
@@ -279,6 +286,9 @@ func Start(cfg Config) (*Server, error) {
 func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	s.Indexer.ApplyCatalog(ch)
 	s.Scheduler.ApplyCatalog(ch)
+	if len(ch.Policies) > 0 {
+		s.Scheduler.SetPolicies(catalogPolicies(ch.Cur))
+	}
 	s.Ingest.ApplyCatalog(ch)
 	if s.Sync != nil {
 		s.Sync.SetIdentity(replicaIdentity(ch.Cur, s.cfg.Cluster))

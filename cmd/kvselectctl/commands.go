@@ -40,7 +40,7 @@ func newRootCmd(e *env) *cobra.Command {
 	_ = root.MarkPersistentFlagFilename("ca-file")
 	root.Flags().Bool("version", false, "print the version, commit and Go version, and exit")
 
-	root.AddCommand(clusterCmd(e), workersCmd(e), selectCmd(e), reservationsCmd(e), loadsCmd(e), thresholdsCmd(e), replicaSyncCmd(e), dumpCmd(e))
+	root.AddCommand(clusterCmd(e), workersCmd(e), selectCmd(e), reservationsCmd(e), loadsCmd(e), thresholdsCmd(e), policiesCmd(e), replicaSyncCmd(e), dumpCmd(e))
 	root.InitDefaultCompletionCmd()
 	if completion, _, err := root.Find([]string{"completion"}); err == nil {
 		completion.Short = "print the shell completion script for bash, zsh, fish or powershell"

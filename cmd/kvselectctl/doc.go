@@ -15,8 +15,8 @@
 //
 // Commands: cluster status|join|remove|stepdown, workers list|add|patch|rm,
 // select, reservations list|show, loads, thresholds list|set|clear,
-// replica-sync status|peers, dump, completion bash|zsh|fish|powershell,
-// help.
+// policies list|set|delete, replica-sync status|peers, dump, completion
+// bash|zsh|fish|powershell, help.
 //
 // # Command line
 //
@@ -58,11 +58,11 @@
 // The CLI is built on the public Go client (package client), with its
 // behaviour: every request goes to the first address of --addr that
 // answers. Writes (workers add, patch and rm; thresholds set and clear;
-// cluster join, remove and stepdown) go through that node, which forwards
-// them to the leader; when it answers that nothing was written
-// (not_leader, no_leader), the client finds the leader through
-// /cluster/status and writes there, retrying with backoff for up to
-// --timeout. While it retries, a line a second on stderr says so
+// policies set and delete; cluster join, remove and stepdown) go through
+// that node, which forwards them to the leader; when it answers that
+// nothing was written (not_leader, no_leader), the client finds the
+// leader through /cluster/status and writes there, retrying with backoff
+// for up to --timeout. While it retries, a line a second on stderr says so
 // ("kvselectctl: waiting for a leader… (3s, no_leader)"). A catalog write
 // whose outcome is unknown is sent again (catalog writes are idempotent);
 // a step-down never is. Linearizable reads (workers list --linearizable)

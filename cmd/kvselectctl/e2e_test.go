@@ -83,6 +83,27 @@ func Test_EndToEnd(t *testing.T) {
 		t.Fatalf("loads with a threshold:\n%s", out)
 	}
 	mustCtl("thresholds", "clear", "llama")
+	// Selection policies: the bootstrap seeded the cluster default from
+	// --policy; an entry for the model is set, refused, and removed.
+	out = mustCtl("policies", "list")
+	if !regexp.MustCompile(`(?m)^\*\s+-\s+dynamo-default\s+-\s+\d+$`).MatchString(out) ||
+		!strings.HasSuffix(out, "\nnode default (--policy): dynamo-default\n") {
+		t.Fatalf("policies list:\n%s", out)
+	}
+	out = mustCtl("policies", "set", "--model", "llama", "--policy", "two-tier", "--param", "cache_threshold=0.6", "--param", "assume_kv_reuse=false")
+	if !strings.HasPrefix(out, "policy of model llama tenant default stored: two-tier(assume_kv_reuse=false,cache_threshold=0.6)\napplied at index ") {
+		t.Fatalf("policies set: %q", out)
+	}
+	_, errOut, code = ctl("policies", "set", "--model", "llama", "--policy", "two-tier", "--param", "assume_kv_reuse=1")
+	if code != exitError || !strings.HasPrefix(errOut, "kvselectctl: bad_request: parameters.assume_kv_reuse: expected true or false, got the number 1 (HTTP 400)") {
+		t.Fatalf("policies set with a number for a boolean: exit %d, stderr %q", code, errOut)
+	}
+	if out := mustCtl("policies", "delete", "--model", "llama"); !strings.HasPrefix(out, "policy of model llama tenant default removed: two-tier(") {
+		t.Fatalf("policies delete: %q", out)
+	}
+	if _, errOut, code = ctl("policies", "delete", "--model", "llama"); code != exitError || !strings.HasPrefix(errOut, "kvselectctl: not_found: ") {
+		t.Fatalf("policies delete again: exit %d, stderr %q", code, errOut)
+	}
 	out = mustCtl("cluster", "status")
 	if !strings.HasPrefix(out, "node n1  state leader  term ") || !regexp.MustCompile(`(?m)^n1\s+\S+\s+\S+\s+Voter\s+yes\s+\*$`).MatchString(out) {
 		t.Fatalf("cluster status:\n%s", out)

@@ -99,7 +99,9 @@ func (c *Cluster) Live() []*server.Server {
 // WaitConverged waits until every running node knows the same leader, the
 // leader is one of them, and each running node's metadata (HTTP address,
 // and the incarnation that gives its process an epoch) is in every running
-// node's catalog. It returns the leader.
+// node's catalog, as is the cluster default policy a node that
+// bootstrapped the cluster seeds: tests then start from a catalog whose
+// index the start no longer moves. It returns the leader.
 func (c *Cluster) WaitConverged() *server.Server {
 	c.t.Helper()
 	var leader *server.Server
@@ -126,6 +128,9 @@ func (c *Cluster) WaitConverged() *server.Server {
 				m, ok := cat.Node(o.Node.ID())
 				if !ok || m.HTTPAddr != o.Addr() || m.Incarnation != o.Node.Incarnation() {
 					return fmt.Errorf("%s does not know %s at %s (incarnation %d) yet", s.Node.ID(), o.Node.ID(), o.Addr(), o.Node.Incarnation())
+				}
+				if o.Node.Bootstrapped() && !cat.DefaultPolicySeeded() {
+					return fmt.Errorf("%s has no cluster default policy seeded yet", s.Node.ID())
 				}
 			}
 		}

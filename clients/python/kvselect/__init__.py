@@ -20,13 +20,13 @@ retries and pauses included). The answers are plain dicts; kvselect.answers
 has TypedDicts of the main ones (Selection, Reservation, Worker, ...).
 """
 
-from .answers import (KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, RankLoad, Reservation, ReservationInfo,
-                      ReservationPage, Selection, Worker, WorkerWritten)
+from .answers import (KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Policies, Policy, PolicyWritten, RankLoad,
+                      Reservation, ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
 from .client import Client, ResponseInfo
 from .errors import KvselectError, TransportError
 from . import answers, wire
 
-__all__ = ["Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads", "RankLoad", "Reservation", "ReservationInfo",
-           "ReservationPage", "ResponseInfo", "Selection", "TransportError", "Worker", "WorkerWritten", "answers",
-           "wire"]
+__all__ = ["Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads", "Policies", "Policy",
+           "PolicyWritten", "RankLoad", "Reservation", "ReservationInfo", "ReservationPage", "ResponseInfo", "Selection",
+           "TransportError", "Worker", "WorkerWritten", "answers", "wire"]
 __version__ = "0.5.0"

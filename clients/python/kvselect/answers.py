@@ -6,10 +6,11 @@ leave out are in the total=False classes. The tests check every class
 against the schema of the same name in the OpenAPI document a node serves.
 """
 
-from typing import Dict, List, Optional, TypedDict
+from typing import Dict, List, Optional, TypedDict, Union
 
-__all__ = ["BusyThreshold", "BusyThresholds", "NodeMeta", "Overlap", "PartitionLoads", "RankLoad", "Reservation",
-           "ReservationInfo", "ReservationPage", "Selection", "Worker", "WorkerWritten"]
+__all__ = ["BusyThreshold", "BusyThresholds", "NodeMeta", "Overlap", "PartitionLoads", "Policies", "Policy", "PolicySpec",
+           "PolicyWritten", "RankLoad", "Reservation", "ReservationInfo", "ReservationPage", "Selection", "Worker",
+           "WorkerWritten"]
 
 
 class Overlap(TypedDict):
@@ -173,6 +174,44 @@ class BusyThresholds(TypedDict):
     """The models with a busy threshold set, sorted: busy_thresholds()."""
 
     thresholds: List[BusyThreshold]
+
+
+# A policy's parameters by name: a bool for a boolean parameter, else a
+# number.
+PolicyParameters = Dict[str, Union[float, bool]]
+
+
+class Policy(TypedDict):
+    """One policy entry of the catalog; tenant_id is "" for the cluster
+    default (model_name "*")."""
+
+    model_name: str
+    tenant_id: str
+    policy: str
+    parameters: PolicyParameters
+    modify_index: int
+
+
+class PolicyWritten(Policy):
+    """A policy entry after set_policy() (the removed one after
+    delete_policy()), with the index the write was applied at."""
+
+    catalog_index: int
+
+
+class PolicySpec(TypedDict):
+    """A policy and its parameters."""
+
+    policy: str
+    parameters: PolicyParameters
+
+
+class Policies(TypedDict):
+    """Every policy entry, sorted, and the answering node's own default
+    (its --policy): policies()."""
+
+    policies: List[Policy]
+    node_default: PolicySpec
 
 
 class _NodeMeta(TypedDict):

@@ -41,8 +41,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from . import wire
-from .answers import (BusyThreshold, BusyThresholds, KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Reservation,
-                      ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
+from .answers import (BusyThreshold, BusyThresholds, KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Policies,
+                      PolicyWritten, Reservation, ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
 from .errors import KvselectError, TransportError, decode_error
 
 __all__ = ["Client", "ResponseInfo"]
@@ -456,6 +456,34 @@ class Client:
     def busy_thresholds(self, linearizable: bool = False, *, timeout: Optional[float] = None) -> BusyThresholds:
         """The models with a busy threshold set (GET /busy_threshold)."""
         return self._do(self._catalog_read(wire.PATH_BUSY_THRESHOLD, {}, linearizable), timeout)
+
+    # Selection policies (catalog state: every node ranks alike).
+
+    def set_policy(self, model_name: str, policy: str, parameters: Optional[Mapping[str, Union[float, bool]]] = None, *,
+                   tenant_id: Optional[str] = None, timeout: Optional[float] = None) -> PolicyWritten:
+        """Stores a partition's selection policy, replacing its entry, or
+        with model_name wire.ANY_MODEL ("*", no tenant) the cluster default
+        (PUT /policies). tenant_id defaults to "default" for a model.
+        parameters are the policy's: a bool for a boolean parameter, a
+        number otherwise (a bool where a number goes, or the reverse, is
+        bad_request naming it)."""
+        body = _fields(model_name=model_name, tenant_id=tenant_id, policy=policy,
+                       parameters=None if parameters is None else dict(parameters))
+        return self._do(_Call("PUT", wire.PATH_POLICIES, _json(body), _WRITE), timeout)
+
+    def delete_policy(self, model_name: str, tenant_id: Optional[str] = None, *,
+                      timeout: Optional[float] = None) -> PolicyWritten:
+        """Removes a partition's selection policy, or with model_name
+        wire.ANY_MODEL the cluster default (DELETE /policies); the partition
+        then runs the cluster default, the cluster default each node's
+        --policy. An absent entry is not_found."""
+        q = _query({wire.QUERY_MODEL_NAME: model_name, wire.QUERY_TENANT_ID: tenant_id})
+        return self._do(_Call("DELETE", wire.PATH_POLICIES + q, None, _WRITE), timeout)
+
+    def policies(self, linearizable: bool = False, *, timeout: Optional[float] = None) -> Policies:
+        """Every policy entry, sorted, and the answering node's own default
+        (GET /policies)."""
+        return self._do(self._catalog_read(wire.PATH_POLICIES, {}, linearizable), timeout)
 
     # Membership.
 

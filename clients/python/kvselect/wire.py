@@ -63,6 +63,7 @@ PATH_POTENTIAL_LOADS = "/potential_loads"
 PATH_OVERLAP_SCORES = "/overlap_scores"
 PATH_DUMP = "/dump"
 PATH_BUSY_THRESHOLD = "/busy_threshold"
+PATH_POLICIES = "/policies"
 PATH_CLUSTER_STATUS = "/cluster/status"
 PATH_CLUSTER_JOIN = "/cluster/join"
 PATH_CLUSTER_REMOVE = "/cluster/remove"
@@ -77,6 +78,10 @@ PATH_REPLICA_SYNC_STATUS = "/replica_sync/status"
 def path(template: str, ident: object) -> str:
     """Fills the {id} of a path template (ids are path-safe by rule)."""
     return template.replace("{id}", quote(str(ident), safe=""))
+
+
+# A policy's model_name for the cluster default (its tenant_id is empty).
+ANY_MODEL = "*"
 
 
 # Error codes (the "code" of an error answer).

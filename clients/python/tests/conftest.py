@@ -202,7 +202,7 @@ class FakeNode:
                 except OSError:  # the client gave up (its timeout passed)
                     self.close_connection = True
 
-            do_GET = do_POST = do_PATCH = do_DELETE = _serve
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: object) -> None:
                 pass

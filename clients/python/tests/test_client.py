@@ -130,6 +130,29 @@ def test_set_metadata_is_a_retried_catalog_write(fakes):
     assert json.loads(n.requests("POST /cluster/metadata")[-1]["body"]) == {"id": "n2", "http_addr": "h2:8092"}
 
 
+def test_policy_calls_on_the_wire(fakes):
+    """set_policy sends booleans as JSON booleans and numbers as numbers;
+    delete_policy names the entry in the query (a model name has '/');
+    both are catalog writes, sent again after an unknown outcome."""
+    n = fakes()
+    entry = {"model_name": "org/llama", "tenant_id": "default", "policy": "two-tier",
+             "parameters": {"assume_kv_reuse": False, "cache_threshold": 0.6}, "modify_index": 40, "catalog_index": 40}
+    n.script("PUT /policies", err(wire.CODE_UNKNOWN_OUTCOME), ok(entry, X_Kvselect_Index="40"))
+    n.script("DELETE /policies", ok(entry, X_Kvselect_Index="41"))
+    n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
+    kv = Client(n.url)
+    got = kv.set_policy("org/llama", "two-tier", {"cache_threshold": 0.6, "assume_kv_reuse": False})
+    assert got == entry and kv.catalog_index == 40
+    sent = n.requests("PUT /policies")
+    assert len(sent) == 2 and all(g["body"] == '{"model_name":"org/llama","policy":"two-tier","parameters":'
+                                  '{"cache_threshold":0.6,"assume_kv_reuse":false}}' for g in sent)
+    kv.delete_policy("org/llama")
+    kv.delete_policy(wire.ANY_MODEL)
+    kv.delete_policy("org/llama", "t")
+    assert [g["query"] for g in n.requests("DELETE /policies")] == [
+        "model_name=org%2Fllama", "model_name=%2A", "model_name=org%2Fllama&tenant_id=t"]
+
+
 def test_call_timeout(fakes):
     n = fakes()
     n.script("GET /health", ("slow", 0.5, ok({"status": "ok"})))

@@ -160,6 +160,9 @@ ROUTES = [
      "POST", "/busy_threshold"),
     ("clear_busy_threshold", lambda kv: kv.clear_busy_threshold("m"), "DELETE", "/busy_threshold"),
     ("busy_thresholds", lambda kv: kv.busy_thresholds(), "GET", "/busy_threshold"),
+    ("set_policy", lambda kv: kv.set_policy("m", "two-tier", {"cache_threshold": 0.6}, tenant_id="t"), "PUT", "/policies"),
+    ("delete_policy", lambda kv: kv.delete_policy("m", "t"), "DELETE", "/policies"),
+    ("policies", lambda kv: kv.policies(), "GET", "/policies"),
 ]
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -267,6 +270,36 @@ def test_busy_thresholds(node):
     cleared = kv.clear_busy_threshold("py-model")
     assert cleared["active_decode_blocks_threshold"] is None and cleared["active_prefill_tokens_threshold"] is None
     assert all(t["model"] != "py-model" for t in kv.busy_thresholds()["thresholds"])
+
+
+def test_policies(node):
+    """The bootstrap seeded the cluster default from --policy; an entry is
+    set, listed and removed on a real node; a number for a boolean
+    parameter, an unknown parameter and an unknown policy are refused,
+    naming them."""
+    kv = Client(node)
+    listed = kv.policies()
+    assert listed["node_default"] == {"policy": "dynamo-default", "parameters": {}}
+    assert [(p["model_name"], p["tenant_id"], p["policy"]) for p in listed["policies"]] == [("*", "", "dynamo-default")]
+    got = kv.set_policy("org/llama", "two-tier", {"cache_threshold": 0.6, "assume_kv_reuse": False})
+    assert got["parameters"] == {"cache_threshold": 0.6, "assume_kv_reuse": False}
+    assert got["tenant_id"] == "default" and got["catalog_index"] == got["modify_index"] == kv.catalog_index
+    assert [p["model_name"] for p in kv.policies()["policies"]] == ["*", "org/llama"]
+    for params, field in (({"assume_kv_reuse": 1}, "parameters.assume_kv_reuse"),
+                          ({"cache_threshold": True}, "parameters.cache_threshold"),
+                          ({"cache_treshold": 0.6}, "parameters.cache_treshold")):
+        with pytest.raises(KvselectError) as e:
+            kv.set_policy("org/llama", "two-tier", params)
+        assert e.value.code == wire.CODE_BAD_REQUEST and e.value.message.startswith(field + ": "), e.value.message
+    with pytest.raises(KvselectError) as e:
+        kv.set_policy("org/llama", "fastest")
+    assert e.value.code == wire.CODE_BAD_REQUEST and 'unknown policy "fastest"' in e.value.message
+    assert kv.delete_policy("org/llama")["policy"] == "two-tier"
+    with pytest.raises(KvselectError) as e:
+        kv.delete_policy("org/llama")
+    assert e.value.code == wire.CODE_NOT_FOUND
+    assert kv.delete_policy(wire.ANY_MODEL)["policy"] == "dynamo-default"
+    assert kv.policies()["policies"] == []
 
 
 def test_set_metadata(node):
