@@ -66,8 +66,15 @@ func init() {
 		doc:  "kvselect's own: the earliest predicted time to first token, from the prefill queued on each rank, the request's uncached tokens there and the rank's learned prefill throughput",
 		params: []Param{
 			{Name: "router_temperature", Default: 0, Min: 0, Doc: "0 picks the earliest; above 0 samples by a softmax over normalised predictions"},
+			{Name: "uncached_weight", Default: 0.75, Min: 0,
+				Doc: "extra weight of the request's own uncached tokens: the delay its prefill imposes on the requests queued behind it, and the cache it leaves unused"},
+			{Name: "request_tokens", Default: 0, Min: 0, Doc: "tokens of prefill time charged per active request on the rank"},
+			{Name: "decode_block_tokens", Default: 0, Min: 0, Doc: "tokens of prefill time charged per active decode block and new block on the rank"},
 		},
-		build: func(v paramValues) Policy { return predictedTTFT{temperature: v["router_temperature"]} },
+		build: func(v paramValues) Policy {
+			return predictedTTFT{temperature: v["router_temperature"], uncached: v["uncached_weight"],
+				perRequest: v["request_tokens"], perBlock: v["decode_block_tokens"]}
+		},
 	})
 }
 
@@ -241,9 +248,18 @@ func (t twoTier) Choose(in *PolicyInput, cands []Candidate) int {
 	return pickByCost(in, cands, 0)
 }
 
-// predictedTTFT picks the earliest predicted time to first token (ttft.go).
+// predictedTTFT picks the earliest predicted time to first token (ttft.go):
+//
+//	ttft_w = (P_w + U_w) / rate_w
+//
+// with U_w the request's uncached tokens on w and rate_w the rank's learned
+// prefill throughput, plus, in the same time units, what placing the
+// request there costs the requests after it: its own uncached prefill
+// again, weighted (it delays everything queued behind it, and a miss
+// leaves the cache that would have served it unused), and optionally a
+// charge per active request and per decode block, in tokens of prefill.
 type predictedTTFT struct {
-	temperature float64
+	temperature, uncached, perRequest, perBlock float64
 }
 
 // ttftTieBreak is the cost, in seconds, of one decode block: far below a
@@ -258,7 +274,9 @@ func (t predictedTTFT) Choose(in *PolicyInput, cands []Candidate) int {
 		if in.TrackPrefill {
 			work += float64(c.PrefillTokens)
 		}
-		c.Cost = work/c.TokensPerSecond + ttftTieBreak*(c.DecodeBlocks+c.NewBlocks)
+		own := float64(in.ISL - c.CachedTokens)
+		tokens := work + t.uncached*own + t.perRequest*float64(c.Requests) + t.perBlock*(c.DecodeBlocks+c.NewBlocks)
+		c.Cost = tokens/c.TokensPerSecond + ttftTieBreak*(c.DecodeBlocks+c.NewBlocks)
 	}
 	return pickByCost(in, cands, t.temperature)
 }

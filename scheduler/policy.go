@@ -2,12 +2,13 @@ package scheduler
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/fsm"
 	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/kvselect/kvselect/fsm"
 )
 
 // Selection policies (SPEC §6.4). The scheduler keeps eligibility

@@ -91,6 +91,9 @@ type partition struct {
 	now         func() time.Time
 	defaultRate float64
 	noDecay     bool
+	// rate is the partition's prefill throughput, from every rank's
+	// samples (ttft.go).
+	rate rateEstimate
 	// scratch for one request, reused under mu
 	prefix []int32
 	cands  []Candidate

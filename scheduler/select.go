@@ -204,7 +204,7 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 		c.DecodeBlocks = rl.decodeBlocks()
 		c.NewBlocks = float64(n - int64(prefix[rl.slot]))
 		c.Requests = rl.requests
-		c.TokensPerSecond = rl.tokensPerSecond(p.defaultRate)
+		c.TokensPerSecond = p.tokensPerSecond(rl)
 		c.potentialPrefill = c.PrefillTokens + isl - c.CachedTokens
 		c.potentialDecode = c.DecodeBlocks + c.NewBlocks
 		p.cands = append(p.cands, c)

@@ -31,8 +31,13 @@ const (
 	// minRateSamples is how many samples a rank's learned rate needs
 	// before it replaces the default.
 	minRateSamples = 5
-	// rateAlpha is the EWMA's weight of a new sample.
-	rateAlpha = 0.2
+	// rankAlpha and poolAlpha weigh a new sample in a rank's estimate and
+	// in its partition's, which gets every rank's samples.
+	rankAlpha = 0.1
+	poolAlpha = 0.02
+	// sameSpeed is the band, as a ratio either way, within which a rank's
+	// own estimate is taken for noise around the partition's.
+	sameSpeed = 1.3
 	// minFade bounds a fade from below, so a booking whose own prefill
 	// is tiny does not drop out in a step.
 	minFade = 10 * time.Millisecond
@@ -61,19 +66,63 @@ const (
 
 // prefillClock is a rank's prefill timing; the partition lock guards it.
 type prefillClock struct {
-	rate    float64 // EWMA of samples, tokens/s
-	samples int
+	rate rateEstimate
 	// waiting holds the bookings counted in full, by fade start; fading
 	// those past it.
 	waiting, fading list.List
 }
 
-// tokensPerSecond is the rank's prefill throughput estimate.
-func (rl *rankLoad) tokensPerSecond(def float64) float64 {
-	if rl.clock.samples < minRateSamples {
-		return def
+// rateEstimate is a throughput learned from (work, elapsed) samples: the
+// ratio of their exponentially weighted sums, which big samples dominate
+// as they should (a small prefill's time is mostly overhead), rather than
+// an average of ratios, which the small ones make noisy.
+type rateEstimate struct {
+	work, elapsed float64
+	samples       int
+}
+
+func (r *rateEstimate) add(work, elapsed, alpha float64) {
+	if !(work > 0) || !(elapsed > 0) || math.IsInf(work/elapsed, 0) {
+		return
 	}
-	return rl.clock.rate
+	if r.samples == 0 {
+		r.work, r.elapsed = work, elapsed
+	} else {
+		r.work += alpha * (work - r.work)
+		r.elapsed += alpha * (elapsed - r.elapsed)
+	}
+	r.samples++
+}
+
+// value is the estimate, or ok false before minRateSamples samples.
+func (r *rateEstimate) value() (float64, bool) {
+	if r.samples < minRateSamples {
+		return 0, false
+	}
+	return r.work / r.elapsed, true
+}
+
+// tokensPerSecond is a rank's prefill throughput: the partition's, learned
+// from every rank's samples (the node's default before it has five), times
+// the rank's own speed relative to it when that differs by more than
+// sameSpeed either way. Pooling keeps the ranks of a uniform fleet on one
+// figure, where separate estimates would differ by their noise and send
+// work to whichever looks fastest; a rank that really is slower or faster
+// (another GPU, a degraded one) stands out of the band within a few
+// samples.
+func (p *partition) tokensPerSecond(rl *rankLoad) float64 {
+	base, ok := p.rate.value()
+	if !ok {
+		return p.defaultRate
+	}
+	own, ok := rl.clock.rate.value()
+	if !ok {
+		return base
+	}
+	if f := own / base; f > sameSpeed || f < 1/sameSpeed {
+		return own
+	}
+	return base
 }
 
 // startPrefill puts a booking's prefill under the rank's clock; rl.prefill
@@ -85,7 +134,7 @@ func (p *partition) startPrefill(res *reservation) {
 	rl, now := res.rank, res.local
 	ahead := rl.prefillAt(now) - res.prefill
 	res.work = max(ahead, 0) + res.prefill
-	rate := rl.tokensPerSecond(p.defaultRate)
+	rate := p.tokensPerSecond(rl)
 	if p.noDecay {
 		res.fadeStart, res.fadeEnd = never, never
 	} else {
@@ -120,21 +169,10 @@ func (p *partition) stopPrefill(res *reservation, now time.Time, learn bool) {
 	res.prefillElem, res.prefillState = nil, prefillOff
 	if learn && res.work > 0 {
 		if d := now.Sub(res.local); d > 0 {
-			rl.clock.sample(float64(res.work) / d.Seconds())
+			rl.clock.rate.add(float64(res.work), d.Seconds(), rankAlpha)
+			p.rate.add(float64(res.work), d.Seconds(), poolAlpha)
 		}
 	}
-}
-
-func (c *prefillClock) sample(rate float64) {
-	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
-		return
-	}
-	if c.samples == 0 {
-		c.rate = rate
-	} else {
-		c.rate += rateAlpha * (rate - c.rate)
-	}
-	c.samples++
 }
 
 // prefillAt is the rank's active prefill tokens at now: those counted in

@@ -29,7 +29,7 @@ func (f *fixture) rate(worker uint64) float64 {
 	p := f.s.partition(keyM)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byKey[indexer.RankKey{Worker: worker}].tokensPerSecond(p.defaultRate)
+	return p.tokensPerSecond(p.byKey[indexer.RankKey{Worker: worker}])
 }
 
 // Test_ThroughputIsLearned: a rank uses the default until it has five
@@ -56,6 +56,27 @@ func Test_ThroughputIsLearned(t *testing.T) {
 	f.s.PrefillComplete("q2")
 	if r := f.rate(1); r != 10240 {
 		t.Fatalf("rate = %v, want 10240 (queue counted)", r)
+	}
+}
+
+// Test_RatesPooledWithinTheBand: ranks whose own estimates differ by noise
+// (10 %) share the partition's figure; one that is 2× slower keeps its own.
+func Test_RatesPooledWithinTheBand(t *testing.T) {
+	f := newFixture(t)
+	f.worker(1, 1)
+	f.worker(2, 1)
+	f.worker(3, 1)
+	f.learn(1, 5, 64, 100*time.Millisecond) // 10240/s
+	f.learn(2, 5, 64, 110*time.Millisecond) // 9309/s
+	if r1, r2 := f.rate(1), f.rate(2); r1 != r2 || r1 < 9309 || r1 > 10240 {
+		t.Fatalf("rates %v, %v: want one pooled figure between the two", r1, r2)
+	}
+	if r3 := f.rate(3); r3 != f.rate(1) {
+		t.Fatalf("a rank without samples: %v, want the partition's %v", r3, f.rate(1))
+	}
+	f.learn(3, 5, 64, 200*time.Millisecond) // 5120/s
+	if r3 := f.rate(3); r3 != 5120 {
+		t.Fatalf("the slow rank: %v, want its own 5120", r3)
 	}
 }
 
