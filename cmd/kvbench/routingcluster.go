@@ -253,14 +253,20 @@ func (o inProcessObserver) Applied(_ context.Context, node int) (map[kvsim.RankI
 	return out, nil
 }
 
+// Loads counts the node's bookings per rank, with the prefill of those not
+// prefill-complete as booked (kvsim.NodeObserver): the scheduler's loads
+// fade prefill that is late, on the replay's clock.
 func (o inProcessObserver) Loads(_ context.Context, node int) (map[kvsim.RankID]kvsim.RankLoad, error) {
 	out := map[kvsim.RankID]kvsim.RankLoad{}
-	for _, p := range o.nodes[node].Scheduler.Loads(o.part.Model, o.part.Tenant) {
-		for _, l := range p.Loads {
-			if l.ActiveRequests > 0 || l.ActivePrefillTokens > 0 {
-				out[kvsim.RankID{WorkerID: l.WorkerID, DPRank: l.DPRank}] = kvsim.RankLoad{Requests: l.ActiveRequests, PrefillTokens: l.ActivePrefillTokens}
-			}
+	rs, _ := o.nodes[node].Scheduler.Reservations(scheduler.ReservationFilter{Model: o.part.Model, Tenant: o.part.Tenant})
+	for _, r := range rs {
+		rk := kvsim.RankID{WorkerID: r.WorkerID, DPRank: r.DPRank}
+		l := out[rk]
+		l.Requests++
+		if !r.PrefillComplete {
+			l.PrefillTokens += r.PrefillTokens
 		}
+		out[rk] = l
 	}
 	return out, nil
 }
