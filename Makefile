@@ -3,7 +3,8 @@
 #   make run     build and start a local 3-node cluster with simulated workers and a demo (Ctrl-C stops it)
 #   make test    formatting, vet, every Go test with the race detector, and the Python client's tests
 #   make bench   in-process benchmarks, figures in bench/results/
-#   make bench-routing  routing quality on the shared trace: kvselect vs round-robin, random, least-loaded, greedy-prefix (about 2 min)
+#   make bench-routing  routing quality on the shared trace: kvselect vs the other policies and the baselines, one speed (under 10 min)
+#   make bench-routing-sweep  the same at speeds 2-12x on a uniform and a mixed fleet, busy thresholds set (about an hour)
 #   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs kill-leader, partition-isolate-leader and worker-link-cut, 20 s each
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run every fuzz target (scripts/fuzz.sh finds them) for FUZZTIME each (default 30s)
@@ -26,7 +27,7 @@ FUZZTIME   ?= 30s
 SOAK_DURATION ?= 10m
 TESTFLAGS  ?=
 
-.PHONY: all build run test test-go test-python vet fmt-check bench bench-routing soak jepsen fuzz tools interop-deps python-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench bench-routing bench-routing-sweep soak jepsen fuzz tools interop-deps python-deps clean
 
 all: build
 
@@ -112,16 +113,30 @@ bench: build
 	$(BIN)/kvbench report -in bench/results/go-bench.txt -out bench/results/inprocess.json
 
 # Routing quality (SPEC §12): the Mooncake trace through kvsim's timed
-# engines in virtual time, routed by 3 in-process kvselect nodes (replica
-# sync on, then off) and by round-robin, random, least-loaded and
-# greedy-prefix; one table, bench/results/routing.json and routing.svg. make test
-# runs a 50-request smoke of it (cmd/kvbench Test_RoutingSmoke).
-# ROUTING_FLAGS passes more, e.g. ROUTING_FLAGS='-speed 4 -limit 1000'.
+# engines in virtual time, routed by in-process kvselect nodes (3 per
+# strategy: the shipped default with replica sync on and off, then each
+# other compared policy) and by round-robin, random, least-loaded (true
+# engine load) and greedy-prefix; one table with the targets,
+# bench/results/routing.json and routing.svg. make test runs a 50-request
+# smoke of it (cmd/kvbench Test_RoutingSmoke).
+# ROUTING_FLAGS passes more, e.g. ROUTING_FLAGS='-speed 4 -limit 1000 -gate'.
 ROUTING_TRACE ?= ../shared/traces/mooncake_synthetic_trace.jsonl
 ROUTING_FLAGS ?=
 bench-routing: build
 	@mkdir -p bench/results
 	$(BIN)/kvbench routing -trace $(ROUTING_TRACE) -out bench/results/routing.json -svg bench/results/routing.svg $(ROUTING_FLAGS)
+
+# The sweep: the same at several speeds (SWEEP_SPEEDS), with the nodes'
+# busy threshold set, on a uniform fleet and on one where a quarter of the
+# engines are half as fast; TTFT p90, E2E p99 and goodput per strategy,
+# bench/results/routing-sweep.json and routing-sweep.svg. SWEEP_FLAGS passes
+# more, e.g. SWEEP_FLAGS='-fleets hetero -strategies kvselect,predicted-ttft,round-robin -limit 2000'.
+SWEEP_SPEEDS ?= 2,4,6,8,12
+SWEEP_FLAGS  ?=
+bench-routing-sweep: build
+	@mkdir -p bench/results
+	$(BIN)/kvbench routing-sweep -trace $(ROUTING_TRACE) -speeds $(SWEEP_SPEEDS) -out bench/results/routing-sweep.json \
+	  -svg bench/results/routing-sweep.svg $(SWEEP_FLAGS)
 
 # Not part of make test: real processes for SOAK_DURATION. Exits non-zero
 # unless memory and goroutines end flat, errors stay under 0.1 % and every

@@ -33,7 +33,12 @@
 // RoundRobin, Random, LeastLoaded, an GreedyPrefix that knows every cache, or
 // KvselectRouter, which books through kvselect nodes the way Ray does.
 // Figures summarises a run (hit rate, TTFT and end-to-end percentiles,
-// throughput, load imbalance, 503 rate).
+// throughput, load imbalance, 503 rate), Goodput the requests served
+// within a TTFT bound, and InfiniteCacheHitRate bounds the hit rate any
+// router can reach on a trace. A VirtualClock lets kvselect nodes run on
+// the replay's virtual time. GenerateTrace writes synthetic traces with
+// other sharing patterns (tenants, sessions, near-random) for runs on
+// traces a router was not tuned on.
 //
 // The command cmd/kvsim wraps this package with flags, an HTTP control API
 // and signal handling. DESIGN.md explains the invariants.

@@ -244,3 +244,37 @@ func Test_TimedReplayCancelled(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 }
+
+// An engine given its own configuration runs on it: the same request on a
+// twice-as-slow engine takes twice as long; the fleet-wide sizes stay.
+func Test_FleetSetEngineConfig(t *testing.T) {
+	f, err := NewFleet(testEngineConfig(), 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := testEngineConfig()
+	slow.BlockSize, slow.CacheBlocks = 0, 0
+	slow.PrefillPerToken, slow.DecodePerToken, slow.StepOverhead = 2*slow.PrefillPerToken, 2*slow.DecodePerToken, 2*slow.StepOverhead
+	if err := f.SetEngineConfig(1, slow); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.EngineConfig(1); got.BlockSize != 4 || got.CacheBlocks != 64 || got.StepOverhead != 2*time.Millisecond {
+		t.Fatalf("engine 1's config %+v", got)
+	}
+	reqs := []TraceRequest{traceReq(0, 40, 2, seq(1, 10)...), traceReq(0, 40, 2, seq(100, 10)...)}
+	res, err := TimedReplay(context.Background(), f, reqs, fixedRouter{ranks: []int{0, 1}}, TimedOptions{TraceBlockTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := res.Requests[0], res.Requests[1]; a.TTFT != msd(1.4) || b.TTFT != msd(2.8) || b.E2E != 2*a.E2E {
+		t.Fatalf("fast engine TTFT %s E2E %s, slow %s %s; want the slow one's twice the fast one's", a.TTFT, a.E2E, b.TTFT, b.E2E)
+	}
+	for _, bad := range []EngineConfig{{BlockSize: 8}, {CacheBlocks: 65}, {MaxRunning: 8, MaxBatchTokens: 4}} {
+		if err := f.SetEngineConfig(0, bad); err == nil {
+			t.Errorf("SetEngineConfig(%+v) accepted", bad)
+		}
+	}
+	if err := f.SetEngineConfig(2, slow); err == nil {
+		t.Error("SetEngineConfig of engine 2 of 2 accepted")
+	}
+}

@@ -28,6 +28,9 @@ type Figures struct {
 	// from the first arrival to the last completion.
 	Throughput       float64 `json:"throughput_rps"`
 	OutputTokensRate float64 `json:"output_tokens_per_s"`
+	// OfferedRate is every request (served or not) per second of the
+	// arrivals' span: the load the trace offered at this speed.
+	OfferedRate float64 `json:"offered_rps"`
 	// Imbalance is the time integral of the busiest engine's active
 	// requests over that of the mean engine's: 1 is perfectly even, n
 	// (the engine count) all on one. Integrals, not a mean of ratios, so
@@ -86,6 +89,7 @@ func (r *TimedResult) Figures() Figures {
 		f.Throughput = float64(f.Served) / span
 		f.OutputTokensRate = float64(out) / span
 	}
+	f.OfferedRate = r.offeredRate()
 	if r.MeanActiveArea > 0 {
 		f.Imbalance = r.MaxActiveArea / r.MeanActiveArea
 	}
@@ -93,6 +97,49 @@ func (r *TimedResult) Figures() Figures {
 		f.RejectRate = float64(f.Rejected) / float64(f.Requests)
 	}
 	return f
+}
+
+// offeredRate is the requests per second of the arrivals' span, first to
+// last (0 when they all arrive at once).
+func (r *TimedResult) offeredRate() float64 {
+	if len(r.Requests) == 0 {
+		return 0
+	}
+	last := r.Requests[0].Arrival
+	for _, q := range r.Requests {
+		last = max(last, q.Arrival)
+	}
+	if span := (last - r.firstArrival()).Seconds(); span > 0 {
+		return float64(len(r.Requests)) / span
+	}
+	return 0
+}
+
+// Goodput is the requests a replay served within a bound on time to first
+// token: the share of every request offered, and that share of the
+// offered rate. A request the router refused (503) or failed counts
+// against it like a late one, so a router cannot buy a good TTFT by
+// shedding.
+type Goodput struct {
+	BoundMs float64 `json:"ttft_bound_ms"`
+	Good    int     `json:"good"`
+	Share   float64 `json:"share"`
+	Rate    float64 `json:"rate_rps"`
+}
+
+// Goodput counts the served requests whose TTFT is at most bound.
+func (r *TimedResult) Goodput(bound time.Duration) Goodput {
+	g := Goodput{BoundMs: ms(bound)}
+	for _, q := range r.Requests {
+		if q.Outcome == OutcomeServed && q.TTFT <= bound {
+			g.Good++
+		}
+	}
+	if len(r.Requests) > 0 {
+		g.Share = float64(g.Good) / float64(len(r.Requests))
+	}
+	g.Rate = g.Share * r.offeredRate()
+	return g
 }
 
 func (r *TimedResult) firstArrival() time.Duration {

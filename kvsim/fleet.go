@@ -72,8 +72,33 @@ func (f *Fleet) add(id RankID, store blockStore) {
 	f.engines = append(f.engines, newEngine(f.cfg, store))
 }
 
-// Config returns the engine configuration in effect.
+// Config returns the fleet's engine configuration (each engine's, unless
+// SetEngineConfig gave one its own).
 func (f *Fleet) Config() EngineConfig { return f.cfg }
+
+// SetEngineConfig gives engine i timings and limits of its own (a slower
+// or faster GPU in a mixed fleet). The block size and the cache size stay
+// the fleet's: zero takes them, another value is an error, as is a zero
+// field that the fleet's configuration does not fill. Call it before the
+// replay.
+func (f *Fleet) SetEngineConfig(i int, cfg EngineConfig) error {
+	if i < 0 || i >= len(f.engines) {
+		return fmt.Errorf("%w: engine %d of %d", ErrInvalidConfig, i, len(f.engines))
+	}
+	if (cfg.BlockSize != 0 && cfg.BlockSize != f.cfg.BlockSize) || (cfg.CacheBlocks != 0 && cfg.CacheBlocks != f.cfg.CacheBlocks) {
+		return fmt.Errorf("%w: engine %d: block size and cache size are the fleet's (%d, %d)", ErrInvalidConfig, i, f.cfg.BlockSize, f.cfg.CacheBlocks)
+	}
+	cfg.BlockSize, cfg.CacheBlocks = f.cfg.BlockSize, f.cfg.CacheBlocks
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("engine %d: %w", i, err)
+	}
+	f.engines[i].cfg = cfg
+	return nil
+}
+
+// EngineConfig returns engine i's configuration.
+func (f *Fleet) EngineConfig(i int) EngineConfig { return f.engines[i].cfg }
 
 // Len is the number of engine ranks.
 func (f *Fleet) Len() int { return len(f.ids) }

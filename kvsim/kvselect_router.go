@@ -51,12 +51,16 @@ type NodeObserver interface {
 	// node has applied to its index, per worker rank (ranks without one
 	// are absent).
 	Applied(ctx context.Context, node int) (map[RankID]uint64, error)
-	// Loads returns node's active requests and prefill tokens per rank of
-	// the partition, its own bookings and mirrored ones alike.
+	// Loads returns node's bookings per rank of the partition, its own
+	// and mirrored ones alike: how many, and the prefill tokens booked by
+	// those whose prefill is not complete, as booked. Not the decayed
+	// figure /loads shows: a node fades prefill that is not reported
+	// complete in time, on its own clock, and a settle must not take a
+	// faded booking for a prefill_complete that arrived.
 	Loads(ctx context.Context, node int) (map[RankID]RankLoad, error)
 }
 
-// RankLoad is the part of a rank's active load that Settle compares.
+// RankLoad is the part of a rank's bookings that Settle compares.
 type RankLoad struct {
 	Requests      int
 	PrefillTokens int64
@@ -429,7 +433,7 @@ func (r *KvselectRouter) probeSync(ctx context.Context) (bool, error) {
 }
 
 // HTTPObserver observes kvselect nodes through their API: GET /workers
-// for each listener's last_seq and GET /loads. A listener counts a
+// for each listener's last_seq and GET /reservations. A listener counts a
 // message as it starts applying it, so over HTTP a settle can, rarely,
 // pass a moment before the index holds the batch; an observer inside the
 // nodes' process (the indexer's watermark) is exact.
@@ -455,19 +459,27 @@ func (o HTTPObserver) Applied(ctx context.Context, node int) (map[RankID]uint64,
 	return out, nil
 }
 
-// Loads reads GET /loads.
+// Loads pages through GET /reservations.
 func (o HTTPObserver) Loads(ctx context.Context, node int) (map[RankID]RankLoad, error) {
-	parts, err := o.Nodes[node].Loads(ctx, o.Model, o.Tenant)
-	if err != nil {
-		return nil, err
-	}
 	out := map[RankID]RankLoad{}
-	for _, p := range parts {
-		for _, l := range p.Loads {
-			if l.ActiveRequests > 0 || l.ActivePrefillTokens > 0 {
-				out[RankID{WorkerID: l.WorkerID, DPRank: l.DPRank}] = RankLoad{Requests: l.ActiveRequests, PrefillTokens: l.ActivePrefillTokens}
-			}
+	q := api.ReservationsQuery{ModelName: o.Model, TenantID: o.Tenant, Limit: api.MaxReservationsLimit}
+	for {
+		page, err := o.Nodes[node].Reservations(ctx, q)
+		if err != nil {
+			return nil, err
 		}
+		for _, r := range page.Reservations {
+			rk := RankID{WorkerID: r.WorkerID, DPRank: r.DPRank}
+			l := out[rk]
+			l.Requests++
+			if !r.PrefillComplete {
+				l.PrefillTokens += r.PrefillTokens
+			}
+			out[rk] = l
+		}
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
 	}
-	return out, nil
 }

@@ -157,9 +157,26 @@ func Test_Figures(t *testing.T) {
 	got := res.Figures()
 	want := Figures{Requests: 4, Served: 2, Rejected: 1, Failed: 1, Errors: 1, HitRate: 50.0 / 400,
 		TTFTp50: 10, TTFTp90: 30, TTFTp99: 30, E2Ep50: 40, E2Ep99: 90, Throughput: 1, OutputTokensRate: 5,
-		Imbalance: 1.5, RejectRate: 0.25, LongestPrefixShare: 0.5, RoutedPrefixRate: 50.0 / 400, BestPrefixRate: 150.0 / 400}
+		Imbalance: 1.5, RejectRate: 0.25, LongestPrefixShare: 0.5, RoutedPrefixRate: 50.0 / 400, BestPrefixRate: 150.0 / 400,
+		OfferedRate: 4 / 0.7}
 	if got != want {
 		t.Fatalf("Figures()\n got %+v\nwant %+v", got, want)
+	}
+	// Goodput: TTFTs 10 and 30 ms served, one refused, one failed, four
+	// requests over 0.7 s of arrivals. The bound is inclusive; refused
+	// and failed requests count against the share.
+	for _, tt := range []struct {
+		bound time.Duration
+		good  int
+	}{{msd(5), 0}, {msd(10), 1}, {msd(29.9), 1}, {msd(30), 2}, {time.Hour, 2}} {
+		g := res.Goodput(tt.bound)
+		share := float64(tt.good) / 4
+		if g.Good != tt.good || g.Share != share || math.Abs(g.Rate-share*4/0.7) > 1e-9 || g.BoundMs != ms(tt.bound) {
+			t.Errorf("Goodput(%s) = %+v, want %d good, share %v, rate %v", tt.bound, g, tt.good, share, share*4/0.7)
+		}
+	}
+	if g := (&TimedResult{}).Goodput(time.Second); g.Good != 0 || g.Share != 0 || g.Rate != 0 {
+		t.Errorf("Goodput of an empty replay: %+v", g)
 	}
 }
 

@@ -60,6 +60,13 @@ type TimedOptions struct {
 	ProgressEvery int
 	// Log receives progress and the first errors (default: discarded).
 	Log *slog.Logger
+	// Clock, when set, reads the replay's time from outside it: the
+	// replay moves it to each event's time before handling the event, so
+	// a router's nodes can run on it (VirtualClock). In virtual time the
+	// router is settled before the clock moves on, so whatever a router
+	// call set in motion (a KV event, a mirrored booking) lands at the
+	// instant of the call.
+	Clock *VirtualClock
 }
 
 // Outcome of one request.
@@ -187,6 +194,13 @@ func (r *replay) run(ctx context.Context) error {
 	}
 	for r.events.Len() > 0 {
 		ev := heap.Pop(&r.events).(replayEvent)
+		if ev.at > r.now {
+			// What this instant's calls set in motion lands at this
+			// instant, on the nodes' clock too, before time moves on.
+			if err := r.settle(ctx); err != nil {
+				return err
+			}
+		}
 		if err := r.clock.wait(ctx, ev.at); err != nil {
 			return err
 		}
@@ -222,6 +236,9 @@ func (r *replay) advance(t time.Duration) {
 		r.res.MeanActiveArea += float64(sum) / float64(len(r.fleet.engines)) * dt
 	}
 	r.now = max(r.now, t)
+	if r.opts.Clock != nil {
+		r.opts.Clock.advance(r.now)
+	}
 }
 
 func (r *replay) arrive(ctx context.Context, i int) error {

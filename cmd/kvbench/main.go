@@ -38,6 +38,20 @@ func main() {
 			}
 			os.Exit(1)
 		}
+	case "routing-sweep":
+		if err := routingSweep(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(os.Stderr, "kvbench routing-sweep:", err)
+			}
+			os.Exit(1)
+		}
+	case "trace-gen":
+		if err := traceGen(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(os.Stderr, "kvbench trace-gen:", err)
+			}
+			os.Exit(1)
+		}
 	case "report":
 		if err := report(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "kvbench report:", err)
@@ -49,7 +63,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench --version")
+	fmt.Fprintln(os.Stderr, "usage: kvbench report -in <go test -bench output> -out <results.json>\n       kvbench soak [-duration 10m] [-bin bin] [-out bench/results/soak.json] (-h for every flag)\n       kvbench routing [-trace FILE] [-speed 6] [-limit N] [-strategies a,b] [-gate] [-out bench/results/routing.json] [-svg bench/results/routing.svg] (-h for every flag)\n       kvbench routing-sweep [-trace FILE] [-speeds 2,4,6,8,12] [-fleets uniform,hetero] [-strategies a,b] [-limit N] (-h for every flag)\n       kvbench trace-gen [-pattern tenants|sessions|random] [-requests 2000] [-seed 1] [-out FILE] (-h for every flag)\n       kvbench --version")
 	os.Exit(2)
 }
 

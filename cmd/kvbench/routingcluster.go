@@ -16,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
+	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
@@ -29,10 +30,27 @@ type localCluster struct {
 	dir   string
 }
 
-// startLocalCluster starts n nodes, with replica sync between them or not,
-// and waits until they agree on a leader and know each other's addresses.
-// On error nothing is left running.
-func startLocalCluster(ctx context.Context, n int, replicaSync bool, seed uint64, policy scheduler.PolicySpec, log *slog.Logger) (*localCluster, error) {
+// nodeOptions are what a routing strategy sets on every node of its
+// cluster.
+type nodeOptions struct {
+	replicaSync bool
+	seed        uint64
+	// policy is the nodes' default policy; the zero spec keeps the
+	// shipped default.
+	policy scheduler.PolicySpec
+	// now is the schedulers' clock (nil: the wall clock). Only the
+	// scheduler gets it: Raft, leases, the KV listeners and HTTP stay on
+	// the wall clock, which a virtual clock that stands still and then
+	// jumps would break.
+	now func() time.Time
+	// busyPrefillTokens is the active_prefill_tokens busy threshold the
+	// nodes give the model (0: none).
+	busyPrefillTokens uint64
+}
+
+// startLocalCluster starts n nodes and waits until they agree on a leader
+// and know each other's addresses. On error nothing is left running.
+func startLocalCluster(ctx context.Context, n int, opts nodeOptions, log *slog.Logger) (*localCluster, error) {
 	dir, err := os.MkdirTemp("", "kvbench-routing-")
 	if err != nil {
 		return nil, err
@@ -50,10 +68,7 @@ func startLocalCluster(ctx context.Context, n int, replicaSync bool, seed uint64
 	}
 	cfgs := make([]server.Config, n)
 	for i := range n {
-		cfgs[i] = localNodeConfig(i, filepath.Join(dir, nodeName(i)), peers, lns[i], replicaSync, seed, log)
-		if policy.Name != "" {
-			cfgs[i].Scheduler.Policy = policy
-		}
+		cfgs[i] = localNodeConfig(i, filepath.Join(dir, nodeName(i)), peers, lns[i], opts, log)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -88,14 +103,19 @@ func closeListeners(lns []net.Listener) {
 }
 
 // localNodeConfig is node i's configuration: loopback, fast Raft timeouts
-// (cluster.TestConfig), a seeded scheduler, fast KV listener reconnects.
-// The reservation expiry is an hour: a replay's virtual time has nothing
-// to do with the wall clock, and a booking must not expire because a
-// virtual minute took a real one.
-func localNodeConfig(i int, dataDir string, peers []cluster.Peer, raftLn net.Listener, replicaSync bool, seed uint64, log *slog.Logger) server.Config {
+// (cluster.TestConfig), a seeded scheduler on opts' clock with opts'
+// policy, fast KV listener reconnects, and opts' busy threshold.
+// The reservation expiry is an hour of the scheduler's clock: longer than
+// any request of a replay lives, so nothing expires during one (a booking
+// that did would show as a settle that fails, not as load quietly gone).
+func localNodeConfig(i int, dataDir string, peers []cluster.Peer, raftLn net.Listener, opts nodeOptions, log *slog.Logger) server.Config {
 	sc := scheduler.DefaultConfig()
-	sc.Seed = seed + uint64(i)
+	sc.Seed = opts.seed + uint64(i)
 	sc.ActiveRequestExpiry = time.Hour
+	sc.Now = opts.now
+	if opts.policy.Name != "" {
+		sc.Policy = opts.policy
+	}
 	cc := cluster.TestConfig(nodeName(i), dataDir)
 	cc.InitialCluster = peers
 	cc.RaftBind = peers[i].RaftAddr
@@ -107,10 +127,36 @@ func localNodeConfig(i int, dataDir string, peers []cluster.Peer, raftLn net.Lis
 		Logger:    log.With("node", nodeName(i)),
 		Ingest:    ingest.Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
 	}
-	if replicaSync {
+	if opts.busyPrefillTokens > 0 {
+		cfg.InitialThresholds.ActivePrefillTokens = &opts.busyPrefillTokens
+	}
+	if opts.replicaSync {
 		cfg.ReplicaSync = &server.ReplicaSyncConfig{Listen: "tcp://127.0.0.1:0"}
 	}
 	return cfg
+}
+
+// waitThresholds waits until every node's scheduler has the model's busy
+// thresholds: the catalog holds them and the node has applied it (its
+// side effects, the scheduler's included, are done).
+func (c *localCluster) waitThresholds(ctx context.Context, model string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, s := range c.nodes {
+		for {
+			cat := s.Node.Catalog()
+			if t, ok := cat.Thresholds(model); ok && t.Set() {
+				if err := s.Node.WaitApplied(ctx, cat.Index()); err != nil {
+					return fmt.Errorf("%s: busy thresholds: %w", s.Node.ID(), err)
+				}
+				break
+			}
+			if !backoff.Sleep(ctx, 5*time.Millisecond) {
+				return fmt.Errorf("%s never got the busy thresholds of %s: %w", s.Node.ID(), model, ctx.Err())
+			}
+		}
+	}
+	return nil
 }
 
 // waitConverged polls until every node knows the same leader and every
@@ -207,14 +253,20 @@ func (o inProcessObserver) Applied(_ context.Context, node int) (map[kvsim.RankI
 	return out, nil
 }
 
+// Loads counts the node's bookings per rank, with the prefill of those not
+// prefill-complete as booked (kvsim.NodeObserver): the scheduler's loads
+// fade prefill that is late, on the replay's clock.
 func (o inProcessObserver) Loads(_ context.Context, node int) (map[kvsim.RankID]kvsim.RankLoad, error) {
 	out := map[kvsim.RankID]kvsim.RankLoad{}
-	for _, p := range o.nodes[node].Scheduler.Loads(o.part.Model, o.part.Tenant) {
-		for _, l := range p.Loads {
-			if l.ActiveRequests > 0 || l.ActivePrefillTokens > 0 {
-				out[kvsim.RankID{WorkerID: l.WorkerID, DPRank: l.DPRank}] = kvsim.RankLoad{Requests: l.ActiveRequests, PrefillTokens: l.ActivePrefillTokens}
-			}
+	rs, _ := o.nodes[node].Scheduler.Reservations(scheduler.ReservationFilter{Model: o.part.Model, Tenant: o.part.Tenant})
+	for _, r := range rs {
+		rk := kvsim.RankID{WorkerID: r.WorkerID, DPRank: r.DPRank}
+		l := out[rk]
+		l.Requests++
+		if !r.PrefillComplete {
+			l.PrefillTokens += r.PrefillTokens
 		}
+		out[rk] = l
 	}
 	return out, nil
 }
