@@ -59,7 +59,7 @@ type OverlapSummary struct {
 // Select chooses a rank for the prompt (SPEC §6.2) and, with Reserve,
 // books it.
 func (s *Scheduler) Select(req SelectRequest) (Selection, error) {
-	start := s.now()
+	start := time.Now() // the wall clock: s.now may be a replay's virtual one
 	sel, err := s.selectRank(&req)
 	if err == nil && req.SelectionID != "" && !req.Reserve {
 		s.rememberSelection(req.SelectionID, sel, &req.Prompt)
