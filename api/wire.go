@@ -34,6 +34,10 @@ const (
 	// repeats an earlier booking of the same reservation_id and prompt (a
 	// retry after a lost answer): nothing new was booked.
 	HeaderReplayed = "X-Kvselect-Replayed"
+	// HeaderIgnoredOverride lists, comma separated, the Dynamo cost
+	// parameters of a request's router_config_override that its policy
+	// does not take, and that were therefore not applied.
+	HeaderIgnoredOverride = "X-Kvselect-Ignored-Override"
 )
 
 // Authentication (SPEC §11): with a token, every route but the open ones

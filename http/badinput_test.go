@@ -93,7 +93,6 @@ func Test_BadInput(t *testing.T) {
 		{"selection id with a hash", "POST", "/select", `{` + okSel + `,"selection_id":"s#1"}`, 400, "bad_request", "selection_id"},
 		{"unknown override field", "POST", "/select", `{` + okSel + `,"router_config_override":{"weight":2}}`, 400, "bad_request", "router_config_override.weight"},
 		{"unknown policy", "POST", "/select", `{` + okSel + `,"router_config_override":{"policy":"fastest"}}`, 400, "bad_request", `unknown policy "fastest"`},
-		{"parameter the policy does not take", "POST", "/select", `{` + okSel + `,"router_config_override":{"policy":"two-tier","overlap_score_credit":2}}`, 400, "bad_request", `takes no parameter "overlap_score_credit"`},
 		{"boolean override as a number", "POST", "/select", `{` + okSel + `,"router_config_override":{"assume_kv_reuse":0}}`, 400, "bad_request", "router_config_override.assume_kv_reuse"},
 		{"routing group differs from tenant", "POST", "/select", `{` + okSel + `,"tenant_id":"a","routing_group":"b"}`, 400, "bad_request", "routing_group"},
 		{"duplicate reservation, another prompt", "POST", "/select_and_reserve", `{"block_hashes":[1,2],"sequence_hashes":[3,5],"isl_tokens":32,"reservation_id":"taken"}`, 409, "conflict", "taken"},
@@ -187,6 +186,13 @@ func Test_BadInput(t *testing.T) {
 	// Messages read as sent: no HTML escaping of ">=".
 	if r := c.do("POST", "/select", `{`+okSel+`,"router_config_override":{"router_temperature":-1}}`); !strings.Contains(string(r.raw), ">= 0") {
 		t.Fatalf("escaped message: %s", r.raw)
+	}
+	// Dynamo's cost parameters under a policy that does not take them are
+	// left out and named in a header, not refused: Dynamo clients send
+	// them whatever the router runs.
+	if r := c.do("POST", "/select", `{`+okSel+`,"router_config_override":{"policy":"two-tier","overlap_score_credit":2,"router_temperature":0}}`); r.status != 200 ||
+		r.header.Get("X-Kvselect-Ignored-Override") != "overlap_score_credit,router_temperature" {
+		t.Fatalf("ignored override = %d %q %s", r.status, r.header.Get("X-Kvselect-Ignored-Override"), r.raw)
 	}
 	// The X-Kvselect-Index header must be a number.
 	c.hdr = map[string]string{"X-Kvselect-Index": "soon"}

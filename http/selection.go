@@ -3,6 +3,7 @@ package http
 import (
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/kvselect/kvselect/api"
@@ -192,6 +193,9 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 	sel, err := s.cfg.Selector.Select(req)
 	if err != nil {
 		return err
+	}
+	if len(sel.IgnoredOverrides) > 0 {
+		w.Header().Set(api.HeaderIgnoredOverride, strings.Join(sel.IgnoredOverrides, ","))
 	}
 	if sel.Replayed {
 		w.Header().Set(api.HeaderReplayed, "true")

@@ -108,6 +108,7 @@ type reservation struct {
 	// work, fadeStart and fadeEnd time its prefill (ttft.go).
 	local              time.Time
 	work               int64
+	expect             time.Duration // work / rate when booked
 	fadeStart, fadeEnd time.Time
 	prefillElem        *list.Element
 	prefillState       int

@@ -118,7 +118,7 @@ func (c costPolicy) Choose(in *PolicyInput, cands []Candidate) int {
 		if in.TrackPrefill {
 			// In tokens, then one division: exact whenever the credit is
 			// a whole number of tokens, as with Dynamo's defaults.
-			credited := float64(k.PrefillTokens+max(in.ISL, k.CachedTokens)) - (c.credit*float64(k.DeviceBlocks)+k.lowerCredit())*bs
+			credited := float64(k.PrefillTokens+max(in.ISL, k.cachedRaw)) - (c.credit*float64(k.DeviceBlocks)+k.lowerCredit())*bs
 			cost += c.scale * max(0, credited/bs)
 		}
 		k.Cost = cost
@@ -132,34 +132,51 @@ func (c costPolicy) Choose(in *PolicyInput, cands []Candidate) int {
 func pickByCost(in *PolicyInput, cands []Candidate, temp float64) int {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range cands {
-		lo, hi = min(lo, cands[i].Cost), max(hi, cands[i].Cost)
+		if c := cands[i].Cost; !math.IsNaN(c) {
+			lo, hi = min(lo, c), max(hi, c)
+		}
 	}
-	if temp == 0 || hi == lo {
+	scale := (hi - lo) * temp
+	if temp == 0 || hi == lo || !(scale > 0) || math.IsInf(scale, 0) {
+		// The cheapest, ties uniformly at random (reservoir sampling).
+		// Also what a temperature too small or costs too far apart for
+		// a softmax in float64 come to.
 		pick, ties := 0, 0
 		for i := range cands {
-			if temp == 0 && cands[i].Cost != lo {
+			if cands[i].Cost != lo {
 				continue
 			}
 			ties++
-			if in.Rand.IntN(ties) == 0 { // reservoir sampling: uniform over ties
+			if in.Rand.IntN(ties) == 0 {
 				pick = i
 			}
 		}
 		return pick
 	}
+	weight := func(c float64) float64 {
+		if w := math.Exp(-(c - lo) / scale); w > 0 && !math.IsNaN(w) {
+			return w
+		}
+		return 0
+	}
 	total := 0.0
 	for i := range cands {
-		total += math.Exp(-(cands[i].Cost - lo) / ((hi - lo) * temp))
+		total += weight(cands[i].Cost)
 	}
 	x := in.Rand.Float64() * total
 	for i := range cands {
-		w := math.Exp(-(cands[i].Cost - lo) / ((hi - lo) * temp))
-		if x < w {
+		w := weight(cands[i].Cost)
+		if w > 0 && x < w {
 			return i
 		}
 		x -= w
 	}
-	return len(cands) - 1
+	for i := len(cands) - 1; i >= 0; i-- { // rounding left x at the end
+		if weight(cands[i].Cost) > 0 {
+			return i
+		}
+	}
+	return 0
 }
 
 // leastLoaded costs each rank its active requests.

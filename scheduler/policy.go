@@ -45,8 +45,11 @@ type Candidate struct {
 	Cost float64
 
 	rank *rankLoad
-	// lower is the host and disk blocks' credit, by the node's weights.
-	lower float64
+	// lower is the host and disk blocks' credit, by the node's weights;
+	// cachedRaw is SPEC §6.2's cached_w, not capped at the prompt's length
+	// (a hash-form prompt may give fewer tokens than its blocks hold).
+	lower     float64
+	cachedRaw int64
 	// potential loads for /potential_loads
 	potentialPrefill int64
 	potentialDecode  float64
@@ -177,6 +180,9 @@ type resolvedPolicy struct {
 	// set holds the accounting parameters the spec (or its preset) gives;
 	// absent ones fall back to the node's settings.
 	trackPrefill, assumeKVReuse *bool
+	// ignored are a request override's Dynamo cost parameters the policy
+	// does not take.
+	ignored []string
 }
 
 // ValidatePolicy checks a spec: a known policy, known parameters, values in
@@ -269,6 +275,11 @@ func (p Param) check(v float64) error {
 
 // Override adjusts one request's scheduling (router_config_override):
 // another policy for this request, and parameter values over the policy's.
+// Dynamo's cost parameters (dynamoCostParams) are accepted whatever the
+// policy, as Dynamo's clients send them with every request: those the
+// request's policy does not take are left out and reported (the
+// selection's IgnoredOverrides, a response header), never an error. Any
+// other parameter the policy does not take is refused.
 type Override struct {
 	Policy string
 	Params map[string]float64
@@ -276,10 +287,18 @@ type Override struct {
 
 func (o *Override) empty() bool { return o.Policy == "" && len(o.Params) == 0 }
 
+// dynamoCostParams are the router_config_override fields Dynamo defines.
+var dynamoCostParams = map[string]bool{
+	"overlap_score_credit": true, "prefill_load_scale": true, "decode_active_request_weight": true,
+	"overlap_score_weight": true, "router_temperature": true,
+}
+
 // policyFor returns the policy a request runs: the partition's (the
 // catalog's, else the node's default), with the request's override on top.
 // An override that names the partition's policy keeps its parameters; one
-// that names another starts from that policy's defaults.
+// that names another starts from that policy's defaults, keeping only the
+// partition's accounting settings (they are the partition's, not the
+// policy's).
 func (s *Scheduler) policyFor(base *resolvedPolicy, o *Override) (*resolvedPolicy, error) {
 	if o.empty() {
 		return base, nil
@@ -287,12 +306,34 @@ func (s *Scheduler) policyFor(base *resolvedPolicy, o *Override) (*resolvedPolic
 	spec := PolicySpec{Name: base.spec.Name, Params: maps.Clone(base.spec.Params)}
 	if o.Policy != "" && o.Policy != spec.Name {
 		spec = PolicySpec{Name: o.Policy}
+		for _, p := range accountingParams {
+			if v, ok := base.spec.Params[p.Name]; ok {
+				if spec.Params == nil {
+					spec.Params = map[string]float64{}
+				}
+				spec.Params[p.Name] = v
+			}
+		}
 	}
-	if len(o.Params) > 0 && spec.Params == nil {
-		spec.Params = make(map[string]float64, len(o.Params))
+	var ignored []string
+	if d := policyRegistry[spec.Name]; d != nil {
+		for _, name := range slices.Sorted(maps.Keys(o.Params)) {
+			if _, takes := findParam(d, name); !takes && dynamoCostParams[name] {
+				ignored = append(ignored, name)
+				continue
+			}
+			if spec.Params == nil {
+				spec.Params = make(map[string]float64, len(o.Params))
+			}
+			spec.Params[name] = o.Params[name]
+		}
 	}
-	maps.Copy(spec.Params, o.Params)
-	return resolvePolicy(spec)
+	rp, err := resolvePolicy(spec)
+	if err != nil {
+		return nil, err
+	}
+	rp.ignored = ignored
+	return rp, nil
 }
 
 // trackPrefill and assumeKVReuse resolve an accounting setting: the

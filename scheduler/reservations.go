@@ -114,6 +114,9 @@ func (s *Scheduler) reserveRank(req ReserveRequest) (int64, error) {
 	if rl == nil || !rl.schedulable {
 		return 0, fmt.Errorf("%w: worker %d dp_rank %d in %s", ErrWorkerNotFound, req.WorkerID, req.DPRank, req.Partition)
 	}
+	if !s.assumeKVReuse(s.partitionPolicy(p.key)) {
+		p.unshareSequence(&req.Prompt, req.ID)
+	}
 	prefill := int64(0)
 	switch {
 	case req.EffectivePrefill != nil:

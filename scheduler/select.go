@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -40,7 +39,10 @@ type Selection struct {
 	// with the same prompt (a caller retrying after a lost answer), and
 	// this is the booking's answer, not a new choice (replay.go).
 	Replayed bool
-	// tracked: the request's policy counts prefill tokens as load, so a
+	// IgnoredOverrides are the request's Dynamo cost parameters its
+	// policy does not take (see Override).
+	IgnoredOverrides []string
+	// tracked: the partition counts prefill tokens as load, so a
 	// booking of this choice records EffectivePrefillTokens.
 	tracked bool
 }
@@ -81,13 +83,16 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	if err != nil {
 		return Selection{}, err
 	}
-	track := s.trackPrefill(rp)
-	if !s.assumeKVReuse(rp) {
-		s.unshareSequence(req)
-	}
+	// The request's policy decides whether prefill counts in the cost;
+	// what a booking records as load is the partition's setting, so no
+	// request can hide its load from those after it (or from shedding).
+	track, booked := s.trackPrefill(rp), s.trackPrefill(s.partitionPolicy(p.key))
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !s.assumeKVReuse(rp) {
+		p.unshareSequence(&req.Prompt, req.ReservationID)
+	}
 	if req.Reserve && req.ReservationID != "" {
 		// Before anything else: a retry gets its booking back even when
 		// every worker has become busy since.
@@ -114,7 +119,7 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 	// left out of the choice. Whether prefill counts toward busy is the
 	// partition's setting, never the request's: a request cannot opt out
 	// of load shedding.
-	cands := s.shed(p, scored, s.trackPrefill(s.partitionPolicy(p.key)))
+	cands := s.shed(p, scored, booked)
 	if fresh < len(scored) {
 		cands = withoutStale(cands)
 	}
@@ -136,11 +141,12 @@ func (s *Scheduler) selectRank(req *SelectRequest) (Selection, error) {
 		Partition: p.key, WorkerID: c.rank.key.Worker, DPRank: c.rank.key.Rank,
 		Endpoint: c.rank.worker.Endpoint, BlockSize: p.blockSize,
 		Overlap:                summarize(c.rank.worker, overlaps, p.blockSize),
-		EffectivePrefillTokens: req.Prompt.ISL - c.CachedTokens, tracked: track,
+		EffectivePrefillTokens: req.Prompt.ISL - c.CachedTokens, tracked: booked,
+		IgnoredOverrides: rp.ignored,
 	}
 	if req.Reserve {
 		prefill := int64(0)
-		if track {
+		if booked {
 			prefill = sel.EffectivePrefillTokens
 		}
 		res := s.bookLocked(p, req.ReservationID, c.rank, &req.Prompt, prefill)
@@ -199,7 +205,8 @@ func (s *Scheduler) score(p *partition, pr *Prompt, overlaps []indexer.Overlap, 
 			c.DeviceBlocks, c.HostExt, c.DiskExt = o.Device, o.HostExt, o.DiskExt
 		}
 		c.lower = s.cfg.HostCacheHitWeight*float64(c.HostExt) + s.cfg.DiskCacheHitWeight*float64(c.DiskExt)
-		c.CachedTokens = cachedTokens(float64(c.DeviceBlocks)+c.lower, p.blockSize, isl)
+		c.cachedRaw = int64(math.Round((float64(c.DeviceBlocks) + c.lower) * float64(p.blockSize)))
+		c.CachedTokens = min(c.cachedRaw, isl)
 		c.PrefillTokens = rl.prefillAt(now)
 		c.DecodeBlocks = rl.decodeBlocks()
 		c.NewBlocks = float64(n - int64(prefix[rl.slot]))
@@ -252,24 +259,28 @@ func summarize(w *fsm.Worker, overlaps []indexer.Overlap, bs uint32) OverlapSumm
 // sequence hashes derived from token ids become values drawn per block, so
 // the request shares no active block with any other in the load
 // accounting; index matching keeps the real block hashes, and hash-form
-// sequence hashes are used as given. With a reservation id the values are
-// a function of it, so a retry of the same booking is the same prompt.
-func (s *Scheduler) unshareSequence(req *SelectRequest) {
-	pr := &req.Prompt
+// sequence hashes are used as given. Each value mixes the real hash with a
+// seed: with a reservation id the seed is a function of it, so a retry of
+// the same booking is the same prompt and another prompt under that id is
+// not; without one it comes from the partition's generator (p.mu held).
+func (p *partition) unshareSequence(pr *Prompt, reservationID string) {
 	if !pr.derived {
 		return
 	}
-	seed := mrand.Uint64()
-	if req.ReservationID != "" {
+	var seed uint64
+	if reservationID != "" {
 		h := fnv.New64a()
-		h.Write([]byte(req.ReservationID))
+		h.Write([]byte(reservationID))
 		seed = h.Sum64()
+	} else {
+		seed = p.rng.Uint64()
 	}
 	seq := make([]uint64, len(pr.SequenceHashes))
-	for i := range seq {
-		seq[i] = splitmix64(seed + uint64(i)*0x9e3779b97f4a7c15)
+	for i, h := range pr.SequenceHashes {
+		seq[i] = splitmix64(seed ^ h)
 	}
 	pr.SequenceHashes = seq
+	pr.derived = false // once: a replayed request keeps these
 }
 
 // splitmix64 is SplitMix64's output function: a bijection that scatters

@@ -38,6 +38,9 @@ const (
 	// sameSpeed is the band, as a ratio either way, within which a rank's
 	// own estimate is taken for noise around the partition's.
 	sameSpeed = 1.3
+	// maxSlowdown caps a sample's elapsed time, as a multiple of what
+	// was predicted when it was booked.
+	maxSlowdown = 4
 	// minFade bounds a fade from below, so a booking whose own prefill
 	// is tiny does not drop out in a step.
 	minFade = 10 * time.Millisecond
@@ -135,6 +138,10 @@ func (p *partition) startPrefill(res *reservation) {
 	ahead := rl.prefillAt(now) - res.prefill
 	res.work = max(ahead, 0) + res.prefill
 	rate := p.tokensPerSecond(rl)
+	res.expect = 0 // no prediction to hold a sample to before one is learned
+	if _, learned := p.rate.value(); learned {
+		res.expect = seconds(float64(res.work) / rate)
+	}
 	if p.noDecay {
 		res.fadeStart, res.fadeEnd = never, never
 	} else {
@@ -168,7 +175,17 @@ func (p *partition) stopPrefill(res *reservation, now time.Time, learn bool) {
 	}
 	res.prefillElem, res.prefillState = nil, prefillOff
 	if learn && res.work > 0 {
-		if d := now.Sub(res.local); d > 0 {
+		// One completion reported late (a caller that sends it at the
+		// end, a completion resent by anti-entropy) would otherwise
+		// weigh like many: the ratio of sums is dominated by long
+		// elapsed times. Clipped at maxSlowdown times the prediction, a
+		// really slower engine still pulls its estimate down by that
+		// much per sample.
+		d := now.Sub(res.local)
+		if res.expect > 0 {
+			d = min(d, maxSlowdown*max(res.expect, minFade))
+		}
+		if d > 0 {
 			rl.clock.rate.add(float64(res.work), d.Seconds(), rankAlpha)
 			p.rate.add(float64(res.work), d.Seconds(), poolAlpha)
 		}

@@ -354,7 +354,7 @@ class Client:
     # Selection and bookings.
 
     def select(self, *, selection_id: Optional[str] = None,
-               router_config_override: Optional[Mapping[str, float]] = None,
+               router_config_override: Optional[Mapping[str, Any]] = None,
                timeout: Optional[float] = None, **prompt: Any) -> Selection:
         """Chooses a worker rank for a prompt and books nothing (POST
         /select). The prompt is token_ids (and lora_name), or block_hashes,
@@ -365,7 +365,7 @@ class Client:
         return self._do(_Call("POST", wire.PATH_SELECT, _json(body), _READ, session=True), timeout)
 
     def select_and_reserve(self, *, reservation_id: Optional[str] = None, selection_id: Optional[str] = None,
-                           router_config_override: Optional[Mapping[str, float]] = None,
+                           router_config_override: Optional[Mapping[str, Any]] = None,
                            timeout: Optional[float] = None, **prompt: Any) -> Selection:
         """Chooses and books atomically on the home node (POST
         /select_and_reserve); without a reservation_id the node makes one."""
