@@ -282,11 +282,13 @@ func (c *selectionClient) run(ctx context.Context) {
 				c.open.Add(rid, -1)
 			}
 		case ResultUnknown:
-			// The booking may exist, on this node only: free it there,
-			// where a 404 proves there is none.
-			if c.settle(fin, KindFree, rid, c.node) != ResultOK {
-				c.open.Add(rid, c.node)
-			}
+			// The booking may exist, on this node only: free it there.
+			// A 404 does not prove there is none: a request the client
+			// gave up on (a timeout, the stop) may still be running on
+			// the node and book after the free; the sweep after the heal
+			// frees it again, once nothing can be in flight.
+			c.settle(fin, KindFree, rid, c.node)
+			c.open.Add(rid, c.node)
 		}
 		if !backoff.Sleep(ctx, selectionPause) {
 			return
