@@ -16,15 +16,16 @@ import "github.com/kvselect/kvselect/fsm"
 // brought from the other nodes. The thresholds are the catalog's, so every
 // node sheds alike for the same load.
 
-// rankBusy reports whether a rank is over one of the thresholds t.
+// rankBusy reports whether a rank is over one of the thresholds t, with
+// prefill its active prefill tokens as settled by the caller (prefillAt).
 // Called with the rank's partition lock held.
-func (s *Scheduler) rankBusy(t *fsm.Thresholds, rl *rankLoad, track bool) bool {
+func (s *Scheduler) rankBusy(t *fsm.Thresholds, rl *rankLoad, prefill int64, track bool) bool {
 	if d := t.ActiveDecodeBlocks; d != nil && rl.worker != nil && rl.worker.TotalKVBlocks > 0 &&
 		rl.decodeBlocks() > *d*float64(rl.worker.TotalKVBlocks) {
 		return true
 	}
 	if pt := t.ActivePrefillTokens; pt != nil && track {
-		if pf := rl.prefillAt(s.now()); pf > 0 && uint64(pf) > *pt {
+		if prefill > 0 && uint64(prefill) > *pt {
 			return true
 		}
 	}
@@ -41,7 +42,7 @@ func (s *Scheduler) shed(p *partition, cands []Candidate, track bool) []Candidat
 	for i := 0; i < len(cands); {
 		j, busy := i, true
 		for ; j < len(cands) && cands[j].rank.key.Worker == cands[i].rank.key.Worker; j++ {
-			busy = busy && s.rankBusy(&p.thresholds, cands[j].rank, track)
+			busy = busy && s.rankBusy(&p.thresholds, cands[j].rank, cands[j].PrefillTokens, track)
 		}
 		if !busy {
 			out = append(out, cands[i:j]...)

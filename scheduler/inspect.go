@@ -42,12 +42,13 @@ func (s *Scheduler) Loads(model, tenant string) []PartitionLoads {
 		return cmp.Or(cmp.Compare(a.key.Model, b.key.Model), cmp.Compare(a.key.Tenant, b.key.Tenant))
 	})
 	out := make([]PartitionLoads, 0, len(parts))
+	now := s.now()
 	for _, p := range parts {
 		p.mu.Lock()
 		pl := PartitionLoads{Partition: p.key, Loads: make([]RankLoad, 0, len(p.byKey))}
 		for _, rl := range p.byKey {
-			v := rl.view(s.now())
-			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl, s.trackPrefill(s.partitionPolicy(p.key)))
+			v := rl.view(now)
+			v.Busy = p.thresholds.Set() && s.rankBusy(&p.thresholds, rl, v.ActivePrefillTokens, s.trackPrefill(s.partitionPolicy(p.key)))
 			pl.Loads = append(pl.Loads, v)
 		}
 		p.mu.Unlock()
