@@ -8,6 +8,7 @@
 #   make jepsen  every fault-injection scenario (JEPSEN_TIME each, default 60s) and the table; make test runs kill-leader, partition-isolate-leader and worker-link-cut, 20 s each
 #   make soak    3 real nodes and kvsim under mixed load for SOAK_DURATION (default 10m): memory must stay flat
 #   make fuzz    run every fuzz target (scripts/fuzz.sh finds them) for FUZZTIME each (default 30s)
+#   make docs    regenerate docs/api.md, the HTTP API reference, from api/openapi.json
 
 # Go is found on PATH or in its standard install location.
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
@@ -27,7 +28,7 @@ FUZZTIME   ?= 30s
 SOAK_DURATION ?= 10m
 TESTFLAGS  ?=
 
-.PHONY: all build run test test-go test-python vet fmt-check bench bench-routing bench-routing-sweep soak jepsen fuzz tools interop-deps python-deps clean
+.PHONY: all build run test test-go test-python vet fmt-check bench bench-routing bench-routing-sweep soak jepsen fuzz docs tools interop-deps python-deps clean
 
 all: build
 
@@ -148,6 +149,11 @@ soak: build
 # prints them), FUZZTIME each.
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# The API reference is generated from the OpenAPI document a node serves;
+# internal/apidoc's test fails when docs/api.md is not what this writes.
+docs:
+	$(GO) run ./internal/apidoc -in api/openapi.json -out docs/api.md
 
 clean:
 	rm -rf $(BIN) run
