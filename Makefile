@@ -121,7 +121,7 @@ bench: build
 # bench/results/routing.json and routing.svg. make test runs a 50-request
 # smoke of it (cmd/kvbench Test_RoutingSmoke).
 # ROUTING_FLAGS passes more, e.g. ROUTING_FLAGS='-speed 4 -limit 1000 -gate'.
-ROUTING_TRACE ?= ../shared/traces/mooncake_synthetic_trace.jsonl
+ROUTING_TRACE ?= testdata/traces/mooncake_synthetic_trace.jsonl
 ROUTING_FLAGS ?=
 bench-routing: build
 	@mkdir -p bench/results

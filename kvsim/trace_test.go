@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/testvectors"
 )
 
 func Test_ReadTrace(t *testing.T) {
@@ -51,7 +51,7 @@ func Test_ReadTrace(t *testing.T) {
 }
 
 func Test_ReadSharedTrace(t *testing.T) {
-	f, err := os.Open(filepath.Join(sharedDir(t), "traces", "mooncake_synthetic_trace.jsonl"))
+	f, err := os.Open(testvectors.TracePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}

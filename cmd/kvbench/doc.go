@@ -2,7 +2,7 @@
 //
 //	kvbench report -in go-bench.txt -out results.json
 //	kvbench soak -duration 10m -bin bin -out bench/results/soak.json
-//	kvbench routing -trace ../shared/traces/mooncake_synthetic_trace.jsonl -out bench/results/routing.json -svg bench/results/routing.svg
+//	kvbench routing -trace testdata/traces/mooncake_synthetic_trace.jsonl -out bench/results/routing.json -svg bench/results/routing.svg
 //	kvbench routing-sweep -speeds 2,4,6,8,12 -fleets uniform,hetero -out bench/results/routing-sweep.json
 //	kvbench trace-gen -pattern sessions -requests 4000 -seed 1 -out sessions.jsonl
 //

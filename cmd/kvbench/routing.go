@@ -36,7 +36,7 @@ const (
 )
 
 const (
-	defaultRoutingTrace  = "../shared/traces/mooncake_synthetic_trace.jsonl"
+	defaultRoutingTrace  = "testdata/traces/mooncake_synthetic_trace.jsonl"
 	routingNodes         = 3
 	defaultRoutingSpeed  = 6
 	defaultRoutingCache  = 32768

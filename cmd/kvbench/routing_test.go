@@ -25,7 +25,7 @@ import (
 // with no load; routing itself fails otherwise), never timings.
 func Test_RoutingSmoke(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(testvectors.SharedDir(t), "traces", "mooncake_synthetic_trace.jsonl")
+	trace := testvectors.TracePath(t)
 	out, svg := filepath.Join(dir, "routing.json"), filepath.Join(dir, "routing.svg")
 	var stdout, stderr bytes.Buffer
 	args := []string{"-trace", trace, "-limit", "50", "-workers", "2", "-cache-blocks", "2048", "-out", out, "-svg", svg}
@@ -79,7 +79,7 @@ func Test_RoutingSmoke(t *testing.T) {
 // mixed fleet, with a busy threshold so low that the nodes refuse
 // requests (503s are not failures of the run).
 func Test_RoutingSmokeHTTPObserver(t *testing.T) {
-	trace := filepath.Join(testvectors.SharedDir(t), "traces", "mooncake_synthetic_trace.jsonl")
+	trace := testvectors.TracePath(t)
 	out := filepath.Join(t.TempDir(), "routing.json")
 	args := []string{"-trace", trace, "-limit", "20", "-workers", "2", "-cache-blocks", "2048", "-strategies", "kvselect",
 		"-observer", "http", "-lifecycle", "same", "-fleet", "hetero", "-busy-prefill-tokens", "1", "-out", out, "-svg", ""}

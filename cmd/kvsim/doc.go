@@ -10,7 +10,7 @@
 //
 //	kvsim --workers 4 --dp-size 2 --register http://127.0.0.1:8092
 //	kvsim --workers 8 --first-worker-id 21 --control 127.0.0.1:0 --register http://127.0.0.1:8092 \
-//	      --trace ../shared/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092 --exit-after-trace
+//	      --trace testdata/traces/mooncake_synthetic_trace.jsonl --trace-select http://127.0.0.1:8092 --exit-after-trace
 //
 // --register posts every worker to a kvselect node (retrying while the node
 // is not up), with a lease of --lease-ttl (10 s; 0: none) that kvsim

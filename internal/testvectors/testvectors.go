@@ -1,7 +1,8 @@
-// Package testvectors gives tests the reference material in ../shared
-// (beside the repository): the KV event vectors file with real engine
-// payloads and hash golden values, and the traces. It is imported only
-// from _test.go files.
+// Package testvectors gives tests their reference material: the KV event
+// vectors file with real engine payloads and hash golden values (in
+// ../shared, beside the repository), and the Mooncake trace the
+// repository ships in testdata/traces. It is imported only from _test.go
+// files.
 package testvectors
 
 import (
@@ -69,6 +70,22 @@ func SharedDir(tb testing.TB) string {
 		tb.Fatalf("shared reference material not found at %s: %v", dir, err)
 	}
 	return dir
+}
+
+// TracePath returns the path of the Mooncake synthetic trace the
+// repository ships (testdata/traces; its provenance and licence are in
+// testdata/traces/README.md).
+func TracePath(tb testing.TB) string {
+	tb.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("cannot locate the testvectors package")
+	}
+	path := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "traces", "mooncake_synthetic_trace.jsonl")
+	if _, err := os.Stat(path); err != nil {
+		tb.Fatalf("the shipped trace is missing: %v", err)
+	}
+	return path
 }
 
 // Path returns the path of a file under ../shared.
