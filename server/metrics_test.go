@@ -253,8 +253,8 @@ func checkRow(row familyCheck, before, after []scrape) error {
 // sync on, two kvsim workers) before and after traffic that exercises each
 // family of SPEC §10, and checks each moves as the table spec10 says;
 // then that no label value carries a request's identity, that the names
-// follow Prometheus' conventions, and that the Grafana dashboard and the
-// README's queries name only families the nodes expose.
+// follow Prometheus' conventions, and that the Grafana dashboard and
+// the queries of docs/operations.md name only families the nodes expose.
 func Test_MetricsFamilies(t *testing.T) {
 	sc := startSyncCluster(t)
 	nodes := sc.c.Live()
@@ -395,9 +395,9 @@ func Test_MetricsFamilies(t *testing.T) {
 			}
 		}
 		dash := dashboardQueries(t, "../deploy/grafana/kvselect.json")
-		readme := readmeQueries(t, "../README.md")
+		readme := readmeQueries(t, "../docs/operations.md")
 		if !slices.Equal(dash, readme) {
-			t.Errorf("the dashboard's queries differ from the README's \"Watching it\" list:\ndashboard %q\nREADME    %q", dash, readme)
+			t.Errorf("the dashboard's queries differ from the \"Watching it\" list of docs/operations.md:\ndashboard %q\ndocs      %q", dash, readme)
 		}
 		for _, q := range dash {
 			for _, name := range metricNames(q) {
@@ -522,8 +522,8 @@ func dashboardQueries(t *testing.T, path string) []string {
 	return out
 }
 
-// readmeQueries returns the sorted PromQL of the README's "Watching it"
-// list: every `code span` of the section's list items that calls a
+// readmeQueries returns the sorted PromQL of the "Watching it" list of
+// docs/operations.md: every `code span` of the section's list items that calls a
 // function or reads a kvselect family.
 func readmeQueries(t *testing.T, path string) []string {
 	t.Helper()
@@ -531,9 +531,9 @@ func readmeQueries(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(raw), "\n### Watching it\n")
+	_, section, ok := strings.Cut(string(raw), "\n## Watching it\n")
 	if !ok {
-		t.Fatalf("%s has no \"### Watching it\" section", path)
+		t.Fatalf("%s has no \"## Watching it\" section", path)
 	}
 	if end := strings.Index(section, "\n#"); end >= 0 {
 		section = section[:end]
