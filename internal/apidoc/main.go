@@ -6,7 +6,7 @@
 //
 // and Test_APIDocMatchesOpenAPI fails when docs/api.md is not what this
 // command makes from the current document, so the two cannot drift.
-// Standard library only.
+// Besides the api package's constants, standard library only.
 package main
 
 import (

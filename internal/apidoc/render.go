@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 // ErrDocument: the OpenAPI document lacks what the reference is built from.
@@ -100,11 +102,12 @@ type schema struct {
 // methodOrder is the order operations of one path are listed in.
 var methodOrder = []string{"get", "head", "post", "put", "patch", "delete", "options"}
 
-// runsOn says what each x-kvselect-runs-on value means for a caller.
+// runsOn says what each x-kvselect-runs-on value (the api package's
+// RunsOn constants) means for a caller.
 var runsOn = map[string]string{
-	"any":                    "the node that receives the request answers from its own state; no leader or quorum is needed",
-	"leader":                 "the leader answers; a follower forwards the request (or, with `?redirect=true`, answers 307 with the leader's `Location`)",
-	"leader_if_linearizable": "any node from its own catalog; with `?consistency=linearizable` the leader, after confirming its leadership (forwarded from followers)",
+	api.RunsOnAny:                  "the node that receives the request answers from its own state; no leader or quorum is needed",
+	api.RunsOnLeader:               "the leader answers; a follower forwards the request (or, with `?redirect=true`, answers 307 with the leader's `Location`)",
+	api.RunsOnLeaderIfLinearizable: "any node from its own catalog; with `?consistency=linearizable` the leader, after confirming its leadership (forwarded from followers)",
 }
 
 // Render returns the Markdown reference of an OpenAPI document. The output
