@@ -46,7 +46,7 @@ type pyPub struct {
 func startPyPub(t *testing.T) *pyPub {
 	t.Helper()
 	py := pythonWithZMQ(t)
-	vectors := testvectors.Path(t, "testdata", "kv_event_vectors.json")
+	vectors := testvectors.VectorsPath(t)
 	cmd := exec.Command(py, filepath.Join("testdata", "pypub.py"), vectors)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

@@ -9,7 +9,6 @@ import (
 
 type wireVector = testvectors.Vector
 
-func sharedDir(t testing.TB) string { return testvectors.SharedDir(t) }
 
 func loadWireVectors(t *testing.T) map[string]wireVector {
 	out := map[string]wireVector{}

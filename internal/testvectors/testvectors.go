@@ -1,8 +1,8 @@
-// Package testvectors gives tests their reference material: the KV event
-// vectors file with real engine payloads and hash golden values (in
-// ../shared, beside the repository), and the Mooncake trace the
-// repository ships in testdata/traces. It is imported only from _test.go
-// files.
+// Package testvectors gives tests their reference material, all of it in
+// the repository: the KV event vectors file with real engine payloads and
+// hash golden values (testdata/kv_event_vectors.json here), and the
+// Mooncake trace in testdata/traces at the root. It is imported only from
+// _test.go files.
 package testvectors
 
 import (
@@ -58,18 +58,20 @@ type File struct {
 	} `json:"local_hashes"`
 }
 
-// SharedDir locates ../shared beside the repository root.
-func SharedDir(tb testing.TB) string {
+// dir is this package's directory in the source tree.
+func dir(tb testing.TB) string {
 	tb.Helper()
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		tb.Fatal("cannot locate the testvectors package")
 	}
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared")
-	if _, err := os.Stat(dir); err != nil {
-		tb.Fatalf("shared reference material not found at %s: %v", dir, err)
-	}
-	return dir
+	return filepath.Dir(file)
+}
+
+// VectorsPath returns the path of kv_event_vectors.json.
+func VectorsPath(tb testing.TB) string {
+	tb.Helper()
+	return filepath.Join(dir(tb), "testdata", "kv_event_vectors.json")
 }
 
 // TracePath returns the path of the Mooncake synthetic trace the
@@ -77,21 +79,11 @@ func SharedDir(tb testing.TB) string {
 // testdata/traces/README.md).
 func TracePath(tb testing.TB) string {
 	tb.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		tb.Fatal("cannot locate the testvectors package")
-	}
-	path := filepath.Join(filepath.Dir(file), "..", "..", "testdata", "traces", "mooncake_synthetic_trace.jsonl")
+	path := filepath.Join(dir(tb), "..", "..", "testdata", "traces", "mooncake_synthetic_trace.jsonl")
 	if _, err := os.Stat(path); err != nil {
 		tb.Fatalf("the shipped trace is missing: %v", err)
 	}
 	return path
-}
-
-// Path returns the path of a file under ../shared.
-func Path(tb testing.TB, elem ...string) string {
-	tb.Helper()
-	return filepath.Join(append([]string{SharedDir(tb)}, elem...)...)
 }
 
 var (
@@ -105,7 +97,7 @@ func Load(tb testing.TB) *File {
 	tb.Helper()
 	once.Do(func() {
 		var raw []byte
-		if raw, err = os.ReadFile(Path(tb, "testdata", "kv_event_vectors.json")); err == nil {
+		if raw, err = os.ReadFile(VectorsPath(tb)); err == nil {
 			err = json.Unmarshal(raw, &loaded)
 		}
 	})
