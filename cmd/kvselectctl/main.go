@@ -21,7 +21,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// says so on stderr.
 	e.ctx = client.WithRetryNotify(context.Background(), newProgress(stderr, "waiting for a leader").retry)
 	root := newRootCmd(e)
-	root.SetArgs(oneDashLongFlags(root, args))
+	args = oneDashLongFlags(root, args)
+	if err := misspeltCommand(root, args); err != nil {
+		return report(stderr, root, err)
+	}
+	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	return report(stderr, cmd, err)
 }
