@@ -13,8 +13,8 @@
 //	kvselectctl cluster stepdown
 //	source <(kvselectctl completion bash)
 //
-// Commands: cluster status|join|remove|stepdown, workers list|add|patch|rm,
-// select, reservations list|show, loads, thresholds list|set|clear,
+// Commands: cluster status|join|remove|stepdown, workers
+// list|get|add|patch|rm|keepalive, select, reservations list|show (get)|free, loads, thresholds list|set|clear,
 // policies list|set|delete, replica-sync status|peers, dump, completion
 // bash|zsh|fish|powershell, help.
 //
@@ -40,7 +40,10 @@
 //     node reachable, a failed step-down wait, an unreadable token file
 //     print the cause.
 //   - 2: the command line is wrong: an unknown command or flag (with
-//     cobra's "Did you mean this?" suggestions, for flags too), a
+//     cobra's "Did you mean this?" suggestions, for flags too; a
+//     misspelt command is named before the flags that follow it are
+//     parsed, so "selct --model x" is an unknown command, not an unknown
+//     flag), a
 //     missing subcommand, the wrong number of arguments, a bad flag value
 //     or KVSELECT_* value, a malformed JSON argument. Stderr ends with
 //     "Run 'kvselectctl <command> --help' for usage."
