@@ -275,6 +275,9 @@ func (c *Client) onHome(ctx context.Context, cl call) (*answer, error) {
 func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 	start := time.Now()
 	deadline := start.Add(c.retryFor)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d // give up with the last answer rather than a bare context error
+	}
 	notify, _ := ctx.Value(retryKey{}).(func(Retry))
 	pause, target, afterUnknown := firstBackoff, "", false
 	for attempts := 1; ; attempts++ {

@@ -29,7 +29,13 @@ func newRootCmd(e *env) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnv(root.PersistentFlags()) }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnv(root.PersistentFlags()); err != nil {
+			return err
+		}
+		e.startTimeout()
+		return nil
+	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetVersionTemplate("kvselectctl {{.Version}}\n")
@@ -52,8 +58,10 @@ func newRootCmd(e *env) *cobra.Command {
 
 const rootLong = `kvselectctl administers and inspects a kvselect cluster over HTTP. Writes
 and linearizable reads follow the leader; other reads go to the first
-address that answers. While a write waits for a leader, a line on stderr
-says so each second.
+address that answers. --timeout bounds the whole command, retries and
+waits included. While a write waits for a leader, a line on stderr says
+so each second (the first once a node has answered no_leader: a node
+holds a write for its --leader-wait, 5 s by default, before it does).
 
 Tables are for people; --json prints the server's JSON, indented.
 
