@@ -19,6 +19,7 @@ type env struct {
 	g              *globals
 	ctx            context.Context // ends at --timeout once the command line is parsed
 	cancel         context.CancelFunc
+	leaderWait     *progress // reports a leader-only call's retries; stop it once that call is over
 	stdout, stderr io.Writer
 }
 

@@ -22,6 +22,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// A leader-only call that retries while the cluster elects a leader
 	// says so on stderr.
 	waiting := newProgress(stderr, "waiting for a leader")
+	e.leaderWait = waiting
 	e.ctx = client.WithRetryNotify(context.Background(), waiting.retry)
 	root := newRootCmd(e)
 	args = oneDashLongFlags(root, args)

@@ -124,13 +124,13 @@ func (p *progress) keepTelling(ticks <-chan time.Time, stopTicks func()) {
 }
 
 // stop ends the ticker and silences p: nothing is written once it
-// returns.
+// returns. It may be called more than once.
 func (p *progress) stop() {
 	p.mu.Lock()
-	p.stopped = true
-	if p.done != nil {
+	if p.done != nil && !p.stopped {
 		close(p.done)
 	}
+	p.stopped = true
 	p.mu.Unlock()
 	p.wg.Wait()
 }

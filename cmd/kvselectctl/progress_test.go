@@ -50,10 +50,12 @@ type fakeClock struct {
 	now     time.Time
 	ticks   chan time.Time
 	started chan struct{} // closed when the ticker is asked for
+	stopped chan struct{} // closed when the ticker is stopped
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ticks: make(chan time.Time), started: make(chan struct{})}
+	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ticks: make(chan time.Time), started: make(chan struct{}),
+		stopped: make(chan struct{})}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -64,7 +66,7 @@ func (c *fakeClock) Now() time.Time {
 
 func (c *fakeClock) Ticker(time.Duration) (<-chan time.Time, func()) {
 	close(c.started)
-	return c.ticks, func() {}
+	return c.ticks, func() { close(c.stopped) }
 }
 
 // advance moves the clock by d and ticks (the ticker's goroutine takes
@@ -240,5 +242,59 @@ func Test_NoProgressWhenQuick(t *testing.T) {
 	out, errOut, code := runCLI(t, "--addr", n.URL, "workers", "rm", "7")
 	if code != exitOK || errOut != "" || out != "worker 7 removed\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// Test_StepDownStopsTheLeaderWaitLine: a step-down retried while no node
+// knew a leader started the "waiting for a leader" ticker; once the
+// step-down has answered, the ticker is gone before the wait for the next
+// leader begins (that wait has its own line), so the two never interleave.
+func Test_StepDownStopsTheLeaderWaitLine(t *testing.T) {
+	clk := newFakeClock()
+	useClock(t, clk)
+	n := fakenode.New(t)
+	follower := api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Term: 3, Leader: api.LeaderRef{ID: "n1"}}
+	elected := api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Term: 4, Leader: api.LeaderRef{ID: "n2"}}
+	n.Answers("POST /cluster/stepdown", fakenode.Error(api.CodeNoLeader, "x"), fakenode.OK(http.StatusOK, follower))
+	var polledOnce sync.Once
+	polled, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	n.Mux.HandleFunc("GET /cluster/status", func(w http.ResponseWriter, r *http.Request) {
+		if len(n.Requests("POST /cluster/stepdown")) < 2 { // the client looking for the leader after no_leader
+			fakenode.WriteJSON(w, http.StatusOK, api.ClusterStatus{NodeID: "n1", State: api.StateFollower, Term: 3})
+			return
+		}
+		polledOnce.Do(func() { close(polled) })
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		fakenode.WriteJSON(w, http.StatusOK, elected)
+	})
+	var stdout, stderr strings.Builder
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--addr", n.URL, "--timeout", "1h", "cluster", "stepdown"}, &stdout, &stderr)
+	}()
+	select {
+	case <-polled: // the step-down has answered; the wait for the next leader polls
+	case c := <-code:
+		t.Fatalf("exit %d before polling; stderr:\n%s", c, stderr.String())
+	}
+	select {
+	case <-clk.started:
+	default:
+		t.Fatal("the no_leader retry started no ticker")
+	}
+	select {
+	case <-clk.stopped:
+	default:
+		t.Fatal("the leader-wait ticker still runs while the step-down waits for the next leader")
+	}
+	releaseOnce.Do(func() { close(release) })
+	if c := <-code; c != exitOK || !strings.Contains(stdout.String(), "leader after:  n2") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", c, stdout.String(), stderr.String())
 	}
 }

@@ -39,6 +39,7 @@ func stepDown(e *env) error {
 	}
 	var info client.ResponseInfo
 	st, err := c.StepDown(client.WithResponseInfo(e.ctx, &info))
+	e.leaderWait.stop() // the wait that follows has its own line
 	if client.CodeOf(err) == api.CodeUnknownOutcome {
 		return &hinted{err, "the step-down may or may not have happened; 'kvselectctl cluster status' shows who leads now " +
 			"(running the step-down again could move leadership twice)"}
