@@ -44,7 +44,7 @@ func reservationsListCmd(e *env) *cobra.Command {
 }
 
 func reservationsShowCmd(e *env) *cobra.Command {
-	cmd := leaf("show <id>", "one booking (GET /reservations/{id})", 1, 1,
+	cmd := leaf("show <id>", "one booking (GET /reservations/{id}); also: get <id>", 1, 1,
 		func(_ *cobra.Command, pos []string) error {
 			return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationInfo, error) {
 				return c.Reservation(ctx, pos[0])

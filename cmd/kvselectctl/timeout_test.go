@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -44,23 +45,42 @@ func Test_TimeoutBoundsTheWholeCommand(t *testing.T) {
 	n.Status("n1", api.StateFollower, "", "")
 	n.Answer("POST /workers", http.StatusServiceUnavailable, apiErr("no_leader", "no leader"))
 	n.Mux.HandleFunc("GET /loads", func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }) // never answers
+	var deletes sync.Mutex
+	deleted := 0
+	n.Mux.HandleFunc("DELETE /workers/5", func(w http.ResponseWriter, r *http.Request) {
+		deletes.Lock()
+		deleted++
+		first := deleted == 1
+		deletes.Unlock()
+		if first {
+			fakenode.WriteJSON(w, http.StatusServiceUnavailable, api.Error{Message: "no leader", Code: api.CodeNoLeader})
+			return
+		}
+		<-r.Context().Done() // a node holding the retry for an election, past --timeout
+	})
 	tests := []struct {
 		name         string
 		args         []string
-		wantStderr   string
+		wantStderr   *regexp.Regexp
 		wantRequests int // at least
 	}{
 		{name: "a write retried while there is no leader", args: []string{"--timeout", "400ms", "workers", "add", `{"worker_id":7}`},
-			wantStderr: "kvselectctl: no_leader: no leader (HTTP 503)\n", wantRequests: 3},
+			// Between attempts at the deadline, the last answer; during one, the deadline and the answer before.
+			wantStderr: regexp.MustCompile(`^kvselectctl: (no_leader: no leader \(HTTP 503\)|` +
+				`no answer within --timeout 400ms: context deadline exceeded \(the answer before: POST \S+/workers: no_leader: no leader \(HTTP 503\)\))\n$`),
+			wantRequests: 3},
+		{name: "a retry still held by the node at the deadline", args: []string{"--timeout", "300ms", "workers", "rm", "5"},
+			wantStderr: regexp.MustCompile(`^kvselectctl: no answer within --timeout 300ms: context deadline exceeded ` +
+				`\(the answer before: DELETE \S+/workers/5: no_leader: no leader \(HTTP 503\)\)\n$`), wantRequests: 2},
 		{name: "a node that never answers", args: []string{"--timeout", "200ms", "loads"},
-			wantStderr: "kvselectctl: no answer within --timeout 200ms: ", wantRequests: 1},
+			wantStderr: regexp.MustCompile(`^kvselectctl: no answer within --timeout 200ms: `), wantRequests: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := recordDeadlines(t)
 			out, errOut, code := runCLI(t, append([]string{"--addr", n.URL}, tt.args...)...)
-			if code != exitError || out != "" || !strings.HasPrefix(errOut, tt.wantStderr) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and stderr starting %q", code, out, errOut, tt.wantStderr)
+			if code != exitError || out != "" || !tt.wantStderr.MatchString(errOut) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and stderr matching %s", code, out, errOut, tt.wantStderr)
 			}
 			d.mu.Lock()
 			defer d.mu.Unlock()
