@@ -275,8 +275,12 @@ func (c *Client) onHome(ctx context.Context, cl call) (*answer, error) {
 func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 	start := time.Now()
 	deadline := start.Add(c.retryFor)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d // give up with the last answer rather than a bare context error
+	}
 	notify, _ := ctx.Value(retryKey{}).(func(Retry))
 	pause, target, afterUnknown := firstBackoff, "", false
+	var previous error // why the attempt before this one did not succeed
 	for attempts := 1; ; attempts++ {
 		var ans *answer
 		var sent bool
@@ -288,6 +292,8 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 		}
 		var last error
 		switch {
+		case ctx.Err() != nil && previous != nil:
+			return nil, fmt.Errorf("%w (the answer before: %v)", ctx.Err(), previous)
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case err == nil:
@@ -331,7 +337,7 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 		if err := sleep(ctx, pause); err != nil {
 			return nil, err
 		}
-		pause = min(2*pause, maxBackoff)
+		pause, previous = min(2*pause, maxBackoff), last
 	}
 }
 

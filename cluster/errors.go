@@ -19,6 +19,9 @@ var (
 	ErrMembership = errors.New("membership change rejected")
 	// ErrNoLease: a keepalive named a worker registered without a lease.
 	ErrNoLease = errors.New("worker has no lease")
+	// ErrDataDirInUse: another process holds the data dir's Raft store
+	// (a node still running with the same --data-dir).
+	ErrDataDirInUse = errors.New("data dir in use")
 	// ErrClosed: the node is shut down.
 	ErrClosed = errors.New("node closed")
 )

@@ -122,8 +122,12 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: cfg.BoltOpenTimeout},
 	})
+	if errors.Is(err, bbolt.ErrTimeout) { // bolt's file lock: held by a live process, for BoltOpenTimeout
+		return nil, fmt.Errorf("%w: another process holds %s (a kvselect node still running with --data-dir %s?): "+
+			"stop it, or give this node its own --data-dir", ErrDataDirInUse, filepath.Join(cfg.DataDir, "raft.db"), cfg.DataDir)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open raft store (is another kvselect using %s?): %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotsRetained, hl)
 	if err != nil {

@@ -238,9 +238,13 @@ func Test_DataDirLocked(t *testing.T) {
 	mustOpen(t, TestConfig("n1", dir), nil)
 	cfg := TestConfig("n1", dir)
 	cfg.BoltOpenTimeout = 100 * time.Millisecond
-	if n, err := Open(cfg, nil); err == nil {
+	n, err := Open(cfg, nil)
+	if err == nil {
 		n.Close()
 		t.Fatal("a second node opened a data dir in use")
+	}
+	if !errors.Is(err, ErrDataDirInUse) || !strings.Contains(err.Error(), "a kvselect node still running with --data-dir "+dir) {
+		t.Fatalf("a data dir in use: %v; want %v with what to do", err, ErrDataDirInUse)
 	}
 }
 

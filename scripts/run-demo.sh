@@ -31,6 +31,23 @@ for i in 0 1 2; do
   INITIAL+="${INITIAL:+,}n$((i + 1))=127.0.0.1:${RAFT[$i]}"
 done
 
+# One demo per checkout: its data, tokens and logs are in ./run, which a
+# start wipes. run/demo.pids lists what the running demo started (pid,
+# then what it is); while any of those lives, a second start (on other
+# ports too) refuses and changes nothing.
+DEMO_PIDS=run/demo.pids
+if [ -f "$DEMO_PIDS" ]; then
+  RUNNING=() LIVE=()
+  while read -r pid what; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then RUNNING+=("$what pid $pid"); LIVE+=("$pid"); fi
+  done < "$DEMO_PIDS"
+  if [ "${#LIVE[@]}" -gt 0 ]; then
+    list=$(printf '%s, ' "${RUNNING[@]}")
+    echo "make run: the demo of this checkout is still running (${list%, }); stop it first with Ctrl-C where it runs, or kill ${LIVE[*]}; nothing was changed (if those pids are not the demo's, remove $PWD/$DEMO_PIDS)" >&2
+    exit 1
+  fi
+fi
+
 ALL_PORTS=("${HTTP[@]}" "${RAFT[@]}" "${SYNC[@]}" "$SIM_PORT")
 if [ "$(printf '%s\n' "${ALL_PORTS[@]}" | sort -u | wc -l)" != "${#ALL_PORTS[@]}" ]; then
   echo "PORT=$PORT RAFT_PORT=$RAFT_PORT SIM_PORT=$SIM_PORT overlap: the nodes use PORT, PORT+100, PORT+200 (HTTP)," >&2
@@ -50,6 +67,7 @@ stop() {
   echo
   for p in $SIM_PID "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in $SIM_PID "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -f "$DEMO_PIDS"
   echo "stopped kvsim and the kvselect nodes"
 }
 trap stop EXIT
@@ -65,6 +83,7 @@ PY=$(python3 -c 'import sys; print(sys.executable)')
 # them from files (-H @file), so they never show in a process list.
 rm -rf run/n1 run/n2 run/n3
 mkdir -p run
+echo "$$ run-demo.sh" > "$DEMO_PIDS"
 for t in admin selection; do
   (umask 077; "$PY" -c 'import secrets; print(secrets.token_hex(32))' > "run/$t-token"
    printf 'Authorization: Bearer %s\n' "$(cat "run/$t-token")" > "run/$t.header")
@@ -80,6 +99,7 @@ for i in 0 1 2; do
     --data-dir "run/$id" --initial-cluster "$INITIAL" --replica-sync-port "${SYNC[$i]}" \
     --auth-token-file run/admin-token --selection-token-file run/selection-token --log-level warn 2> >(sed "s/^/  [$id] /" >&2) &
   PIDS+=($!)
+  echo "$! $id ${URLS[$i]}" >> "$DEMO_PIDS"
 done
 
 ctl() { KVSELECT_TOKEN_FILE="$ADMIN_TOKEN" "$BIN/kvselectctl" --addr "$(IFS=,; echo "${URLS[*]}")" "$@"; }
@@ -119,6 +139,7 @@ echo; echo "== kvsim registers three workers through follower $FOLLOWER (leader 
 "$BIN/kvsim" --workers 3 --model llama --block-size 16 --cache-blocks 1024 --control "127.0.0.1:${SIM_PORT}" \
   --register "$FOLLOWER" --auth-token-file run/admin-token --log-level warn > >(sed 's/^/  [kvsim] /') 2> >(sed 's/^/  [kvsim] /' >&2) &
 SIM_PID=$!
+echo "$SIM_PID kvsim $SIM" >> "$DEMO_PIDS"
 active() { scurl -s "$1/ready" | json 'sum(1 for w in d["workers"] for l in (w.get("listeners") or {}).values() if l["state"]=="active")' 2>/dev/null || echo 0; }
 for u in "${URLS[@]}"; do
   for _ in $(seq 1 200); do

@@ -33,6 +33,56 @@ func Test_RunDemoSyntax(t *testing.T) {
 	}
 }
 
+// Test_RunDemoRefusesASecondStart: while a demo of the checkout runs (its
+// run/demo.pids names a live process: this test's, standing for the
+// script), a second start, on other ports too, refuses in one line that
+// says what runs and how to stop it, and leaves ./run as it was (a start
+// wipes the nodes' data and makes new tokens). A pid that is gone is not
+// listed.
+func Test_RunDemoRefusesASecondStart(t *testing.T) {
+	requireDemoTools(t)
+	script, err := filepath.Abs("run-demo.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	running := map[string]string{
+		"run/demo.pids":   fmt.Sprintf("%d run-demo.sh\n999999999 n1 http://127.0.0.1:1\n", os.Getpid()),
+		"run/n1/raft.db":  "the running node's Raft log",
+		"run/admin-token": "the running demo's token",
+	}
+	for name, content := range running {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, raftPort, simPort := freeBases(t)
+	cmd := exec.Command("bash", script)
+	cmd.Dir = dir
+	cmd.Env = append(childproc.Env(), "PORT="+strconv.Itoa(port), "RAFT_PORT="+strconv.Itoa(raftPort),
+		"SIM_PORT="+strconv.Itoa(simPort), "BIN="+t.TempDir()) // no binaries: nothing could start
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("second start: %v, want exit status 1\n%s", err, out)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	want := "make run: the demo of this checkout is still running (run-demo.sh pid " + pid + "); " +
+		"stop it first with Ctrl-C where it runs, or kill " + pid + "; nothing was changed"
+	if lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("second start said:\n%s\nwant one line starting\n%s", out, want)
+	}
+	for name, content := range running {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != content {
+			t.Errorf("%s changed: %q, %v", name, got, err)
+		}
+	}
+}
+
 // Test_RunDemoSurvivesANodeStop runs make run's script with free ports,
 // stops n1 the way its instructions say (kill <pid>; n1 is the node the
 // demo once waited on, and usually its leader), and checks that the demo

@@ -29,13 +29,18 @@ import (
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kvselect:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
 func run(args []string) error {
-	if len(args) > 0 && args[0] == slotTrackerCommand {
-		return runSlotTracker(args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case slotTrackerCommand:
+			return runSlotTracker(args[1:])
+		case "help":
+			return runHelp(args[1:])
+		}
 	}
 	cfg, err := parseConfig(args)
 	if stop, err := parsed(err); stop {
@@ -80,7 +85,7 @@ func waitForStop(srv *server.Server, sig <-chan os.Signal, log *slog.Logger) {
 var errVersion = errors.New("version asked")
 
 // parsed handles how parsing the command line may end a command before
-// it starts: -h (the usage is printed), --version, or a bad flag.
+// it starts: -h (the help is printed), --version, or a bad flag.
 func parsed(err error) (stop bool, _ error) {
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -114,7 +119,6 @@ func parseConfig(args []string) (server.Config, error) {
 		hostname = "kvselect"
 	}
 	fs := flag.NewFlagSet("kvselect", flag.ContinueOnError)
-	fs.Usage = nodeUsage(fs)
 	var (
 		port          = fs.Int("port", 8092, "HTTP port")
 		bind          = fs.String("bind", "0.0.0.0", "address the HTTP API binds")
@@ -207,14 +211,11 @@ func parseConfig(args []string) (server.Config, error) {
 	}
 	env.Annotate(fs)
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	if err := fs.Parse(args); err != nil {
+	if err := nodeCommand.parse(fs, args); err != nil {
 		return server.Config{}, err
 	}
 	if *showVersion {
 		return server.Config{}, errVersion
-	}
-	if fs.NArg() > 0 {
-		return server.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := env.Apply(fs); err != nil {
 		return server.Config{}, err

@@ -57,21 +57,11 @@ func parseSlotTrackerConfig(args []string) (slottracker.Config, error) {
 	)
 	env.Annotate(fs)
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: kvselect %s [flags]\n\n"+
-			"Serves Dynamo's standalone slot tracker API (register, unregister, workers, add,\n"+
-			"prefill_complete, free, loads, potential_loads, health) on kvselect's active-load\n"+
-			"accounting. State is in memory only.\n\nFlags:\n", slotTrackerCommand)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := slotTrackerCmd.parse(fs, args); err != nil {
 		return slottracker.Config{}, err
 	}
 	if *showVersion {
 		return slottracker.Config{}, errVersion
-	}
-	if fs.NArg() > 0 {
-		return slottracker.Config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := env.Apply(fs); err != nil {
 		return slottracker.Config{}, err
@@ -91,15 +81,4 @@ func parseSlotTrackerConfig(args []string) (slottracker.Config, error) {
 	return slottracker.Config{
 		Addr: net.JoinHostPort(*bind, strconv.Itoa(*port)), ActiveRequestExpiry: expiry, Logger: logger,
 	}, nil
-}
-
-// nodeUsage is the node's -h: its flags, and the subcommand.
-func nodeUsage(fs *flag.FlagSet) func() {
-	return func() {
-		fmt.Fprintf(fs.Output(), "Usage:\n"+
-			"  kvselect [flags]                 run a node\n"+
-			"  kvselect %s [flags]    run Dynamo's standalone slot tracker API instead (kvselect %[1]s -h)\n\n"+
-			"Flags:\n", slotTrackerCommand)
-		fs.PrintDefaults()
-	}
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // newClient builds the Go client from the global flags: the nodes of
-// --addr, the token of --token or --token-file, the CA of --ca-file, and
-// --timeout for each request and for the retries of a leader-only one.
+// --addr, the token of --token or --token-file, the CA of --ca-file. The
+// command's context bounds every request and retry by --timeout
+// (env.startTimeout); RetryTimeout says the same to the client.
 func newClient(g *globals) (*client.Client, error) {
 	if g.timeout <= 0 {
 		return nil, usageErrorf("--timeout must be positive, got %v", g.timeout)
@@ -23,7 +24,7 @@ func newClient(g *globals) (*client.Client, error) {
 		return nil, err
 	}
 	c, err := client.New(client.Config{Addrs: addrs, Token: token, RetryTimeout: g.timeout, CAFile: g.caFile,
-		HTTPClient: &http.Client{Timeout: g.timeout}})
+		HTTPClient: &http.Client{Transport: transport}})
 	switch {
 	case errors.Is(err, client.ErrCAFile):
 		return nil, errors.New("--ca-file: " + strings.TrimPrefix(err.Error(), "client: "))
@@ -32,6 +33,10 @@ func newClient(g *globals) (*client.Client, error) {
 	}
 	return c, nil
 }
+
+// transport carries the requests; nil is http.DefaultTransport. Tests
+// wrap it to see each request's context.
+var transport http.RoundTripper
 
 // bearer is the token to send: --token, or the first line of
 // --token-file (a node's two-line token file during a rotation will do).

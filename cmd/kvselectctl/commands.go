@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/kvselect/kvselect/internal/version"
 )
@@ -28,7 +29,13 @@ func newRootCmd(e *env) *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return applyEnv(root.PersistentFlags()) }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if err := applyEnv(root.PersistentFlags()); err != nil {
+			return err
+		}
+		e.startTimeout()
+		return nil
+	}
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	root.SetVersionTemplate("kvselectctl {{.Version}}\n")
@@ -51,8 +58,10 @@ func newRootCmd(e *env) *cobra.Command {
 
 const rootLong = `kvselectctl administers and inspects a kvselect cluster over HTTP. Writes
 and linearizable reads follow the leader; other reads go to the first
-address that answers. While a write waits for a leader, a line on stderr
-says so each second.
+address that answers. --timeout bounds the whole command, retries and
+waits included. While a write waits for a leader, a line on stderr says
+so each second (the first once a node has answered no_leader: a node
+holds a write for its --leader-wait, 5 s by default, before it does).
 
 Tables are for people; --json prints the server's JSON, indented.
 
@@ -158,6 +167,74 @@ func subcommandArgs(cmd *cobra.Command, args []string) error {
 func unknownCommand(parent *cobra.Command, name string) error {
 	return &usageError{msg: fmt.Sprintf("unknown command %q for %q%s", name, parent.CommandPath(), didYouMean(parent.SuggestionsFor(name))),
 		help: parent}
+}
+
+// misspeltCommand finds, before any flag is parsed, a word of args that
+// stands where a subcommand must and names none: "kvselectctl selct
+// --model x" is an unknown command "selct", not an unknown flag --model
+// of kvselectctl. A flag the command does not know ends the search (it
+// may take a value, which is no command name); cobra reports it.
+func misspeltCommand(root *cobra.Command, args []string) error {
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		cmd, rest = root, args // a misspelt first word: cobra's Find complains already
+	}
+	if !cmd.HasSubCommands() {
+		return nil
+	}
+	name := firstWord(cmd, rest)
+	switch name {
+	case "", "help", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd: // help and __complete are added as the tree runs
+		return nil
+	}
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == name || sub.HasAlias(name) {
+			return nil
+		}
+	}
+	return unknownCommand(cmd, name)
+}
+
+// firstWord is the first argument that is neither a flag of cmd nor a
+// flag's value; "" when there is none, or when an unknown flag comes
+// first.
+func firstWord(cmd *cobra.Command, args []string) string {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" || arg == "-" {
+			return ""
+		}
+		name, isFlag := strings.CutPrefix(arg, "-")
+		if !isFlag {
+			return arg
+		}
+		var f *pflag.Flag
+		if long, ok := strings.CutPrefix(name, "-"); ok {
+			long, _, _ = strings.Cut(long, "=")
+			f = cmd.Flags().Lookup(long)
+			if f == nil {
+				f = cmd.InheritedFlags().Lookup(long)
+			}
+			if f == nil && long != "help" {
+				return ""
+			}
+		} else {
+			f = cmd.Flags().ShorthandLookup(name[:1])
+			if f == nil {
+				f = cmd.InheritedFlags().ShorthandLookup(name[:1])
+			}
+			if f == nil && name != "h" {
+				return ""
+			}
+			if len(name) > 1 {
+				continue // -x=value or -xvalue
+			}
+		}
+		if f != nil && f.NoOptDefVal == "" && !strings.Contains(arg, "=") {
+			i++ // its value
+		}
+	}
+	return ""
 }
 
 // missingSubcommand is what a group does when run alone.

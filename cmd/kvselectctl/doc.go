@@ -13,8 +13,8 @@
 //	kvselectctl cluster stepdown
 //	source <(kvselectctl completion bash)
 //
-// Commands: cluster status|join|remove|stepdown, workers list|add|patch|rm,
-// select, reservations list|show, loads, thresholds list|set|clear,
+// Commands: cluster status|join|remove|stepdown, workers
+// list|get|add|patch|rm|keepalive, select, reservations list|show (get)|free, loads, thresholds list|set|clear,
 // policies list|set|delete, replica-sync status|peers, dump, completion
 // bash|zsh|fish|powershell, help.
 //
@@ -40,7 +40,10 @@
 //     node reachable, a failed step-down wait, an unreadable token file
 //     print the cause.
 //   - 2: the command line is wrong: an unknown command or flag (with
-//     cobra's "Did you mean this?" suggestions, for flags too), a
+//     cobra's "Did you mean this?" suggestions, for flags too; a
+//     misspelt command is named before the flags that follow it are
+//     parsed, so "selct --model x" is an unknown command, not an unknown
+//     flag), a
 //     missing subcommand, the wrong number of arguments, a bad flag value
 //     or KVSELECT_* value, a malformed JSON argument. Stderr ends with
 //     "Run 'kvselectctl <command> --help' for usage."
@@ -62,14 +65,20 @@
 // that node, which forwards them to the leader; when it answers that
 // nothing was written (not_leader, no_leader), the client finds the
 // leader through /cluster/status and writes there, retrying with backoff
-// for up to --timeout. While it retries, a line a second on stderr says so
-// ("kvselectctl: waiting for a leader… (3s, no_leader)"). A catalog write
+// within --timeout. --timeout (default 10s) is one deadline for the whole
+// command: every request, retry and wait, so "--timeout 6s" ends within
+// 6 s even when an attempt is in flight. Once a node has answered
+// no_leader (a node holds a write for its --leader-wait, 5 s by default,
+// before it does), a line a second on stderr says the command still waits
+// ("kvselectctl: waiting for a leader… (6s, no_leader)"), whatever the
+// attempts do. A command that reaches its deadline prints "kvselectctl: no
+// answer within --timeout 6s: <cause>" and exits 1. A catalog write
 // whose outcome is unknown is sent again (catalog writes are idempotent);
 // a step-down never is. Linearizable reads (workers list --linearizable)
 // are served by the leader. 307 redirects are followed by hand with the
 // same method, body and token.
 //
 // cluster stepdown then asks the node for its status until it names a
-// new leader (for up to --timeout), and prints the leader before and
+// new leader (within the same --timeout), and prints the leader before and
 // after; no new leader in time is an error (exit 1).
 package main

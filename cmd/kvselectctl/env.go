@@ -17,8 +17,18 @@ import (
 // env is what every command runs with.
 type env struct {
 	g              *globals
-	ctx            context.Context
+	ctx            context.Context // ends at --timeout once the command line is parsed
+	cancel         context.CancelFunc
+	leaderWait     *progress // reports a leader-only call's retries; stop it once that call is over
 	stdout, stderr io.Writer
+}
+
+// startTimeout bounds the rest of the command, requests, retries and
+// waits together, by --timeout: the whole command, not each request.
+func (e *env) startTimeout() {
+	if e.g.timeout > 0 { // newClient refuses any other
+		e.ctx, e.cancel = context.WithTimeout(e.ctx, e.g.timeout)
+	}
 }
 
 // client builds the API client from the global flags, once the command
@@ -54,7 +64,7 @@ func (g *globals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.token, "token", g.token, "bearer `token` sent on every request; prefer --token-file or the environment variable, a command line is visible to every user of the host")
 	fs.StringVar(&g.caFile, "ca-file", g.caFile, "PEM `file` of the CA that signs the nodes' HTTPS certificates (default: the system's roots)")
 	fs.BoolVar(&g.json, "json", g.json, "print the server's JSON (indented) instead of tables")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "per-request timeout; also bounds retries while the cluster elects a leader")
+	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on the whole command: its requests, the retries while the cluster elects a leader, and a step-down's wait for the next leader")
 	fs.VisitAll(func(f *pflag.Flag) { f.Usage += " (env " + envflag.Name(envPrefix, f.Name) + ")" })
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/kvselect/kvselect/internal/suggest"
 )
 
 // flagError makes a flag the command does not know, or a bad flag value,
@@ -20,40 +22,20 @@ func flagError(cmd *cobra.Command, err error) error {
 	return &usageError{msg: msg}
 }
 
-// flagSuggestions are the flags of fs within two edits of typed, or that
-// start with it.
+// flagSuggestions are the visible flags of fs within two edits of typed,
+// or that start with it.
 func flagSuggestions(fs *pflag.FlagSet, typed string) []string {
-	var out []string
-	if len(typed) < 2 {
-		return nil // a shorthand
-	}
+	var names []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && (editDistance(typed, f.Name) <= 2 || strings.HasPrefix(f.Name, typed)) {
-			out = append(out, "--"+f.Name)
+		if !f.Hidden {
+			names = append(names, f.Name)
 		}
 	})
+	out := suggest.Names(typed, names)
+	for i, n := range out {
+		out[i] = "--" + n
+	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // oneDashLongFlags rewrites -name and -name=value to --name... when name

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -19,9 +21,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	e := &env{g: defaultGlobals(), stdout: stdout, stderr: stderr}
 	// A leader-only call that retries while the cluster elects a leader
 	// says so on stderr.
-	e.ctx = client.WithRetryNotify(context.Background(), newProgress(stderr, "waiting for a leader").retry)
+	waiting := newProgress(stderr, "waiting for a leader")
+	e.leaderWait = waiting
+	e.ctx = client.WithRetryNotify(context.Background(), waiting.retry)
 	root := newRootCmd(e)
-	root.SetArgs(oneDashLongFlags(root, args))
+	args = oneDashLongFlags(root, args)
+	if err := misspeltCommand(root, args); err != nil {
+		return report(stderr, root, err)
+	}
+	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
+	waiting.stop()
+	if e.cancel != nil {
+		e.cancel()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within --timeout %v: %w", e.g.timeout, err)
+	}
 	return report(stderr, cmd, err)
 }

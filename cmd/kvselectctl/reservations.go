@@ -11,7 +11,7 @@ import (
 )
 
 func reservationsCmd(e *env) *cobra.Command {
-	return group("reservations", "the node's bookings", reservationsListCmd(e), reservationsShowCmd(e))
+	return group("reservations", "the node's bookings", reservationsListCmd(e), reservationsShowCmd(e), reservationsFreeCmd(e))
 }
 
 func reservationsListCmd(e *env) *cobra.Command {
@@ -44,7 +44,7 @@ func reservationsListCmd(e *env) *cobra.Command {
 }
 
 func reservationsShowCmd(e *env) *cobra.Command {
-	return leaf("show <id>", "one booking (GET /reservations/{id})", 1, 1,
+	cmd := leaf("show <id>", "one booking (GET /reservations/{id}); also: get <id>", 1, 1,
 		func(_ *cobra.Command, pos []string) error {
 			return show(e, func(ctx context.Context, c *client.Client) (*api.ReservationInfo, error) {
 				return c.Reservation(ctx, pos[0])
@@ -52,6 +52,38 @@ func reservationsShowCmd(e *env) *cobra.Command {
 				return printReservations(p, []api.ReservationInfo{*r})
 			})
 		})
+	cmd.Aliases = []string{"get"} // as in "workers get"
+	return cmd
+}
+
+func reservationsFreeCmd(e *env) *cobra.Command {
+	cmd := leaf("free <id>", "end a booking and release its load (DELETE /reservations/{id})", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			var info client.ResponseInfo
+			if err := c.Free(client.WithResponseInfo(e.ctx, &info), pos[0]); err != nil {
+				return err
+			}
+			p := e.out()
+			if p.json {
+				return p.indented(info.Body)
+			}
+			p.linef("reservation %s freed on %s", pos[0], info.Node)
+			return nil
+		})
+	cmd.Long = `End a booking (DELETE /reservations/{id}), as the caller that made it does
+when its request finishes: the node drops the booking's prefill and decode
+load, and replica sync tells the other nodes. Use it for a booking whose
+caller died; the sweep would otherwise free it only at its expiry (300 s
+after admission by default). Any node will do: a node frees a booking
+mirrored from a peer too. Unknown id (never booked, or freed already):
+not_found, exit 1. A free is never sent twice.`
+	cmd.Example = `  kvselectctl reservations list --worker 3
+  kvselectctl reservations free req-1`
+	return cmd
 }
 
 // printReservations prints one row per booking; ages are from now.

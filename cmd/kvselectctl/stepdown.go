@@ -22,7 +22,7 @@ func clusterStepDownCmd(e *env) *cobra.Command {
 	cmd := leaf("stepdown", "hand leadership to another voter and wait for the new leader (POST /cluster/stepdown)", 0, 0,
 		func(*cobra.Command, []string) error { return stepDown(e) })
 	cmd.Long = `Hand leadership to another voter (POST /cluster/stepdown), then ask the node
-for its status until it names the new leader, for up to --timeout. Prints
+for its status until it names the new leader, within --timeout. Prints
 the leader before and after, then the cluster as that node sees it; with
 --json, that node's /cluster/status. No new leader within --timeout is an
 error (exit 1). A step-down is never sent twice: a second one would move
@@ -39,6 +39,7 @@ func stepDown(e *env) error {
 	}
 	var info client.ResponseInfo
 	st, err := c.StepDown(client.WithResponseInfo(e.ctx, &info))
+	e.leaderWait.stop() // the wait that follows has its own line
 	if client.CodeOf(err) == api.CodeUnknownOutcome {
 		return &hinted{err, "the step-down may or may not have happened; 'kvselectctl cluster status' shows who leads now " +
 			"(running the step-down again could move leadership twice)"}
@@ -72,7 +73,10 @@ func previousLeader(st *api.ClusterStatus, info *client.ResponseInfo) string {
 // body. st and body are the step-down's answer, which may name it already.
 func awaitNewLeader(e *env, c *client.Client, old string, st *api.ClusterStatus, body []byte) (*api.ClusterStatus, []byte, error) {
 	start := time.Now()
-	deadline := start.Add(e.g.timeout)
+	deadline, ok := e.ctx.Deadline() // --timeout: the step-down's own request counts
+	if !ok {
+		deadline = start.Add(e.g.timeout)
+	}
 	pause := backoff.New(firstStatusPoll, maxStatusPoll)
 	waiting := newProgress(e.stderr, "waiting for the new leader")
 	var lastErr error

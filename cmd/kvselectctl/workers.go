@@ -21,7 +21,7 @@ import (
 
 func workersCmd(e *env) *cobra.Command {
 	return group("workers", "list, register, change and remove the catalog's workers",
-		workersListCmd(e), workersAddCmd(e), workersPatchCmd(e), workersRemoveCmd(e), workersKeepAliveCmd(e))
+		workersListCmd(e), workersGetCmd(e), workersAddCmd(e), workersPatchCmd(e), workersRemoveCmd(e), workersKeepAliveCmd(e))
 }
 
 func workersListCmd(e *env) *cobra.Command {
@@ -35,6 +35,25 @@ func workersListCmd(e *env) *cobra.Command {
 	fs.StringVar(&opts.ModelName, "model", "", "only workers of this model_name")
 	fs.StringVar(&opts.TenantID, "tenant", "", "only workers of this tenant_id")
 	fs.BoolVar(&opts.Linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
+	return cmd
+}
+
+func workersGetCmd(e *env) *cobra.Command {
+	var linearizable bool
+	cmd := leaf("get <id>", "one catalog record with its lifecycle and listener states (GET /workers/{id})", 1, 1,
+		func(_ *cobra.Command, pos []string) error {
+			id, err := parseWorkerID(pos[0])
+			if err != nil {
+				return err
+			}
+			get := func(ctx context.Context, c *client.Client) (*api.Worker, error) {
+				return c.Worker(ctx, id, linearizable)
+			}
+			return show(e, get, func(p *printer, w *api.Worker, _ *client.ResponseInfo) error {
+				return printWorkers(p, []api.Worker{*w})
+			})
+		})
+	cmd.Flags().BoolVar(&linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
 	return cmd
 }
 
