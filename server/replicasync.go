@@ -100,8 +100,11 @@ func (s *Server) logReplicaSync(sy *zmqsync.Syncer, why string) {
 		s.log.Info("replica sync off", "why", why)
 		return
 	}
-	s.log.Info("replica sync on", "bound", sy.Endpoint(), "advertised", sy.Advertised(), "why", why,
-		"peers", s.cfg.ReplicaSync.Peers)
+	attrs := []any{"bound", sy.Endpoint(), "advertised", sy.Advertised(), "why", why}
+	if peers := s.cfg.ReplicaSync.Peers; len(peers) > 0 {
+		attrs = append(attrs, "peers", peers) // --replica-sync-peers
+	}
+	s.log.Info("replica sync on", attrs...)
 }
 
 // runReplicaSyncSwitch turns replica sync on once this node's Raft

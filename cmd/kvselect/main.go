@@ -144,8 +144,8 @@ func parseConfig(args []string) (server.Config, error) {
 		indexerPeers  = fs.String("indexer-peers", "", "HTTP URLs, comma separated, asked in order for a /dump to recover the KV index from at start (default: the other cluster members)")
 		syncOn        = fs.Bool("replica-sync", true, "share active load with the other members by replica sync (ZMQ), on whenever the Raft configuration has more than one member; false turns it off")
 		syncPort      = fs.Int("replica-sync-port", 0, "port of the replica-sync ZMQ PUB (binds tcp://<bind>:<port>); 0: one the OS chooses, published in the catalog; a port named here also turns replica sync on for a node alone in its cluster")
-		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>)")
-		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port)")
+		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>); needs --replica-sync-port")
+		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port); turns replica sync on for a node alone in its cluster too")
 
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
 		election      = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
