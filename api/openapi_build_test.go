@@ -344,7 +344,7 @@ func replicaSyncResps(ok ...resp) []resp {
 	return append(ok,
 		resp{"400", "The body or the endpoint (tcp://host:port) is malformed.", api.Error{}, nil},
 		resp{"401", "The route needs the bearer token (--auth-token-file).", api.Error{}, []string{"WWW-Authenticate"}},
-		resp{"409", "Replica sync is off (no --replica-sync-port), the endpoint is a cluster member's (it goes with the member), or 64 endpoints are registered already.", api.Error{}, nil})
+		resp{"409", "Replica sync is off (the node is alone in its cluster and has no --replica-sync-port, or runs with --replica-sync=false), the endpoint is a cluster member's (it goes with the member), or 64 endpoints are registered already.", api.Error{}, nil})
 }
 
 // requestTypes refuse unknown fields.

@@ -34,6 +34,8 @@ type Config struct {
 	HTTPAdvertise string
 	// ReplicaSyncAdvertise is this node's replica-sync endpoint
 	// (tcp://host:port), published with the metadata; empty when off.
+	// Node.SetReplicaSyncAdvertise changes it once the node runs (replica
+	// sync that starts when a second member joins).
 	ReplicaSyncAdvertise string
 	// Incarnation identifies this process in its node metadata; the
 	// catalog turns its first write into the node's epoch. 0: Open draws

@@ -119,7 +119,7 @@ func (n *Node) LeaderWait() time.Duration { return n.cfg.LeaderWait }
 
 // selfMeta is the metadata this node publishes about itself.
 func (n *Node) selfMeta() fsm.NodeMeta {
-	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: n.cfg.ReplicaSyncAdvertise,
+	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: *n.replicaSync.Load(),
 		Incarnation: n.incarnation}
 }
 
@@ -177,9 +177,34 @@ func (n *Node) publishMetadata() {
 			return
 		case <-leaderCh:
 		case <-catalogCh:
+		case <-n.metaKick:
 		case <-retry:
 		}
 	}
+}
+
+// SetReplicaSyncAdvertise changes the replica-sync endpoint this node
+// publishes in its metadata (tcp://host:port; "" for none): replica sync
+// that starts after Open, once a second member joins a node that ran
+// alone (SPEC §2). The catalog has it within a commit, while there is a
+// leader.
+func (n *Node) SetReplicaSyncAdvertise(endpoint string) {
+	n.replicaSync.Store(&endpoint)
+	select {
+	case n.metaKick <- struct{}{}:
+	default: // one is pending: it reads the new endpoint too
+	}
+}
+
+// Members is the number of servers, voters or not, in this node's latest
+// Raft configuration (entries not yet committed included); 0 when raft
+// cannot tell (shut down).
+func (n *Node) Members() int {
+	servers, err := n.servers()
+	if err != nil {
+		return 0
+	}
+	return len(servers)
 }
 
 func (n *Node) ensureMetadata(ctx context.Context) error {
@@ -211,7 +236,7 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 // voter or ctx ends. A member that is not the leader forwards the requests.
 func (n *Node) joinExisting(ctx context.Context) error {
 	req := api.JoinRequest{ID: n.cfg.NodeID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAdvertise,
-		ReplicaSync: n.cfg.ReplicaSyncAdvertise}
+		ReplicaSync: *n.replicaSync.Load()}
 	backoff := 50 * time.Millisecond
 	var last error
 	for {

@@ -41,6 +41,12 @@ type Node struct {
 	obsDone  chan struct{}
 
 	metaTurn chan struct{} // one slot: putMetadata's check and write take turns
+	// metaKick wakes publishMetadata when this node's own metadata
+	// changed (SetReplicaSyncAdvertise); one slot.
+	metaKick chan struct{}
+	// replicaSync is the replica-sync endpoint this node publishes
+	// (Config.ReplicaSyncAdvertise, then SetReplicaSyncAdvertise).
+	replicaSync atomic.Pointer[string]
 
 	mu            sync.Mutex
 	leaderChanged chan struct{} // closed and replaced on every leader change
@@ -113,8 +119,9 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("component", "cluster", "node_id", cfg.NodeID),
 		fsm: fsm.New(), unreachable: map[raft.ServerID]bool{}, leaderChanged: make(chan struct{}),
 		provider: &dialProvider{overrides: cfg.PeerDial}, stop: make(chan struct{}), removed: make(chan struct{}),
-		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS),
+		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), metaKick: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS),
 		incarnation: cmp.Or(cfg.Incarnation, NewIncarnation())}
+	n.replicaSync.Store(&cfg.ReplicaSyncAdvertise)
 	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
 
 	var err error

@@ -10,15 +10,26 @@ import (
 	"github.com/kvselect/kvselect/zmqsync"
 )
 
-// errReplicaSyncOff: a replica-sync route on a node started without
-// --replica-sync-port (SPEC §3.6: 409).
-var errReplicaSyncOff = errors.New("replica sync is disabled on this node (no --replica-sync-port)")
+// errReplicaSyncOff: a replica-sync route on a node running without
+// replica sync (SPEC §3.6: 409): alone in its cluster without
+// --replica-sync-port, or --replica-sync=false.
+var errReplicaSyncOff = errors.New("replica sync is off on this node (it starts when a second member joins, or with --replica-sync-port; --replica-sync=false keeps it off)")
+
+// replicaSyncBox holds a ReplicaSync for an atomic pointer.
+type replicaSyncBox struct{ rs ReplicaSync }
+
+// SetReplicaSync gives the routes the node's replica sync (nil: off). A
+// node that ran alone starts replica sync when a second member joins
+// (SPEC §2); its routes answer from then on.
+func (s *Service) SetReplicaSync(rs ReplicaSync) {
+	s.sync.Store(&replicaSyncBox{rs})
+}
 
 func (s *Service) replicaSync() (ReplicaSync, error) {
-	if s.cfg.ReplicaSync == nil {
-		return nil, errReplicaSyncOff
+	if rs := s.sync.Load().rs; rs != nil {
+		return rs, nil
 	}
-	return s.cfg.ReplicaSync, nil
+	return nil, errReplicaSyncOff
 }
 
 // peerRequest is what both peer writes start with: replica sync on, and
@@ -67,7 +78,7 @@ func (s *Service) deregisterPeer(w http.ResponseWriter, r *http.Request) error {
 // it as is. The details are replicaSyncStatus's.
 func (s *Service) replicaSyncPeers(w http.ResponseWriter, _ *http.Request) error {
 	out := []string{}
-	if rs := s.cfg.ReplicaSync; rs != nil {
+	if rs, err := s.replicaSync(); err == nil {
 		for _, p := range rs.Peers() {
 			out = append(out, p.Endpoint)
 		}
@@ -78,8 +89,8 @@ func (s *Service) replicaSyncPeers(w http.ResponseWriter, _ *http.Request) error
 
 func (s *Service) replicaSyncStatus(w http.ResponseWriter, _ *http.Request) error {
 	out := api.ReplicaSyncStatus{Peers: []api.ReplicaSyncPeer{}}
-	rs := s.cfg.ReplicaSync
-	if rs == nil {
+	rs, err := s.replicaSync()
+	if err != nil {
 		return writeJSON(w, http.StatusOK, out)
 	}
 	out.Enabled, out.Endpoint = true, rs.Advertised()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -36,7 +37,7 @@ type Config struct {
 	// peer (/ready's recovering; /dump refuses meanwhile); nil: never.
 	Recovery RecoveryReader
 	// ReplicaSync is nil when the node runs without replica sync: its
-	// routes then answer 409.
+	// routes then answer 409. Service.SetReplicaSync sets it later.
 	ReplicaSync ReplicaSync
 	// Gatherer serves /metrics; Registerer takes the HTTP metrics.
 	Gatherer   prometheus.Gatherer
@@ -78,6 +79,9 @@ type Service struct {
 	allow   []pathMethods // the methods of each path, for 405's Allow
 	metrics *httpMetrics
 	client  *http.Client // forwards to the leader
+	// sync is the replica sync the routes use: Config.ReplicaSync, then
+	// SetReplicaSync's (replicasync.go).
+	sync atomic.Pointer[replicaSyncBox]
 }
 
 // New builds the service and its routes.
@@ -103,6 +107,7 @@ func New(cfg Config) *Service {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "http"), metrics: newHTTPMetrics(cfg.Registerer),
 		client: newForwardClient(cfg.PeerTLS)}
 	s.router, s.allow = s.buildRouter()
+	s.SetReplicaSync(cfg.ReplicaSync)
 	return s
 }
 

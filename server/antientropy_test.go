@@ -71,14 +71,14 @@ func (sc *syncCluster) metric(s *server.Server, family string, labels map[string
 // calls the filter, one message at a time).
 func losesOnce(s *server.Server, kind zmqsync.Kind, id string) (undo func()) {
 	lost := false
-	s.Sync.SetSendFilter(func(m *zmqsync.Message) bool {
+	s.Sync().SetSendFilter(func(m *zmqsync.Message) bool {
 		if !lost && slices.ContainsFunc(m.Events, func(ev zmqsync.Event) bool { return ev.Kind == kind && ev.ReservationID == id }) {
 			lost = true
 			return false
 		}
 		return true
 	})
-	return func() { s.Sync.SetSendFilter(nil) }
+	return func() { s.Sync().SetSendFilter(nil) }
 }
 
 // Test_ReplicaSyncReplayBooksNothing: with a token, an admission captured
@@ -97,7 +97,7 @@ func Test_ReplicaSyncReplayBooksNothing(t *testing.T) {
 	if err := tap.SetOption(zmq4.OptionSubscribe, zmqsync.Topic); err != nil {
 		t.Fatal(err)
 	}
-	if err := tap.Dial(origin.Sync.Endpoint()); err != nil {
+	if err := tap.Dial(origin.Sync().Endpoint()); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
@@ -202,7 +202,7 @@ func Test_ReplicaSyncOtherClusterRefused(t *testing.T) {
 		t.Fatalf("cluster ids %s and %s", ida, idb)
 	}
 	listener, stranger := a.c.Live()[1], b.c.Live()[0] // both named n1 and n2: the origin n1 is a member of a too
-	if created, err := a.client(listener).RegisterReplicaSyncPeer(context.Background(), stranger.Sync.Advertised()); err != nil || !created {
+	if created, err := a.client(listener).RegisterReplicaSyncPeer(context.Background(), stranger.Sync().Advertised()); err != nil || !created {
 		t.Fatalf("register: %v %v", created, err)
 	}
 	b.book(stranger, "other-cluster", 1)
@@ -308,7 +308,7 @@ func Test_ReplicaSyncRestartAndRemovalDropMirrors(t *testing.T) {
 	sc.book(leaving, "removed-1", 1)
 	stay := slices.DeleteFunc(sc.c.Live(), func(s *server.Server) bool { return s == leaving })
 	sc.waitSeen("mirrored", "removed-1", true, stay...)
-	leaving.Sync.SetSendFilter(func(*zmqsync.Message) bool { return false }) // nothing more from it, not even its sets
+	leaving.Sync().SetSendFilter(func(*zmqsync.Message) bool { return false }) // nothing more from it, not even its sets
 	if _, err := sc.client(sc.c.Leader()).Remove(context.Background(), leaving.Node.ID()); err != nil {
 		t.Fatal(err)
 	}

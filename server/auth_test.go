@@ -158,7 +158,7 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 		p := peer(stranger.id, stranger.token)
 		servertest.Eventually(t, stranger.id+"'s admissions are dropped as unauthenticated", func() error {
 			p.Publish(admission("forged-" + stranger.id))
-			for _, ps := range s.Sync.Peers() {
+			for _, ps := range s.Sync().Peers() {
 				if ps.Endpoint == p.Endpoint() && ps.Messages > 0 {
 					return nil
 				}

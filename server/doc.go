@@ -17,6 +17,15 @@
 // that touches them (policy.go), and a node that bootstrapped the cluster
 // seeds the cluster default from --policy, once.
 //
+// Replica sync (replicasync.go) runs whenever the node has, or has had,
+// a second member (SPEC §2; Config.ReplicaSync with Auto): from the start
+// when --initial-cluster lists more than one member, the node joins, or
+// its Raft state has more than one; for a node alone, from the first
+// configuration with a second member (runReplicaSyncSwitch), never off
+// again. Its endpoint goes into the node's catalog metadata, where the
+// other members find it. One INFO line, "replica sync on" or "replica sync
+// off", says which, where (bound and advertised endpoint) and why.
+//
 // The node's admin token lives in one authtoken.Holder shared by the HTTP
 // check, the writes it forwards, the cluster's own calls and its Raft
 // handshake, the recovery's /dump fetch and replica sync's MACs; the

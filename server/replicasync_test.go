@@ -99,12 +99,12 @@ func (sc *syncCluster) waitMeshed() {
 			var want []string
 			for _, o := range sc.c.Live() {
 				if o != s {
-					want = append(want, o.Sync.Advertised())
+					want = append(want, o.Sync().Advertised())
 				}
 			}
 			slices.Sort(want)
 			var got []string
-			for _, p := range s.Sync.Peers() {
+			for _, p := range s.Sync().Peers() {
 				if p.State != zmqsync.StateActive {
 					return fmt.Errorf("%s: peer %s is %s (%s)", s.Node.ID(), p.Endpoint, p.State, p.LastError)
 				}
@@ -327,7 +327,7 @@ func Test_ReplicaSyncDropsWhatItCannotPlace(t *testing.T) {
 	servertest.Eventually(t, "b counts the admission for an unknown worker as dropped", func() error {
 		ev.ReservationID = fmt.Sprint("ghost-", time.Now().UnixNano())
 		rogue.Publish(ev)
-		for _, p := range b.Sync.Peers() {
+		for _, p := range b.Sync().Peers() {
 			if p.Endpoint == rogue.Endpoint() && p.Dropped > 0 {
 				return nil
 			}
@@ -376,13 +376,13 @@ func Test_ReplicaSyncFollowsMembership(t *testing.T) {
 	if _, err := sc.client(sc.c.Leader()).Remove(ctx, joiner.Node.ID()); err != nil {
 		t.Fatal(err)
 	}
-	gone := joiner.Sync.Advertised()
+	gone := joiner.Sync().Advertised()
 	sc.c.Stop(sc.c.Index(joiner))
 	// It is followed a while longer as departed (zmqsync's linger), no
 	// longer as a member.
 	servertest.Eventually(t, "every member drops the node that left", func() error {
 		for _, s := range sc.c.Live() {
-			for _, p := range s.Sync.Peers() {
+			for _, p := range s.Sync().Peers() {
 				if p.Endpoint == gone && !slices.Equal(p.Sources, []zmqsync.Source{zmqsync.SourceDeparted}) {
 					return fmt.Errorf("%s still follows %s as %v", s.Node.ID(), gone, p.Sources)
 				}

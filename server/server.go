@@ -68,7 +68,8 @@ type Config struct {
 	// Recovery tunes the startup recovery of the KV index from a peer's
 	// dump (recovery.go).
 	Recovery RecoveryConfig
-	// ReplicaSync turns replica sync of active load on (SPEC §3.6); nil
+	// ReplicaSync turns replica sync of active load on (SPEC §3.6), from
+	// the start or, with Auto, once the node has a second member; nil
 	// leaves it off.
 	ReplicaSync *ReplicaSyncConfig
 	// InitialThresholds are given to each model once (thresholds.go).
@@ -90,6 +91,12 @@ type ReplicaSyncConfig struct {
 	// AntiEntropyPeriod is how often the node publishes its live booking
 	// set (0: zmqsync.DefaultAntiEntropyPeriod, 1 s).
 	AntiEntropyPeriod time.Duration
+	// Auto runs replica sync only while the node has, or has had, a
+	// second member (SPEC §2, kvselect's default): from the start when
+	// --initial-cluster lists more than one member or the node joins,
+	// else from the first Raft configuration with a second member
+	// (decideReplicaSync). Without it replica sync runs from the start.
+	Auto bool
 }
 
 // Server is a running node.
@@ -100,9 +107,18 @@ type Server struct {
 	Indexer   *indexer.Indexer
 	Scheduler *scheduler.Scheduler
 	Ingest    *ingest.Manager
-	// Sync is the replica-sync transport; nil when replica sync is off.
-	Sync     *zmqsync.Syncer
-	Registry *prometheus.Registry
+	Registry  *prometheus.Registry
+
+	// sync is the replica-sync transport (Sync); nil while replica sync
+	// is off. It is set once, at start or by runReplicaSyncSwitch.
+	sync atomic.Pointer[zmqsync.Syncer]
+	// syncMu orders handing catalogs to replica sync: applyCatalogChange
+	// and useReplicaSync, which hands it delivered, the catalog the
+	// parts saw last. syncKick wakes runReplicaSyncSwitch.
+	syncMu    sync.Mutex
+	delivered *fsm.Catalog
+	syncKick  chan struct{}
+	api       *httpd.Service
 
 	ln   net.Listener
 	http *http.Server
@@ -139,7 +155,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("AuthScope: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
-		thresholdsKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken),
+		thresholdsKick: make(chan struct{}, 1), syncKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken),
 		selection: authtoken.NewHolder(cfg.SelectionToken)}
 	s.auth.SetTokens(cfg.AuthToken, cfg.AuthTokenAlso)
 	s.selection.SetTokens(cfg.SelectionToken, cfg.SelectionTokenAlso)
@@ -171,6 +187,7 @@ func Start(cfg Config) (*Server, error) {
 	// first change it sees (replica sync's epoch).
 	cfg.Cluster.Incarnation = cmp.Or(cfg.Cluster.Incarnation, cluster.NewIncarnation())
 	s.cfg.Cluster.Incarnation = cfg.Cluster.Incarnation
+	s.cfg.Cluster.HTTPAdvertise = cfg.Cluster.HTTPAdvertise // replica sync advertises its host
 
 	s.Indexer = indexer.New(cfg.Logger)
 	if s.Scheduler, err = scheduler.New(cfg.Scheduler, s.Indexer, cfg.Logger); err != nil {
@@ -185,18 +202,23 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Ingest.Hold = true
 	s.recovering.Store(true)
 	s.Ingest = ingest.New(s.Indexer, cfg.Ingest)
+	syncOn, syncWhy := decideReplicaSync(cfg.ReplicaSync, cfg.Cluster, 0)
 	if cfg.ReplicaSync != nil {
-		if s.Sync, err = startReplicaSync(cfg, s.Scheduler, s.auth, s.log); err != nil {
+		s.Scheduler.SetPublisher(syncPublisher{s}, cfg.Cluster.NodeID)
+	}
+	if syncOn {
+		sy, err := startReplicaSync(cfg, s.Scheduler, s.auth, s.log)
+		if err != nil {
 			s.Ingest.Close()
 			ln.Close()
 			return nil, err
 		}
-		s.Scheduler.SetPublisher(s.Sync, cfg.Cluster.NodeID)
-		cfg.Cluster.ReplicaSyncAdvertise = s.Sync.Advertised()
+		s.sync.Store(sy)
+		cfg.Cluster.ReplicaSyncAdvertise = sy.Advertised()
 	}
 	if s.Node, err = cluster.Open(cfg.Cluster, s.applyCatalogChange); err != nil {
-		if s.Sync != nil {
-			s.Sync.Close()
+		if sy := s.Sync(); sy != nil {
+			sy.Close()
 		}
 		s.Ingest.Close()
 		ln.Close()
@@ -207,11 +229,11 @@ func Start(cfg Config) (*Server, error) {
 		s.Registry.MustRegister(cs...)
 	}
 	var rs httpd.ReplicaSync
-	if s.Sync != nil {
-		s.Registry.MustRegister(s.Sync.Collectors()...)
-		rs = s.Sync
+	if sy := s.Sync(); sy != nil {
+		s.Registry.MustRegister(sy.Collectors()...)
+		rs = sy
 	}
-	api := httpd.New(httpd.Config{
+	s.api = httpd.New(httpd.Config{
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node, Leases: s.Node,
 		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
@@ -221,7 +243,7 @@ func Start(cfg Config) (*Server, error) {
 	})
 	// Bounded everything (SPEC §11): a slow or stuck client cannot hold a
 	// connection forever. Writes get more room for large /dump answers.
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s.http = &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 5 * time.Minute, IdleTimeout: 2 * time.Minute,
 		// net/http's own complaints (a failed TLS handshake, say) go
 		// through the node's logger, in its format.
@@ -252,6 +274,18 @@ func Start(cfg Config) (*Server, error) {
 	if s.Node.Bootstrapped() {
 		s.wg.Add(1)
 		go s.runSeedPolicy()
+	}
+	switch sy := s.Sync(); {
+	case sy != nil:
+		s.logReplicaSync(sy, syncWhy)
+	case cfg.ReplicaSync != nil && !s.switchReplicaSync():
+		// Alone as far as the flags tell (the Raft state of a restart
+		// may have had more to say), until a node joins.
+		s.logReplicaSync(nil, syncWhy)
+		s.wg.Add(1)
+		go s.runReplicaSyncSwitch()
+	default:
+		s.logReplicaSync(nil, syncWhy)
 	}
 	s.startRecovery()
 	s.log.Info("kvselect node started", "node_id", cfg.Cluster.NodeID, "http", ln.Addr().String(),
@@ -290,9 +324,16 @@ func (s *Server) applyCatalogChange(ch *fsm.Change) {
 		s.Scheduler.SetPolicies(catalogPolicies(ch.Cur))
 	}
 	s.Ingest.ApplyCatalog(ch)
-	if s.Sync != nil {
-		s.Sync.SetIdentity(replicaIdentity(ch.Cur, s.cfg.Cluster))
-		s.Sync.SetMembers(replicaMembers(ch.Cur, s.cfg.Cluster.PeerDial))
+	s.syncMu.Lock()
+	s.delivered = ch.Cur
+	if sy := s.Sync(); sy != nil {
+		sy.SetIdentity(replicaIdentity(ch.Cur, s.cfg.Cluster))
+		sy.SetMembers(replicaMembers(ch.Cur, s.cfg.Cluster.PeerDial))
+	}
+	s.syncMu.Unlock()
+	select {
+	case s.syncKick <- struct{}{}: // a join comes with a catalog change
+	default:
 	}
 	if len(ch.Partitions) > 0 && s.cfg.InitialThresholds.set() {
 		s.kickThresholds()
@@ -379,10 +420,10 @@ func (s *Server) shutdown(ctx context.Context, crash bool) error {
 			err = s.Node.Close()
 		}
 		s.Ingest.Close()
-		if s.Sync != nil {
-			s.Sync.Close()
+		s.wg.Wait() // runReplicaSyncSwitch may start replica sync until it returns
+		if sy := s.Sync(); sy != nil {
+			sy.Close()
 		}
-		s.wg.Wait()
 		s.log.Info("kvselect node stopped", "node_id", s.cfg.Cluster.NodeID)
 	})
 	return err

@@ -289,7 +289,7 @@ func Start(cfg Config) (*Syncer, error) {
 		s.addSourceLocked(ep, ep, SourceFlag, "")
 	}
 	s.mu.Unlock()
-	s.log.Info("replica sync started", "listen", s.addr, "peers", cfg.Peers)
+	s.log.Debug("replica sync started", "listen", s.addr, "peers", cfg.Peers) // the server says what runs and why
 	return s, nil
 }
 

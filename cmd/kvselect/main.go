@@ -146,9 +146,10 @@ func parseConfig(args []string) (server.Config, error) {
 		peerDial      = fs.String("peer-dial", "", "fault-injection: id=raft/http/replica-sync addresses to dial for a peer instead of the advertised ones")
 		kvDial        = fs.String("kv-dial", "", "fault-injection: host:port=host:port,... addresses to dial instead of those in workers' KV event and replay endpoints")
 		indexerPeers  = fs.String("indexer-peers", "", "HTTP URLs, comma separated, asked in order for a /dump to recover the KV index from at start (default: the other cluster members)")
-		syncPort      = fs.Int("replica-sync-port", 0, "port of the replica-sync ZMQ PUB (binds tcp://<bind>:<port>); 0 turns replica sync off")
-		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>)")
-		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port)")
+		syncOn        = fs.Bool("replica-sync", true, "share active load with the other members by replica sync (ZMQ), on whenever the Raft configuration has more than one member; false turns it off")
+		syncPort      = fs.Int("replica-sync-port", 0, "port of the replica-sync ZMQ PUB (binds tcp://<bind>:<port>); 0: one the OS chooses, published in the catalog; a port named here also turns replica sync on for a node alone in its cluster")
+		syncAdvertise = fs.String("replica-sync-advertise", "", "replica-sync endpoint other nodes dial (default: tcp://<host of --http-advertise>:<port>); needs --replica-sync-port")
+		syncPeers     = fs.String("replica-sync-peers", "", "replica-sync endpoints to follow besides the cluster members, comma separated (tcp://host:port); turns replica sync on for a node alone in its cluster too")
 
 		heartbeat     = fs.Duration("raft-heartbeat-timeout", cluster.DefaultConfig().HeartbeatTimeout, "Raft heartbeat timeout")
 		election      = fs.Duration("raft-election-timeout", cluster.DefaultConfig().ElectionTimeout, "Raft election timeout")
@@ -286,24 +287,8 @@ func parseConfig(args []string) (server.Config, error) {
 			StaleAfter: *staleAfter},
 		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
-	if *syncPort != 0 {
-		if *syncPort < 0 || *syncPort > 65535 {
-			return cfg, fmt.Errorf("--replica-sync-port (env %s) must be from 1 to 65535, got %d", envflag.Name(env.Prefix, "replica-sync-port"), *syncPort)
-		}
-		cfg.ReplicaSync = &server.ReplicaSyncConfig{
-			Listen: "tcp://" + net.JoinHostPort(*bind, strconv.Itoa(*syncPort)), Advertise: *syncAdvertise,
-			Peers: splitList(*syncPeers),
-		}
-		for _, ep := range append(cfg.ReplicaSync.Peers, *syncAdvertise) {
-			if ep == "" {
-				continue
-			}
-			if err := zmqsync.ValidateEndpoint(ep); err != nil {
-				return cfg, fmt.Errorf("--replica-sync-peers/--replica-sync-advertise: %w", err)
-			}
-		}
-	} else if *syncPeers != "" || *syncAdvertise != "" {
-		return cfg, errors.New("--replica-sync-peers and --replica-sync-advertise need --replica-sync-port")
+	if cfg.ReplicaSync, err = replicaSyncConfig(*syncOn, *bind, *syncPort, *syncAdvertise, *syncPeers); err != nil {
+		return cfg, err
 	}
 	if *port < 0 || *port > 65535 {
 		return cfg, fmt.Errorf("--port (env %s) must be from 0 to 65535, got %d", envflag.Name(env.Prefix, "port"), *port)
@@ -324,6 +309,38 @@ func parseConfig(args []string) (server.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// replicaSyncConfig is replica sync as the flags say (SPEC §2): on, once
+// the node has a second member, by default, on a port the OS chooses
+// (--replica-sync-port 0); from the start on a named port or with
+// --replica-sync-peers; nil with --replica-sync=false.
+func replicaSyncConfig(on bool, bind string, port int, advertise, peers string) (*server.ReplicaSyncConfig, error) {
+	if !on {
+		if port != 0 || advertise != "" || peers != "" {
+			return nil, fmt.Errorf("--replica-sync=false (env %s) turns replica sync off: drop --replica-sync-port, --replica-sync-advertise and --replica-sync-peers",
+				envflag.Name(env.Prefix, "replica-sync"))
+		}
+		return nil, nil
+	}
+	if port < 0 || port > 65535 {
+		return nil, fmt.Errorf("--replica-sync-port (env %s) must be from 0 (the OS chooses) to 65535, got %d", envflag.Name(env.Prefix, "replica-sync-port"), port)
+	}
+	rc := &server.ReplicaSyncConfig{Listen: "tcp://" + net.JoinHostPort(bind, strconv.Itoa(port)), Advertise: advertise,
+		Peers: splitList(peers)}
+	rc.Auto = port == 0 && len(rc.Peers) == 0
+	if port == 0 && advertise != "" {
+		return nil, errors.New("--replica-sync-advertise needs --replica-sync-port: the endpoint it advertises names the port, which the OS would choose otherwise")
+	}
+	for _, ep := range append(rc.Peers, advertise) {
+		if ep == "" {
+			continue
+		}
+		if err := zmqsync.ValidateEndpoint(ep); err != nil {
+			return nil, fmt.Errorf("--replica-sync-peers/--replica-sync-advertise: %w", err)
+		}
+	}
+	return rc, nil
 }
 
 // authConfig reads the token files into cfg (SPEC §11).
