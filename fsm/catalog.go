@@ -20,6 +20,9 @@ type Catalog struct {
 	policies   map[PartitionKey]Policy // selection policies (policy.go)
 	// policySeeded is set once a cluster default was ever written.
 	policySeeded bool
+	// retired are the partitions that lost their last worker, with the
+	// index at which they did (known.go); shared until an editor writes.
+	retired map[PartitionKey]uint64
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -224,6 +227,8 @@ type editor struct {
 	// nodesCopied, thresholdsCopied and policiesCopied are set once
 	// next.nodes, next.thresholds and next.policies are private copies.
 	nodesCopied, thresholdsCopied, policiesCopied bool
+	// retiredCopied: next.retired is a private copy.
+	retiredCopied bool
 }
 
 func newEditor(cur *Catalog, index uint64) *editor {
@@ -237,6 +242,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			clusterID:    cur.clusterID,
 			policies:     cur.policies, // and policies
 			policySeeded: cur.policySeeded,
+			retired:      cur.retired, // copied on first write too
 		},
 		touched: map[PartitionKey]bool{},
 	}
@@ -287,12 +293,17 @@ func (e *editor) finish() *Catalog {
 		}
 	}
 	for k, ws := range members {
+		prev, existed := e.next.partitions[k]
 		if len(ws) == 0 {
-			delete(e.next.partitions, k)
+			if existed {
+				delete(e.next.partitions, k)
+				e.retire(k)
+			}
 			continue
 		}
+		e.unretire(k)
 		var held uint32
-		if prev, ok := e.next.partitions[k]; ok {
+		if existed {
 			held = prev.BlockSize
 		}
 		e.next.partitions[k] = e.derivePartition(k, ws, held)

@@ -332,6 +332,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		// apply did (derivePartition).
 		e.next.partitions[k] = &Partition{Key: k, BlockSize: v.BlockSize}
 	}
+	if len(snap.Retired) > MaxRetiredPartitions {
+		return fmt.Errorf("restore catalog snapshot: %d retired partitions, at most %d", len(snap.Retired), MaxRetiredPartitions)
+	}
+	for _, v := range snap.Retired {
+		k := PartitionKey{Model: v.ModelName, Tenant: v.TenantID}
+		if e.touched[k] {
+			return fmt.Errorf("restore catalog snapshot: partition %s is retired but holds workers", k)
+		}
+		if _, dup := e.next.retired[k]; dup {
+			return fmt.Errorf("restore catalog snapshot: retired partition %s appears twice", k)
+		}
+		e.copyRetired()
+		e.next.retired[k] = v.Index
+	}
 	next := e.finish()
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -46,6 +46,9 @@ import (
 // them as one more optional field (partition_block_sizes), and only for
 // the partitions where the workers alone would give another size.
 //
+// The partitions that lost their last worker (known.go) are one more:
+// retired_partitions.
+//
 // A node record (nodeV1) gained two optional fields under the omitempty
 // rule: incarnation in set_node (the writing process's start, see
 // NodeMeta) and epoch in snapshots (derived, like modify_index).
@@ -332,6 +335,9 @@ type snapshotV4 struct {
 	// sizes ignores it and derives them all from the workers, as it did
 	// when it applied the log.
 	BlockSizes []partitionBlockSizeV1 `json:"partition_block_sizes,omitempty"`
+	// Retired are the partitions that lost their last worker (known.go),
+	// optional for the same reason: a binary before it ignores them.
+	Retired []retiredV1 `json:"retired_partitions,omitempty"`
 }
 
 // partitionBlockSizeV1 is one partition's sticky block size in a snapshot.
@@ -379,6 +385,9 @@ func encodeSnapshot(c *Catalog) snapshotV4 {
 			s.BlockSizes = append(s.BlockSizes, partitionBlockSizeV1{
 				ModelName: p.Key.Model, TenantID: p.Key.Tenant, BlockSize: p.BlockSize})
 		}
+	}
+	if len(c.retired) > 0 {
+		s.Retired = encodeRetired(c)
 	}
 	return s
 }
