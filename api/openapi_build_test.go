@@ -132,7 +132,7 @@ var (
 	}
 	promptErrors = []resp{
 		{"400", "A field is missing, malformed, unknown or out of range; the message names it.", api.Error{}, nil},
-		{"503", "`not_ready` (no schedulable worker in the partition) or `catalog_behind` (the node has not applied min_catalog_index in time and the request sets require_catalog).",
+		{"503", "`not_ready` (no schedulable worker in a partition the catalog holds or held workers for), `unknown_partition` (the catalog never held a worker for this model_name and tenant_id: most likely a typo, which no retry mends; the message lists the partitions it holds; no Retry-After), or `catalog_behind` (the node has not applied min_catalog_index in time and the request sets require_catalog).",
 			api.Error{}, []string{"Retry-After"}},
 	}
 )
@@ -196,14 +196,14 @@ var operations = []op{
 		desc:   "Books nothing. With selection_id the node remembers the choice for 60 s, so that POST /reservations can book exactly it. Give the prompt as token_ids, or as block_hashes with sequence_hashes (same length) and isl_tokens.",
 		params: []param{hIndex}, body: api.SelectRequest{},
 		resps: []resp{{"200", "The choice.", api.Selection{}, []string{api.HeaderCatalogBehind}}, promptErrors[0],
-			{"503", "`not_ready`, `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
+			{"503", "`not_ready`, `unknown_partition` (the catalog never held a worker for this model_name and tenant_id: most likely a typo, which no retry mends; the message lists the partitions it holds; no Retry-After), `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
 	{method: "POST", path: api.PathSelectAndReserve, id: "selectAndReserve", access: api.AccessSelection, where: api.RunsOnAny, tag: "selection", summary: "Choose and book atomically on this node",
 		desc:   "reservation_id is optional (a UUID is generated). An id already booked on this node → 409, except that a repeat of the same id with the same prompt while the booking lives (a retry after a lost answer) gets the booking's answer again, with X-Kvselect-Replayed: true, and books nothing.",
 		params: []param{hIndex}, body: api.SelectRequest{},
 		resps: []resp{{"200", "The choice, booked (or, replayed, the earlier booking of this id and prompt).", api.Selection{}, []string{api.HeaderCatalogBehind, api.HeaderReplayed}}, promptErrors[0],
 			{"409", "The reservation id is already booked, with another prompt.", api.Error{}, nil},
 			{"429", "`capacity`: the booking would pass the node's bounds (--max-reservations, --max-reserved-blocks); nothing was booked.", api.Error{}, []string{"Retry-After"}},
-			{"503", "`not_ready`, `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
+			{"503", "`not_ready`, `unknown_partition` (the catalog never held a worker for this model_name and tenant_id: most likely a typo, which no retry mends; the message lists the partitions it holds; no Retry-After), `catalog_behind`, or every schedulable worker busy (load shedding, the Busy body).", selectError{}, []string{"Retry-After"}}}},
 	{method: "POST", path: api.PathReservations, id: "reserve", access: api.AccessSelection, where: api.RunsOnAny, tag: "reservations", summary: "Book a request on a worker rank",
 		desc:   "Either selection_id alone (books the choice a /select with that id remembered; single use) or the worker, rank and prompt. effective_prefill_tokens, when given, is booked as it is (at most isl_tokens); otherwise the node computes it from its index.",
 		params: []param{hIndex}, body: api.ReserveRequest{}, required: []string{"reservation_id"},

@@ -76,8 +76,8 @@ func Test_BadInput(t *testing.T) {
 		{"override negative", "POST", "/select", `{` + okSel + `,"router_config_override":{"overlap_score_weight":-1}}`, 400, "bad_request", "router_config_override.overlap_score_weight"},
 		{"override wrong type", "POST", "/select", `{` + okSel + `,"router_config_override":{"router_temperature":"hot"}}`, 400, "bad_request", "router_config_override.router_temperature"},
 		{"model wrong type", "POST", "/select", `{` + okSel + `,"model_name":7}`, 400, "bad_request", "model_name"},
-		{"unknown model", "POST", "/select", `{` + okSel + `,"model_name":"nope"}`, 503, "not_ready", "nope"},
-		{"unknown tenant", "POST", "/select", `{` + okSel + `,"tenant_id":"nope"}`, 503, "not_ready", "nope"},
+		{"unknown model", "POST", "/select", `{` + okSel + `,"model_name":"nope"}`, 503, "unknown_partition", `"nope"`},
+		{"unknown tenant", "POST", "/select", `{` + okSel + `,"tenant_id":"nope"}`, 503, "unknown_partition", `"nope"`},
 		{"reservation on select", "POST", "/select", `{` + okSel + `,"reservation_id":"a"}`, 400, "bad_request", "reservation_id"},
 		{"catalog behind", "POST", "/select", `{` + okSel + `,"min_catalog_index":1000000,"require_catalog":true}`, 503, "catalog_behind", "1000000"},
 		{"require_catalog not a bool", "POST", "/select", `{` + okSel + `,"require_catalog":"yes"}`, 400, "bad_request", "require_catalog"},
@@ -98,7 +98,7 @@ func Test_BadInput(t *testing.T) {
 		{"duplicate reservation, another prompt", "POST", "/select_and_reserve", `{"block_hashes":[1,2],"sequence_hashes":[3,5],"isl_tokens":32,"reservation_id":"taken"}`, 409, "conflict", "taken"},
 		{"potential loads malformed", "POST", "/potential_loads", `{`, 400, "bad_request", "malformed"},
 		{"overlap scores missing", "POST", "/overlap_scores", `{"isl_tokens":16}`, 400, "bad_request", "block_hashes"},
-		{"overlap scores unknown model", "POST", "/overlap_scores", `{` + okSel + `,"model_name":"nope"}`, 503, "not_ready", "nope"},
+		{"overlap scores unknown model", "POST", "/overlap_scores", `{` + okSel + `,"model_name":"nope"}`, 503, "unknown_partition", `"default"/"default"`},
 
 		// reservations
 		{"reservation id missing", "POST", "/reservations", `{"worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, 400, "bad_request", "reservation_id"},
@@ -108,7 +108,7 @@ func Test_BadInput(t *testing.T) {
 		{"reservation isl zero", "POST", "/reservations", `{"reservation_id":"x","worker_id":1,"sequence_hashes":[1],"isl_tokens":0}`, 400, "bad_request", "isl_tokens"},
 		{"reservation unknown worker", "POST", "/reservations", `{"reservation_id":"x","worker_id":9,"sequence_hashes":[1],"isl_tokens":16}`, 404, "not_found", "9"},
 		{"reservation unknown rank", "POST", "/reservations", `{"reservation_id":"x","worker_id":1,"dp_rank":3,"sequence_hashes":[1],"isl_tokens":16}`, 404, "not_found", "dp_rank 3"},
-		{"reservation unknown model", "POST", "/reservations", `{"reservation_id":"x","model_name":"nope","worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, 404, "not_found", "nope"},
+		{"reservation unknown model", "POST", "/reservations", `{"reservation_id":"x","model_name":"nope","worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, 503, "unknown_partition", "nope"},
 		{"reservation id dot", "POST", "/reservations", `{"reservation_id":".","worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, 400, "bad_request", "reservation_id"},
 		{"reservation id dot-dot", "POST", "/select_and_reserve", `{"reservation_id":"..",` + okSel + `}`, 400, "bad_request", "reservation_id"},
 		{"selection id dot-dot", "POST", "/select", `{"selection_id":"..",` + okSel + `}`, 400, "bad_request", "selection_id"},
