@@ -37,6 +37,13 @@ const (
 	// CodeNotReady: no schedulable worker in the partition; on GET
 	// /readyz, the node is not a caught-up member of the cluster.
 	CodeNotReady Code = "not_ready"
+	// CodeUnknownPartition: the catalog holds no worker for the
+	// request's (model_name, tenant_id) and never held one it remembers
+	// (a partition emptied by deletes or lapsed leases stays not_ready):
+	// most likely a misspelt name, which no retry mends. The message
+	// lists the partitions the catalog holds. 503 like not_ready, for
+	// Dynamo's clients, but without Retry-After.
+	CodeUnknownPartition Code = "unknown_partition"
 	// CodeOverloaded: every schedulable worker is busy (load shedding).
 	CodeOverloaded Code = "overloaded"
 	// CodeNotLeader: the node that received a leader-only request is not
@@ -70,6 +77,7 @@ var codeStatus = map[Code]int{
 	CodeConflict:         http.StatusConflict,
 	CodeCapacity:         http.StatusTooManyRequests,
 	CodeNotReady:         http.StatusServiceUnavailable,
+	CodeUnknownPartition: http.StatusServiceUnavailable,
 	CodeOverloaded:       http.StatusServiceUnavailable,
 	CodeNotLeader:        http.StatusServiceUnavailable,
 	CodeNoLeader:         http.StatusServiceUnavailable,

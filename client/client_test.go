@@ -331,11 +331,24 @@ func Test_ErrorBodies(t *testing.T) {
 	n.Answer("POST /select", http.StatusServiceUnavailable, api.Busy{Message: api.BusyMessage, Type: api.BusyType, Code: 503})
 	n.Mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) })
 	n.Answer("GET /ready", http.StatusServiceUnavailable, api.Ready{Ready: false, Workers: []api.Worker{}})
+	n.Answer("POST /potential_loads", http.StatusServiceUnavailable, api.Error{Code: api.CodeUnknownPartition,
+		Message: `unknown partition: no worker was ever registered for model_name "lama" tenant_id "default"`})
+	n.Answer("POST /overlap_scores", http.StatusServiceUnavailable, api.Error{Code: api.CodeNotReady, Message: "no schedulable worker"})
 	c := mustClient(t, Config{Addrs: []string{n.URL}})
 	ctx := ctxFor(t)
 	_, err := c.Select(ctx, api.SelectRequest{})
 	if e := (*Error)(nil); !errors.As(err, &e) || e.Code != api.CodeOverloaded || e.Message != api.BusyMessage || e.Status != 503 {
 		t.Fatalf("busy: %v", err)
+	}
+	if UnknownPartition(err) {
+		t.Fatalf("busy reads as unknown_partition: %v", err)
+	}
+	// A typo and an outage are both 503s; only the code tells them apart.
+	if _, err := c.PotentialLoads(ctx, api.Prompt{ModelName: "lama"}); !UnknownPartition(err) || !strings.Contains(err.Error(), `"lama"`) {
+		t.Fatalf("unknown partition: %v", err)
+	}
+	if _, err := c.OverlapScores(ctx, api.Prompt{}); UnknownPartition(err) || CodeOf(err) != api.CodeNotReady {
+		t.Fatalf("not ready: %v", err)
 	}
 	if _, err := c.Loads(ctx, "", ""); CodeOf(err) != "bad_gateway" || !strings.Contains(err.Error(), "bad gateway (HTTP 502)") {
 		t.Fatalf("not JSON: %v", err)

@@ -40,6 +40,13 @@ func CodeOf(err error) api.Code {
 	return ""
 }
 
+// UnknownPartition reports whether err is a node's answer that the
+// catalog never held a worker for the request's model_name and tenant_id
+// (api.CodeUnknownPartition): most likely a misspelt name, which no retry
+// mends, unlike api.CodeNotReady (an outage: retry later or elsewhere).
+// Both are HTTP 503; the message lists the partitions the catalog holds.
+func UnknownPartition(err error) bool { return CodeOf(err) == api.CodeUnknownPartition }
+
 // decodeError reads an error answer: {"error", "code"}, or the load
 // shedding body {"message", "type", "code": 503}; anything else keeps the
 // status's text.

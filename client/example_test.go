@@ -95,14 +95,17 @@ func ExampleCodeOf() {
 		log.Fatal(err)
 	}
 	_, err = kv.Select(context.Background(), api.SelectRequest{Prompt: api.Prompt{ModelName: "nobody", TokenIDs: api.TokenIDs{1, 2, 3}}})
+	// Both are 503s; the code says whether to retry.
 	switch client.CodeOf(err) {
+	case api.CodeUnknownPartition: // also client.UnknownPartition(err)
+		fmt.Println("no worker was ever registered for that model: check its name")
 	case api.CodeNotReady:
-		fmt.Println("no schedulable worker for that model yet")
+		fmt.Println("no schedulable worker for that model yet: retry later")
 	case "":
 		fmt.Println("no answer:", err)
 	}
 	// Output:
-	// no schedulable worker for that model yet
+	// no worker was ever registered for that model: check its name
 }
 
 // A client's catalog index can be handed to another client (a Ray task, a

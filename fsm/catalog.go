@@ -20,6 +20,9 @@ type Catalog struct {
 	policies   map[PartitionKey]Policy // selection policies (policy.go)
 	// policySeeded is set once a cluster default was ever written.
 	policySeeded bool
+	// retired are the partitions that lost their last worker, with the
+	// index at which they did (known.go); shared until an editor writes.
+	retired map[PartitionKey]uint64
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -28,8 +31,10 @@ type Catalog struct {
 // each computing its own.
 type Partition struct {
 	Key PartitionKey
-	// BlockSize is set by the most senior worker with a positive block
-	// size (see derivePartition); 0 when there is none.
+	// BlockSize is sticky: the partition keeps the block size it has
+	// while any of its workers is registered with that size. Only when
+	// none is left does the most senior worker with a positive block size
+	// set it (see derivePartition); 0 when there is none.
 	BlockSize uint32
 	// Workers are the ids of all workers of the partition, ascending.
 	Workers []uint64
@@ -97,6 +102,15 @@ func (c *Catalog) Workers(model, tenant string) []*Worker {
 func (c *Catalog) Partition(k PartitionKey) (*Partition, bool) {
 	p, ok := c.partitions[k]
 	return p, ok
+}
+
+// members returns the records of the partition's workers.
+func (c *Catalog) members(p *Partition) []*Worker {
+	out := make([]*Worker, len(p.Workers))
+	for i, id := range p.Workers {
+		out[i] = c.workers[id]
+	}
+	return out
 }
 
 // Partitions returns every partition sorted by key.
@@ -213,6 +227,8 @@ type editor struct {
 	// nodesCopied, thresholdsCopied and policiesCopied are set once
 	// next.nodes, next.thresholds and next.policies are private copies.
 	nodesCopied, thresholdsCopied, policiesCopied bool
+	// retiredCopied: next.retired is a private copy.
+	retiredCopied bool
 }
 
 func newEditor(cur *Catalog, index uint64) *editor {
@@ -226,6 +242,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			clusterID:    cur.clusterID,
 			policies:     cur.policies, // and policies
 			policySeeded: cur.policySeeded,
+			retired:      cur.retired, // copied on first write too
 		},
 		touched: map[PartitionKey]bool{},
 	}
@@ -276,41 +293,41 @@ func (e *editor) finish() *Catalog {
 		}
 	}
 	for k, ws := range members {
+		prev, existed := e.next.partitions[k]
 		if len(ws) == 0 {
-			delete(e.next.partitions, k)
+			if existed {
+				delete(e.next.partitions, k)
+				e.retire(k)
+			}
 			continue
 		}
-		e.next.partitions[k] = e.derivePartition(k, ws)
+		e.unretire(k)
+		var held uint32
+		if existed {
+			held = prev.BlockSize
+		}
+		e.next.partitions[k] = e.derivePartition(k, ws, held)
 	}
 	return e.next
 }
 
 // derivePartition sets the partition's block size and every member's
-// lifecycle. Both depend only on the members, so every node computes the
-// same result.
-func (e *editor) derivePartition(k PartitionKey, ws []*Worker) *Partition {
+// lifecycle. Both depend only on the members and on the block size the
+// partition held before the change (held, 0 for a new partition), which
+// every node has derived alike from the same log, or restored from the same
+// snapshot (encodeSnapshot keeps the block sizes the members alone would
+// not give), so every node computes the same result.
+func (e *editor) derivePartition(k PartitionKey, ws []*Worker, held uint32) *Partition {
 	slices.SortFunc(ws, func(a, b *Worker) int { return cmp.Compare(a.WorkerID, b.WorkerID) })
 	p := &Partition{Key: k, Workers: make([]uint64, len(ws))}
 	for i, w := range ws {
 		p.Workers[i] = w.WorkerID
 	}
-	// Seniority: who has held their block size longest, then who came
-	// first, then the lower id. The most senior worker with a block size
-	// sets the partition's; the rank limit admits workers in this order.
-	bySeniority := slices.Clone(ws)
-	slices.SortFunc(bySeniority, func(a, b *Worker) int {
-		return cmp.Or(cmp.Compare(a.BlockSizeIndex, b.BlockSizeIndex),
-			cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.WorkerID, b.WorkerID))
-	})
-	for _, w := range bySeniority {
-		if w.BlockSize != 0 {
-			p.BlockSize = w.BlockSize
-			break
-		}
-	}
+	senior := bySeniority(ws)
+	p.BlockSize = stickyBlockSize(senior, held)
 	reasons := make(map[uint64][]string, len(ws))
 	ranks := 0
-	for _, w := range bySeniority {
+	for _, w := range senior {
 		r := staticReasons(w)
 		if w.BlockSize != 0 && p.BlockSize != 0 && w.BlockSize != p.BlockSize {
 			r = append(r, fmt.Sprintf(
@@ -341,4 +358,40 @@ func (e *editor) derivePartition(k PartitionKey, ws []*Worker) *Partition {
 		}
 	}
 	return p
+}
+
+// bySeniority orders workers by who has held their block size longest,
+// then who came first, then the lower id. The rank limit admits workers in
+// this order, and a partition without a block size takes its first
+// worker's.
+func bySeniority(ws []*Worker) []*Worker {
+	out := slices.Clone(ws)
+	slices.SortFunc(out, func(a, b *Worker) int {
+		return cmp.Or(cmp.Compare(a.BlockSizeIndex, b.BlockSizeIndex),
+			cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.WorkerID, b.WorkerID))
+	})
+	return out
+}
+
+// stickyBlockSize is the partition's block size: the one it held, while
+// any member is registered with it, so that a worker registered with the
+// wrong size stays the odd one out however long it outlives the workers
+// registered before it; else the most senior member's (bySeniority); 0
+// when no member has one.
+func stickyBlockSize(bySeniority []*Worker, held uint32) uint32 {
+	if held != 0 && slices.ContainsFunc(bySeniority, func(w *Worker) bool { return w.BlockSize == held }) {
+		return held
+	}
+	return seniorBlockSize(bySeniority)
+}
+
+// seniorBlockSize is the block size of the most senior worker that has
+// one: what the members alone say, without the partition's history.
+func seniorBlockSize(bySeniority []*Worker) uint32 {
+	for _, w := range bySeniority {
+		if w.BlockSize != 0 {
+			return w.BlockSize
+		}
+	}
+	return 0
 }

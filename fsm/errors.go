@@ -28,6 +28,12 @@ var (
 	ErrInvalidCommand = errors.New("invalid command")
 )
 
+// ErrUnknownPartition is not a command's outcome but a reading of the
+// catalog (Catalog.CheckPartitionKnown): it holds no worker for a (model,
+// tenant), and never held one that it remembers, so a request naming it
+// is most likely a typo, not an outage.
+var ErrUnknownPartition = errors.New("unknown partition")
+
 // FieldError is an invalid value of one field of a command. It reads
 // "field: problem" and unwraps to ErrInvalidCommand.
 type FieldError struct {

@@ -317,6 +317,35 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if snap.DefaultPolicySeeded {
 		e.next.policySeeded = true
 	}
+	for _, v := range snap.BlockSizes {
+		k := PartitionKey{Model: v.ModelName, Tenant: v.TenantID}
+		if v.BlockSize == 0 || v.BlockSize > MaxBlockSize {
+			return fmt.Errorf("restore catalog snapshot: block size %d of partition %s: must be 1 to %d", v.BlockSize, k, MaxBlockSize)
+		}
+		if !e.touched[k] {
+			return fmt.Errorf("restore catalog snapshot: block size of partition %s, which has no worker", k)
+		}
+		if _, dup := e.next.partitions[k]; dup {
+			return fmt.Errorf("restore catalog snapshot: block size of partition %s appears twice", k)
+		}
+		// What the partition held before: finish derives from it as
+		// apply did (derivePartition).
+		e.next.partitions[k] = &Partition{Key: k, BlockSize: v.BlockSize}
+	}
+	if len(snap.Retired) > MaxRetiredPartitions {
+		return fmt.Errorf("restore catalog snapshot: %d retired partitions, at most %d", len(snap.Retired), MaxRetiredPartitions)
+	}
+	for _, v := range snap.Retired {
+		k := PartitionKey{Model: v.ModelName, Tenant: v.TenantID}
+		if e.touched[k] {
+			return fmt.Errorf("restore catalog snapshot: partition %s is retired but holds workers", k)
+		}
+		if _, dup := e.next.retired[k]; dup {
+			return fmt.Errorf("restore catalog snapshot: retired partition %s appears twice", k)
+		}
+		e.copyRetired()
+		e.next.retired[k] = v.Index
+	}
 	next := e.finish()
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -30,7 +31,15 @@ func FuzzRestore(f *testing.F) {
 		}
 		c := fsm.Catalog()
 		count := 0
+		for k := range c.retired {
+			if _, held := c.Partition(k); held {
+				t.Fatalf("partition %v is retired and holds workers", k)
+			}
+		}
 		for _, p := range c.Partitions() {
+			if p.BlockSize != 0 && !slices.ContainsFunc(c.members(p), func(w *Worker) bool { return w.BlockSize == p.BlockSize }) {
+				t.Fatalf("partition %v has block size %d, which none of its workers has", p.Key, p.BlockSize)
+			}
 			for _, id := range p.Workers {
 				w, ok := c.Worker(id)
 				if !ok || w.Partition() != p.Key {

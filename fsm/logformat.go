@@ -41,6 +41,14 @@ import (
 // fields (policies, policy_default_seeded), not as a new version: a
 // binary before them drops them on restore, as it skips the commands.
 //
+// Sticky block sizes (a partition keeps its block size while any worker
+// holds it) are history the workers alone do not tell: a snapshot carries
+// them as one more optional field (partition_block_sizes), and only for
+// the partitions where the workers alone would give another size.
+//
+// The partitions that lost their last worker (known.go) are one more:
+// retired_partitions.
+//
 // A node record (nodeV1) gained two optional fields under the omitempty
 // rule: incarnation in set_node (the writing process's start, see
 // NodeMeta) and epoch in snapshots (derived, like modify_index).
@@ -320,6 +328,23 @@ type snapshotV4 struct {
 	// DefaultPolicySeeded: a cluster default was ever written, so
 	// init_policy changes nothing (Catalog.DefaultPolicySeeded).
 	DefaultPolicySeeded bool `json:"policy_default_seeded,omitempty"`
+	// BlockSizes are the partitions whose block size is not the one their
+	// workers alone give (the most senior worker's): a partition keeps its
+	// block size while any worker holds it (stickyBlockSize), which only
+	// the log's history tells. Optional: a binary before sticky block
+	// sizes ignores it and derives them all from the workers, as it did
+	// when it applied the log.
+	BlockSizes []partitionBlockSizeV1 `json:"partition_block_sizes,omitempty"`
+	// Retired are the partitions that lost their last worker (known.go),
+	// optional for the same reason: a binary before it ignores them.
+	Retired []retiredV1 `json:"retired_partitions,omitempty"`
+}
+
+// partitionBlockSizeV1 is one partition's sticky block size in a snapshot.
+type partitionBlockSizeV1 struct {
+	ModelName string `json:"model_name"`
+	TenantID  string `json:"tenant_id"`
+	BlockSize uint32 `json:"block_size"`
 }
 
 // snapshotVersion is the newest version Snapshot writes and Restore reads.
@@ -353,5 +378,16 @@ func encodeSnapshot(c *Catalog) snapshotV4 {
 		s.Policies = append(s.Policies, encodePolicy(p))
 	}
 	s.DefaultPolicySeeded = c.policySeeded
+	// Only where the workers alone would say otherwise, so that a
+	// snapshot without history stays the bytes it always was.
+	for _, p := range c.Partitions() {
+		if p.BlockSize != seniorBlockSize(bySeniority(c.members(p))) {
+			s.BlockSizes = append(s.BlockSizes, partitionBlockSizeV1{
+				ModelName: p.Key.Model, TenantID: p.Key.Tenant, BlockSize: p.BlockSize})
+		}
+	}
+	if len(c.retired) > 0 {
+		s.Retired = encodeRetired(c)
+	}
 	return s
 }

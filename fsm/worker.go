@@ -73,9 +73,10 @@ type Worker struct {
 	CreateIndex uint64
 	ModifyIndex uint64
 	// BlockSizeIndex is the Raft index at which the worker's current
-	// block_size was set. The partition's block size comes from the worker
-	// that has held its block size longest, so a worker that changes its
-	// block size becomes the odd one out rather than its partition.
+	// block_size was set. A partition keeps its block size while any
+	// worker holds it; only then does it come from the worker that has
+	// held its block size longest, so a worker that changes its block
+	// size becomes the odd one out rather than its partition.
 	BlockSizeIndex uint64
 
 	// NotSchedulableReasons and schedulable are derived from the catalog

@@ -58,6 +58,7 @@ var errorCodes = []struct {
 	{fsm.ErrWorkerNotFound, api.CodeNotFound},
 	{fsm.ErrPolicyNotFound, api.CodeNotFound},
 	{fsm.ErrTooManyPolicies, api.CodeConflict},
+	{fsm.ErrUnknownPartition, api.CodeUnknownPartition},
 	{scheduler.ErrInvalid, api.CodeBadRequest},
 	{scheduler.ErrNotReady, api.CodeNotReady},
 	{scheduler.ErrOverloaded, api.CodeOverloaded},

@@ -86,10 +86,18 @@ func Test_HandlerOutcomes(t *testing.T) {
 			f.waitApplied = func(context.Context, uint64) error { return cluster.ErrCatalogBehind }
 		}, "GET", "/workers", "", []string{api.HeaderIndex, "9"}, 503, api.CodeCatalogBehind},
 		{"booking without a schedulable worker", func(f *fakeNode) {
+			if _, err := f.log.Upsert(fsm.Worker{WorkerID: 1, ModelName: fsm.DefaultScope, TenantID: fsm.DefaultScope, DataParallelSize: 1}); err != nil {
+				panic(err)
+			}
 			f.reserve = func(scheduler.ReserveRequest) (scheduler.Booking, error) {
 				return scheduler.Booking{}, scheduler.ErrNotReady
 			}
 		}, "POST", "/reservations", `{"reservation_id":"r","worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, nil, 503, api.CodeNotReady},
+		{"booking in a partition the catalog never held", func(f *fakeNode) {
+			f.reserve = func(scheduler.ReserveRequest) (scheduler.Booking, error) {
+				return scheduler.Booking{}, scheduler.ErrNotReady
+			}
+		}, "POST", "/reservations", `{"reservation_id":"r","worker_id":1,"sequence_hashes":[1],"isl_tokens":16}`, nil, 503, api.CodeUnknownPartition},
 		{"a bug is a 500, not a crash", func(f *fakeNode) {
 			f.sel = func(scheduler.SelectRequest) (scheduler.Selection, error) {
 				return scheduler.Selection{}, fmt.Errorf("boom")
@@ -169,8 +177,10 @@ func Test_HandlerOutcomes(t *testing.T) {
 			if status != tt.status || !strings.Contains(body, `"code":"`+string(tt.code)+`"`) {
 				t.Fatalf("%s %s = %d %s, want %d %s", tt.method, tt.path, status, body, tt.status, tt.code)
 			}
-			if (status == 503) != (hdr.Get("Retry-After") != "") {
-				t.Fatalf("Retry-After %q on a %d", hdr.Get("Retry-After"), status)
+			// Every 503 invites a retry but unknown_partition, which no
+			// retry mends.
+			if (status == 503 && tt.code != api.CodeUnknownPartition) != (hdr.Get("Retry-After") != "") {
+				t.Fatalf("Retry-After %q on a %d %s", hdr.Get("Retry-After"), status, tt.code)
 			}
 		})
 	}

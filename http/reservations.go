@@ -45,7 +45,9 @@ func (s *Service) createReservation(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	b, err := s.cfg.Selector.Reserve(req)
-	if err != nil {
+	if err != nil && req.SelectionID == "" {
+		return s.partitionErr(req.Partition, err)
+	} else if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, api.Reservation{

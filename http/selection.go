@@ -1,6 +1,7 @@
 package http
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -53,6 +54,20 @@ func partitionOf(in *api.Prompt) (fsm.PartitionKey, error) {
 		k.Tenant = tenant
 	}
 	return k, nil
+}
+
+// partitionErr turns a scheduler's "nothing schedulable" for key (and,
+// for a booking, "no such worker") into unknown_partition when the
+// catalog never held a worker for key (fsm.Catalog.CheckPartitionKnown):
+// a misspelt model_name or tenant_id must not look like an outage. Asked
+// after the scheduler failed, so an answer the scheduler gave stands.
+func (s *Service) partitionErr(key fsm.PartitionKey, err error) error {
+	if errors.Is(err, scheduler.ErrNotReady) || errors.Is(err, scheduler.ErrWorkerNotFound) {
+		if unknown := s.cfg.Catalog.Catalog().CheckPartitionKnown(key); unknown != nil {
+			return unknown
+		}
+	}
+	return err
 }
 
 // promptOf validates the prompt: either token_ids, or the hash form
@@ -192,7 +207,7 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 	}
 	sel, err := s.cfg.Selector.Select(req)
 	if err != nil {
-		return err
+		return s.partitionErr(req.Partition, err)
 	}
 	if len(sel.IgnoredOverrides) > 0 {
 		w.Header().Set(api.HeaderIgnoredOverride, strings.Join(sel.IgnoredOverrides, ","))
@@ -217,7 +232,7 @@ func (s *Service) potentialLoads(w http.ResponseWriter, r *http.Request) error {
 	}
 	loads, err := s.cfg.Selector.PotentialLoads(key, pr)
 	if err != nil {
-		return err
+		return s.partitionErr(key, err)
 	}
 	out := make([]api.PotentialLoad, len(loads))
 	for i, l := range loads {
@@ -235,7 +250,7 @@ func (s *Service) overlapScores(w http.ResponseWriter, r *http.Request) error {
 	}
 	sc, err := s.cfg.Selector.OverlapScores(key, pr)
 	if err != nil {
-		return err
+		return s.partitionErr(key, err)
 	}
 	out := api.OverlapScores{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Workers: make([]api.OverlapRow, len(sc.Rows))}
 	for i, row := range sc.Rows {

@@ -141,7 +141,8 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		// node answering as it should while it cannot serve yet (the
 		// caller asks another node or waits), like /ready's 503, which
 		// is no error at all: both are requests like any other.
-		case sw.status >= 500 && err != nil && codeOf(err) != api.CodeNotReady:
+		// unknown_partition is the caller's mistake, told to the caller.
+		case sw.status >= 500 && err != nil && codeOf(err) != api.CodeNotReady && codeOf(err) != api.CodeUnknownPartition:
 			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.status, "err", err)
 		default:
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
@@ -154,7 +155,9 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 // load-shedding 503 as api.Busy).
 func (s *Service) fail(w http.ResponseWriter, err error) {
 	code := codeOf(err)
-	if st := code.Status(); st == http.StatusServiceUnavailable || st == http.StatusTooManyRequests {
+	// unknown_partition is a 503 for Dynamo's clients, but nothing a
+	// retry mends: no Retry-After invites one.
+	if st := code.Status(); (st == http.StatusServiceUnavailable || st == http.StatusTooManyRequests) && code != api.CodeUnknownPartition {
 		w.Header().Set("Retry-After", "1")
 	}
 	if code == api.CodeOverloaded {

@@ -17,6 +17,10 @@ func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
 	if in.KVEventsEndpoints != nil && in.KVEventsEndpoint != nil {
 		return fsm.WorkerPatch{}, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
 	}
+	// Here, not in the catalog's apply: old log entries must still apply.
+	if err := in.CheckEndpoints(); err != nil {
+		return fsm.WorkerPatch{}, fieldError(err)
+	}
 	tenant := in.TenantID
 	if in.RoutingGroup != nil {
 		var given string

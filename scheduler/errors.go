@@ -4,7 +4,8 @@ import "errors"
 
 var (
 	// ErrNotReady: the partition has no schedulable worker (unknown model
-	// or tenant included).
+	// or tenant included: the HTTP layer asks the catalog whether it ever
+	// held a worker there, and answers unknown_partition when not).
 	ErrNotReady = errors.New("no schedulable worker")
 	// ErrOverloaded: every schedulable worker of the partition is busy
 	// (load shedding, busy.go).

@@ -60,6 +60,8 @@ func report(stderr io.Writer, cmd *cobra.Command, err error) int {
 		switch {
 		case errors.As(err, &h):
 			fmt.Fprintf(stderr, "kvselectctl: %s\n", h.hint)
+		case apiErr.Code == api.CodeUnknownPartition:
+			fmt.Fprintln(stderr, "kvselectctl: check --model and --tenant: no worker was ever registered under those names; 'kvselectctl workers list' shows the registered ones (retrying will not help)")
 		case apiErr.Code == api.CodeUnknownOutcome:
 			fmt.Fprintln(stderr, "kvselectctl: the write may or may not have been applied; catalog writes are idempotent, so it is safe to run the command again")
 		case apiErr.AfterUnknownOutcome:

@@ -31,6 +31,8 @@ func Test_ExitCodes(t *testing.T) {
 	n.Answer("POST /select", http.StatusServiceUnavailable, map[string]any{
 		"message": "Service temporarily unavailable: All workers are busy, please retry later",
 		"type":    "service_unavailable", "code": 503})
+	n.Answer("POST /select_and_reserve", http.StatusServiceUnavailable, apiErr("unknown_partition",
+		`unknown partition: no worker was ever registered for model_name "lama" tenant_id "default"`))
 	n.Mux.HandleFunc("GET /loads", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 	})
@@ -50,6 +52,9 @@ func Test_ExitCodes(t *testing.T) {
 			wantStderr: "kvselectctl: unauthorized: missing or invalid bearer token (HTTP 401)"},
 		{name: "busy body of seed 001", args: []string{"select", "--tokens", "1,2"}, wantCode: exitError,
 			wantStderr: "kvselectctl: overloaded: Service temporarily unavailable: All workers are busy, please retry later (HTTP 503)"},
+		{name: "misspelt model", args: []string{"select", "--model", "lama", "--tokens", "1,2", "--reserve", "r1"}, wantCode: exitError,
+			wantStderr: `kvselectctl: unknown_partition: unknown partition: no worker was ever registered for model_name "lama" tenant_id "default" (HTTP 503)`,
+			wantAlso:   "'kvselectctl workers list' shows the registered ones (retrying will not help)"},
 		{name: "not JSON", args: []string{"loads"}, wantCode: exitError,
 			wantStderr: "kvselectctl: bad_gateway: bad gateway (HTTP 502)"},
 		{name: "no command", wantCode: exitUsage, wantStderr: "kvselectctl: missing command",

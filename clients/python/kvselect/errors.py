@@ -29,6 +29,14 @@ class KvselectError(Exception):
         self.message = message
         self.after_unknown_outcome = after_unknown_outcome
 
+    @property
+    def unknown_partition(self) -> bool:
+        """The catalog never held a worker for the request's model_name and
+        tenant_id (wire.CODE_UNKNOWN_PARTITION): most likely a misspelt name,
+        which no retry mends, unlike wire.CODE_NOT_READY (an outage: retry
+        later or elsewhere). Both are HTTP 503."""
+        return self.code == wire.CODE_UNKNOWN_PARTITION
+
 
 class TransportError(Exception):
     """No answer: the node could not be reached, or the answer was lost.

@@ -94,6 +94,10 @@ CODE_METHOD_NOT_ALLOWED = "method_not_allowed"
 CODE_CONFLICT = "conflict"
 CODE_CAPACITY = "capacity"
 CODE_NOT_READY = "not_ready"
+# The catalog never held a worker for the model_name/tenant_id: most likely
+# a misspelt name, which no retry mends (503 like not_ready, for Dynamo's
+# clients; the message lists the partitions the catalog holds).
+CODE_UNKNOWN_PARTITION = "unknown_partition"
 CODE_OVERLOADED = "overloaded"
 CODE_NOT_LEADER = "not_leader"
 CODE_NO_LEADER = "no_leader"

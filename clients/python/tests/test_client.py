@@ -234,10 +234,21 @@ def test_error_bodies(fakes):
     n.script("POST /select", ok({"message": "Service temporarily unavailable: All workers are busy, please retry later",
                                  "type": "service_unavailable", "code": 503}, 503))
     n.script("GET /ready", ok({"ready": False, "workers": []}, 503))
+    n.script("POST /potential_loads", ok({"error": 'unknown partition: no worker was ever registered for model_name "lama"',
+                                          "code": "unknown_partition"}, 503))
+    n.script("POST /overlap_scores", ok({"error": "no schedulable worker", "code": "not_ready"}, 503))
     kv = Client(n.url)
     with pytest.raises(KvselectError) as e:
         kv.select(token_ids=[1])
     assert e.value.code == wire.CODE_OVERLOADED and e.value.status == 503 and "busy" in e.value.message
+    assert not e.value.unknown_partition
+    # A typo and an outage are both 503s; only the code tells them apart.
+    with pytest.raises(KvselectError) as e:
+        kv.potential_loads(model_name="lama", token_ids=[1])
+    assert e.value.unknown_partition and e.value.code == wire.CODE_UNKNOWN_PARTITION and '"lama"' in e.value.message
+    with pytest.raises(KvselectError) as e:
+        kv.overlap_scores(token_ids=[1])
+    assert not e.value.unknown_partition and e.value.code == wire.CODE_NOT_READY
     assert kv.ready()["ready"] is False
 
 

@@ -76,7 +76,8 @@ def test_errors_from_a_real_node(node):
     register_two(kv)
     with pytest.raises(KvselectError) as e:
         kv.select(model_name="nope", token_ids=[1, 2, 3])
-    assert e.value.code == wire.CODE_NOT_READY and e.value.status == 503
+    assert e.value.code == wire.CODE_UNKNOWN_PARTITION and e.value.status == 503 and e.value.unknown_partition
+    assert '"llama"/"default"' in e.value.message  # the partitions the catalog holds
     first = kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup")
     # A retry after a lost answer (same id, same prompt) gets the booking.
     assert kv.select_and_reserve(model_name="llama", token_ids=[1, 2, 3], reservation_id="dup") == first
