@@ -1,7 +1,7 @@
 package main
 
 // The deploy files (deploy/Dockerfile, .dockerignore and
-// deploy/kubernetes/*.yaml) run this command, so they are checked here,
+// deploy/kubernetes/) run this command, so they are checked here,
 // where the command's own flag parsing can judge the manifest's
 // arguments. Nothing is downloaded: no Kubernetes schema, no image.
 
@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -177,13 +178,31 @@ type (
 	}
 )
 
-// loadManifests reads every document of deploy/kubernetes/*.yaml.
-func loadManifests(t *testing.T) []k8sObject {
+// manifestFiles lists the manifests under deploy/kubernetes, its
+// kustomizations (kustomization.yaml) left out.
+func manifestFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	var files []string
+	err := filepath.WalkDir(manifestDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") && d.Name() != kustomizationFile {
+			files = append(files, p)
+		}
+		return err
+	})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", manifestDir, err)
 	}
+	return files
+}
+
+// kustomizationFile is the name kubectl apply -k looks for.
+const kustomizationFile = "kustomization.yaml"
+
+// loadManifests reads every document of the manifests under
+// deploy/kubernetes.
+func loadManifests(t *testing.T) []k8sObject {
+	t.Helper()
+	files := manifestFiles(t)
 	var out []k8sObject
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -205,7 +224,7 @@ func loadManifests(t *testing.T) []k8sObject {
 			if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" {
 				t.Fatalf("%s: a document without apiVersion, kind or name: %+v", f, o)
 			}
-			o.file, o.node = filepath.Base(f), &node
+			o.file, o.node = f, &node
 			out = append(out, o)
 		}
 	}
