@@ -122,9 +122,12 @@ func Test_SelectionReadyWithoutQuorum(t *testing.T) {
 			return nil
 		})
 	}
+	// Crashed, not stopped: a stopping leader hands its leadership over,
+	// and the survivor could win that election after it was seen without
+	// a leader. Crashed, they leave it no way to a leader again.
 	for _, s := range c.Live() {
 		if s != last {
-			c.Stop(c.Index(s))
+			c.Crash(c.Index(s))
 		}
 	}
 	servertest.Eventually(t, "the lone node loses its leader", func() error {
