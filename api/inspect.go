@@ -34,6 +34,10 @@ type ReadyCluster struct {
 // (waiting up to half a second for that); else 503 with Error, Code
 // (CodeNotReady) and Reason. Unlike GET /ready (SPEC §3.2: can this node
 // select?) it says nothing about workers.
+//
+// GET /readyz?for=selection (ReadyzForSelection, the pod readiness probe)
+// answers the same body, judged otherwise: Ready once CaughtUp and not
+// Recovering, and from then on without a leader or a quorum.
 type Readyz struct {
 	Ready bool `json:"ready"`
 	// Error and Code make a 503 an error answer like any other.
@@ -52,9 +56,22 @@ type Readyz struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	CatalogIndex uint64 `json:"catalog_index"`
+	// CaughtUp: since it started, this node has once applied every entry
+	// up to a commit index learned from a leader (it stays true).
+	CaughtUp bool `json:"caught_up"`
+	// Recovering: the node is still recovering its KV index from a peer
+	// (SPEC §7), as /ready says.
+	Recovering bool `json:"recovering"`
 }
 
-// Why GET /readyz answers 503, checked in this order.
+// ReadyzForSelection is the value of QueryFor that asks GET /readyz
+// whether this node can serve selections (SPEC §3.2).
+const ReadyzForSelection = "selection"
+
+// Why GET /readyz answers 503, checked in this order; ?for=selection
+// answers ReadyzShutDown, ReadyzNotMember (removed), ReadyzNoLeader,
+// ReadyzNoCommitIndex, ReadyzApplying (all three only until the node has
+// caught up once) and ReadyzRecovering.
 const (
 	// ReadyzShutDown: the node's Raft has shut down.
 	ReadyzShutDown = "shut_down"
@@ -73,6 +90,9 @@ const (
 	// ReadyzApplying: the node has not applied up to the commit index
 	// it knew when the request came, even after waiting.
 	ReadyzApplying = "applying"
+	// ReadyzRecovering: the node is still recovering its KV index from a
+	// peer's dump (?for=selection only).
+	ReadyzRecovering = "recovering"
 )
 
 // PartitionLoads is one partition of GET /loads.

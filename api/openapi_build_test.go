@@ -98,6 +98,9 @@ var (
 	qLimit = param{api.QueryLimit, "query",
 		fmt.Sprintf("Page size, 1 to %d (default %d).", api.MaxReservationsLimit, api.DefaultReservationsLimit),
 		schema{"type": "string", "pattern": "^[0-9]+$"}, false}
+	qFor = param{api.QueryFor, "query",
+		"`selection` judges whether this node can serve selections (the pod readiness probe); left out, leader-aware write readiness.",
+		schema{"type": "string", "enum": []string{api.ReadyzForSelection}}, false}
 	qCursor = param{api.QueryCursor, "query", "The next_cursor of the previous page.", schema{"type": "string"}, false}
 	hIndex  = param{api.HeaderIndex, "header",
 		"A catalog index the node must have applied before it answers (waits up to 2 s, then 503 catalog_behind): read-your-writes across nodes.",
@@ -148,10 +151,14 @@ var operations = []op{
 	{method: "GET", path: api.PathReady, id: "ready", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Readiness: can this node select?",
 		desc:  "200 when at least one worker is schedulable in this node's catalog, else 503, with the same body. Selection needs no quorum, so a node without a leader can be ready.",
 		resps: []resp{{"200", "Ready.", api.Ready{}, nil}, {"503", "Not ready (no schedulable worker).", api.Ready{}, nil}}},
-	{method: "GET", path: api.PathReadyz, id: "readyz", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Readiness for orchestrators: is this node a caught-up member?",
-		desc: "For a readiness probe (the Kubernetes manifest's): 200 when this node is a voter of the Raft configuration, a leader is known (or it leads), and it has applied every entry up to the commit index it had learned from the leader when the request came (it waits up to 0.5 s for that); else 503 not_ready, whose reason says which of these fails. " +
-			"A restarted node is not ready until the leader's first append has told it a commit index and it has applied up to it. Open like /health: a probe carries no token. Unlike /ready it says nothing about workers.",
-		resps: []resp{{"200", "A caught-up member.", api.Readyz{}, nil}, {"503", "Not ready: reason says why.", api.Readyz{}, nil}}},
+	{method: "GET", path: api.PathReadyz, id: "readyz", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "Readiness for orchestrators: a caught-up member (writes), or able to select (?for=selection)",
+		desc: "Without `for`, leader-aware write readiness for operators and scripts: 200 when this node is a voter of the Raft configuration, a leader is known (or it leads), and it has applied every entry up to the commit index it had learned from the leader when the request came (it waits up to 0.5 s for that); else 503 not_ready, whose reason says which of these fails. " +
+			"A restarted node is not ready until the leader's first append has told it a commit index and it has applied up to it. " +
+			"With `for=selection`, the pod readiness probe (the Kubernetes manifests'): 200 once the node has, since it started, caught up at least once with a leader's commit index (caught_up) and finished recovering its KV index (recovering false); from then on it stays 200 without a leader or a quorum, since selection needs neither; 503 not_ready with a reason otherwise, and on a node that shut down or was removed. " +
+			"Open like /health: a probe carries no token. Unlike /ready it says nothing about workers.",
+		params: []param{qFor},
+		resps: []resp{{"200", "Ready in the sense asked.", api.Readyz{}, nil}, {"400", "An unknown value of for.", api.Error{}, nil},
+			{"503", "Not ready: reason says why.", api.Readyz{}, nil}}},
 	{method: "GET", path: api.PathMetrics, id: "metrics", access: api.AccessSelection, where: api.RunsOnAny, tag: "health", summary: "Prometheus metrics",
 		resps: []resp{{"200", "Prometheus text exposition format.", textBody{}, nil}}},
 	{method: "GET", path: api.PathOpenAPI, id: "openapi", access: api.AccessOpen, where: api.RunsOnAny, tag: "health", summary: "This document",
@@ -377,7 +384,7 @@ var typeDocs = map[string]string{
 	"ReservationID":          "A reservation or selection id: 1 to 256 bytes of printable ASCII without '/', '?', '#', '%' or space, and not \".\" or \"..\".",
 	"Dump":                   "The index snapshot, per partition \"<model>:<tenant>\" (made unique with \"#2\", \"#3\", ... when names with ':' collide).",
 	"ClusterStatus":          "A node's view of the Raft cluster.",
-	"Readyz":                 "Whether this node is a caught-up member of the Raft cluster, with the status it was judged on; on a 503 also error, code (not_ready) and reason.",
+	"Readyz":                 "Whether this node is ready (a caught-up member of the Raft cluster; with for=selection, able to select), with the status it was judged on; on a 503 also error, code (not_ready) and reason.",
 	"NodeMeta":               "A member's published addresses.",
 	"ReplicaSyncPeerRequest": "A replica-sync peer's endpoint.",
 	"ReplicaSyncPeerAck":     "A replica-sync peer change, done.",
@@ -451,7 +458,9 @@ var fieldDocs = map[string]schema{
 	"ReadyCluster.state":            {"enum": []string{api.StateLeader, api.StateFollower, api.StateCandidate, api.StateShutdown}},
 	"Readyz.state":                  {"enum": []string{api.StateLeader, api.StateFollower, api.StateCandidate, api.StateShutdown}},
 	"Readyz.code":                   {"enum": []string{string(api.CodeNotReady)}},
-	"Readyz.reason":                 {"enum": []string{api.ReadyzShutDown, api.ReadyzNotMember, api.ReadyzNotVoter, api.ReadyzNoLeader, api.ReadyzNoCommitIndex, api.ReadyzApplying}, "description": "Why the node is not ready (the first that holds, in this order): shut_down, not_member (not in the Raft configuration), not_voter (a non-voter still being caught up), no_leader, no_commit_index (no commit index learned from the leader since it started), applying (still behind the commit index of the request's arrival after 0.5 s)."},
+	"Readyz.reason":                 {"enum": []string{api.ReadyzShutDown, api.ReadyzNotMember, api.ReadyzNotVoter, api.ReadyzNoLeader, api.ReadyzNoCommitIndex, api.ReadyzApplying, api.ReadyzRecovering}, "description": "Why the node is not ready (the first that holds, in this order): shut_down, not_member (not in the Raft configuration, or removed), not_voter (a non-voter still being caught up; not for=selection), no_leader, no_commit_index (no commit index learned from the leader since it started), applying (still behind the commit index of the request's arrival after 0.5 s); with for=selection the last three only until the node has caught up once, then recovering (its KV index is still being recovered from a peer)."},
+	"Readyz.caught_up":              {"description": "Since it started, this node has once applied every entry up to a commit index learned from a leader; it stays true."},
+	"Readyz.recovering":             {"description": "The node is still recovering its KV index from a peer's dump (as /ready says)."},
 	"Readyz.suffrage":               {"enum": []string{api.SuffrageVoter, api.SuffrageNonvoter, api.SuffrageStaging}},
 	"Readyz.commit_index":           {"description": "The commit index this node has learned from the leader (the leader's own on the leader)."},
 	"Readyz.applied_index":          {"description": "The last Raft index this node has applied."},

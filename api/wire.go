@@ -83,6 +83,9 @@ const (
 	// "model", as in the thresholds' bodies).
 	QueryModel      = "model"
 	RedirectEnabled = "true"
+	// QueryFor names what GET /readyz judges readiness for: left out,
+	// leader-aware write readiness; ReadyzForSelection, selection.
+	QueryFor = "for"
 )
 
 // Consistency levels of catalog reads.

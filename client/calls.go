@@ -65,6 +65,18 @@ func (c *Client) Readyz(ctx context.Context) (*api.Readyz, error) {
 	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReadyz, kind: read, accept: accept}, nil, &out)
 }
 
+// SelectionReadyz is GET /readyz?for=selection: can this node select
+// (what the Kubernetes manifests' readiness probe asks)? Ready once the
+// node has, since it started, caught up with a leader's commit index and
+// recovered its KV index; it stays ready without a leader or a quorum. A
+// 503 is not an error: the result's Ready is false and Reason says why.
+func (c *Client) SelectionReadyz(ctx context.Context) (*api.Readyz, error) {
+	var out api.Readyz
+	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
+	path := withQuery(api.PathReadyz, url.Values{api.QueryFor: {api.ReadyzForSelection}})
+	return &out, c.send(ctx, call{method: http.MethodGet, path: path, kind: read, accept: accept}, nil, &out)
+}
+
 // Metrics is GET /metrics, in Prometheus' text format.
 func (c *Client) Metrics(ctx context.Context) (string, error) {
 	var info ResponseInfo

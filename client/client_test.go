@@ -441,3 +441,29 @@ func Test_NextLocation(t *testing.T) {
 		}
 	}
 }
+
+// Test_SelectionReadyz: SelectionReadyz asks GET /readyz?for=selection
+// (the pod probe, SPEC §3.2), not plain /readyz, and a 503 is an answer,
+// not an error.
+func Test_SelectionReadyz(t *testing.T) {
+	n := fakenode.New(t)
+	n.Mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get(api.QueryFor) == api.ReadyzForSelection {
+			fakenode.WriteJSON(w, http.StatusOK, api.Readyz{Ready: true, CaughtUp: true})
+			return
+		}
+		fakenode.WriteJSON(w, http.StatusServiceUnavailable, api.Readyz{Reason: api.ReadyzNoLeader, Code: api.CodeNotReady, CaughtUp: true})
+	})
+	c := mustClient(t, Config{Addrs: []string{n.URL}})
+	ctx := ctxFor(t)
+	if r, err := c.SelectionReadyz(ctx); err != nil || !r.Ready || !r.CaughtUp {
+		t.Fatalf("SelectionReadyz = %+v, %v; want ready", r, err)
+	}
+	if r, err := c.Readyz(ctx); err != nil || r.Ready || r.Reason != api.ReadyzNoLeader {
+		t.Fatalf("Readyz = %+v, %v; want 503 no_leader, no error", r, err)
+	}
+	got := n.Requests("GET /readyz")
+	if len(got) != 2 || got[0].Query != "for=selection" || got[1].Query != "" {
+		t.Fatalf("requests %+v: want ?for=selection, then none", got)
+	}
+}

@@ -29,12 +29,16 @@
 // 403 forbidden). Both token files' lines are accepted. A follower
 // forwards as itself, with its own admin token.
 //
-// Two readiness routes answer two questions. GET /ready (SPEC §3.2): can
+// Readiness routes answer three questions (SPEC §3.2). GET /ready: can
 // this node select, that is, is a worker schedulable here? GET /readyz
-// (readyz.go, rqlite's name), for an orchestrator's readiness probe: is
-// this node a voter that knows a leader and has applied up to the commit
-// index it learned from it? Both are open like /health, since a probe
-// carries no token, and their 503 is an answer, not a logged failure.
+// (readyz.go, rqlite's name), for operators and scripts: is this node a
+// voter that knows a leader and has applied up to the commit index it
+// learned from it? GET /readyz?for=selection, the pod readiness probe:
+// has this node caught up with a leader once since it started, and
+// recovered its index? That one stays true without a leader (the node's
+// latch, server/readiness.go), since selection needs no quorum. All are
+// open like /health, since a probe carries no token, and their 503 is an
+// answer, not a logged failure.
 //
 // Every request is logged at DEBUG; a 5xx that is a failure is also a
 // WARN with its error. A 503 that is the node's ordinary answer is not:

@@ -118,6 +118,13 @@ type RecoveryReader interface {
 	Recovering() bool
 }
 
+// CatchUpReader reports whether the node has, since it started, caught up
+// once with a leader's commit index (server/readiness.go latches it, and
+// judges it with CatchUpReason); GET /readyz?for=selection needs that.
+type CatchUpReader interface {
+	CaughtUp() bool
+}
+
 // ListenerReader reports a worker's KV event listener per rank (nil when
 // it has none).
 type ListenerReader func(worker uint64) map[uint32]ingest.RankStatus

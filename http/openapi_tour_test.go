@@ -282,6 +282,8 @@ func TestTourMatchesOpenAPI(t *testing.T) {
 		return nil
 	})
 	tr.call("readyz", f1, "GET", "/readyz", nil, 200)
+	tr.call("readyz-selection", f1, "GET", "/readyz?for=selection", nil, 200)
+	tr.call("readyz-bad-for", f1, "GET", "/readyz?for=writes", nil, 400)
 
 	// Every operation of the document succeeded at least once.
 	done := map[string]bool{}

@@ -36,6 +36,9 @@ type Config struct {
 	// Recovery says whether the index is still being recovered from a
 	// peer (/ready's recovering; /dump refuses meanwhile); nil: never.
 	Recovery RecoveryReader
+	// CatchUp latches the node's first catch-up with a leader
+	// (/readyz?for=selection); nil: judged from the status of the moment.
+	CatchUp CatchUpReader
 	// ReplicaSync is nil when the node runs without replica sync: its
 	// routes then answer 409. Service.SetReplicaSync sets it later.
 	ReplicaSync ReplicaSync

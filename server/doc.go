@@ -11,7 +11,13 @@
 // listeners are held while it loads another member's GET /dump (or the
 // first --indexer-peers URL that answers), and start afterwards from the
 // dump's watermarks, replaying the rest from each worker. /ready reports
-// recovering meanwhile; Raft and HTTP never wait for it.
+// recovering meanwhile, and /readyz?for=selection answers 503; Raft and
+// HTTP never wait for it.
+//
+// The node latches its first catch-up with a leader's commit index
+// (readiness.go), which /readyz?for=selection, the pod readiness probe,
+// needs: after it, losing the leader or the quorum does not make the node
+// unready, since selection needs neither.
 //
 // The catalog's selection policies reach the scheduler with every change
 // that touches them (policy.go), and a node that bootstrapped the cluster

@@ -129,6 +129,9 @@ type Server struct {
 	// recovering is true from Start until the KV index recovery is over
 	// (recovery.go).
 	recovering atomic.Bool
+	// caughtUp latches the node's first catch-up with a leader
+	// (readiness.go).
+	caughtUp atomic.Bool
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
 	// auth is the admin token every part reads when it checks or sends
@@ -235,7 +238,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.api = httpd.New(httpd.Config{
 		Catalog: s.Node, Writer: s.Node, Leader: s.Node, Cluster: s.Node, Leases: s.Node,
-		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s,
+		Selector: s.Scheduler, Loads: s.Scheduler, Index: s.Indexer, Listeners: s.Ingest.Status, ReplicaSync: rs, Recovery: s, CatchUp: s,
 		Gatherer: s.Registry, Registerer: s.Registry,
 		Auth: s.auth, Selection: s.selection, Scope: cfg.AuthScope, CatalogWait: cfg.CatalogWait,
 		PeerScheme: scheme, PeerTLS: peerTLSConfig,
@@ -251,8 +254,9 @@ func Start(cfg Config) (*Server, error) {
 	if s.cert != nil {
 		s.http.TLSConfig = s.cert.serverTLS()
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.judgeStaleRanks()
+	go s.watchCatchUp()
 	go func() {
 		defer s.wg.Done()
 		serve := s.http.Serve

@@ -1,7 +1,7 @@
 package main
 
 // The deploy files (deploy/Dockerfile, .dockerignore and
-// deploy/kubernetes/*.yaml) run this command, so they are checked here,
+// deploy/kubernetes/) run this command, so they are checked here,
 // where the command's own flag parsing can judge the manifest's
 // arguments. Nothing is downloaded: no Kubernetes schema, no image.
 
@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -89,6 +91,9 @@ type (
 				Type string `yaml:"type"`
 			} `yaml:"seccompProfile"`
 		} `yaml:"securityContext"`
+		Affinity struct {
+			PodAntiAffinity *podAntiAffinity `yaml:"podAntiAffinity"`
+		} `yaml:"affinity"`
 		Containers []container `yaml:"containers"`
 		Volumes    []struct {
 			Name   string `yaml:"name"`
@@ -138,6 +143,39 @@ type (
 		} `yaml:"securityContext"`
 		VolumeMounts []volumeMount `yaml:"volumeMounts"`
 	}
+	podAntiAffinity struct {
+		Required  []podAffinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+		Preferred []struct {
+			Weight          int             `yaml:"weight"`
+			PodAffinityTerm podAffinityTerm `yaml:"podAffinityTerm"`
+		} `yaml:"preferredDuringSchedulingIgnoredDuringExecution"`
+	}
+	podAffinityTerm struct {
+		TopologyKey   string        `yaml:"topologyKey"`
+		LabelSelector labelSelector `yaml:"labelSelector"`
+	}
+	serviceMonitor struct {
+		Spec struct {
+			Selector  labelSelector `yaml:"selector"`
+			Endpoints []struct {
+				Port          string `yaml:"port"`
+				Path          string `yaml:"path"`
+				Scheme        string `yaml:"scheme"`
+				Authorization *struct {
+					Type        string `yaml:"type"`
+					Credentials struct {
+						Name string `yaml:"name"`
+						Key  string `yaml:"key"`
+					} `yaml:"credentials"`
+				} `yaml:"authorization"`
+			} `yaml:"endpoints"`
+		} `yaml:"spec"`
+	}
+	objectMeta struct {
+		Metadata struct {
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"metadata"`
+	}
 	volumeMount struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
@@ -177,13 +215,31 @@ type (
 	}
 )
 
-// loadManifests reads every document of deploy/kubernetes/*.yaml.
-func loadManifests(t *testing.T) []k8sObject {
+// manifestFiles lists the manifests under deploy/kubernetes, its
+// kustomizations (kustomization.yaml) left out.
+func manifestFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	var files []string
+	err := filepath.WalkDir(manifestDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") && d.Name() != kustomizationFile {
+			files = append(files, p)
+		}
+		return err
+	})
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", manifestDir, err)
 	}
+	return files
+}
+
+// kustomizationFile is the name kubectl apply -k looks for.
+const kustomizationFile = "kustomization.yaml"
+
+// loadManifests reads every document of the manifests under
+// deploy/kubernetes.
+func loadManifests(t *testing.T) []k8sObject {
+	t.Helper()
+	files := manifestFiles(t)
 	var out []k8sObject
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -205,7 +261,7 @@ func loadManifests(t *testing.T) []k8sObject {
 			if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" {
 				t.Fatalf("%s: a document without apiVersion, kind or name: %+v", f, o)
 			}
-			o.file, o.node = filepath.Base(f), &node
+			o.file, o.node = f, &node
 			out = append(out, o)
 		}
 	}
@@ -272,7 +328,13 @@ func Test_DeployManifest(t *testing.T) {
 			name  string
 			probe *probe
 			path  string
-		}{{"readinessProbe", c.ReadinessProbe, api.PathReadyz}, {"livenessProbe", c.LivenessProbe, api.PathHealth}} {
+		}{
+			// Selection readiness (SPEC §3.2): plain /readyz needs a leader,
+			// and a Service that routes to ready pods alone would then take
+			// selection away with the quorum.
+			{"readinessProbe", c.ReadinessProbe, api.PathReadyz + "?" + api.QueryFor + "=" + api.ReadyzForSelection},
+			{"livenessProbe", c.LivenessProbe, api.PathHealth},
+		} {
 			if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path {
 				t.Errorf("%s is not an HTTP GET of %s", p.name, p.path)
 				continue
@@ -284,11 +346,44 @@ func Test_DeployManifest(t *testing.T) {
 			if access := openAPIAccess(t, "GET", p.probe.HTTPGet.Path); access != api.AccessOpen {
 				t.Errorf("%s asks GET %s, whose access class is %q: a probe sends no token", p.name, p.probe.HTTPGet.Path, access)
 			}
+			// Every query parameter is one the API documents, with a value
+			// it takes (an unknown for= is a 400, never a 200).
+			if err := openAPIQueryValid(t, "GET", p.probe.HTTPGet.Path); err != nil {
+				t.Errorf("%s asks GET %s: %v", p.name, p.probe.HTTPGet.Path, err)
+			}
 		}
 		// /readyz waits up to half a second for the node to apply what it
 		// knew to be committed.
 		if c.ReadinessProbe != nil && c.ReadinessProbe.TimeoutSeconds < 2 {
 			t.Errorf("readinessProbe.timeoutSeconds = %d: /readyz may take 0.5 s", c.ReadinessProbe.TimeoutSeconds)
+		}
+	})
+
+	t.Run("one pod per node", func(t *testing.T) {
+		labels := set.Spec.Template.Metadata.Labels
+		if reason := requiredAntiAffinity(pod.Affinity.PodAntiAffinity, labels); reason != "" {
+			t.Errorf("the pods' anti-affinity: %s", reason)
+		}
+	})
+
+	t.Run("GOMEMLIMIT below the memory limit", func(t *testing.T) {
+		limit := quantity(t, c.Resources.Limits["memory"])
+		var soft string
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				if e.ValueFrom != nil {
+					t.Fatalf("GOMEMLIMIT from %+v: a resourceFieldRef gives the limit itself, leaving no headroom", e.ValueFrom)
+				}
+				soft = e.Value
+			}
+		}
+		if soft == "" {
+			t.Fatal("no GOMEMLIMIT: the Go runtime would not collect harder as the heap nears the container's limit")
+		}
+		b := goMemLimit(t, soft)
+		if b >= 0.95*limit || b < 0.8*limit {
+			t.Errorf("GOMEMLIMIT=%s is %.0f%% of the memory limit %s; want 80%% to 95%%: below it, headroom for what the Go runtime does not count",
+				soft, 100*b/limit, c.Resources.Limits["memory"])
 		}
 	})
 
@@ -852,4 +947,403 @@ func openAPIAccess(t *testing.T, method, path string) string {
 		}
 	}
 	return ""
+}
+
+// openAPIQueryValid checks the query of path (as a probe asks it) against
+// the operation's documented query parameters: each is documented, and
+// its value is in the parameter's enum when it has one.
+func openAPIQueryValid(t *testing.T, method, target string) error {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		return err
+	}
+	doc, err := schemacheck.ParseDocument(api.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, ok := doc.Find(method, u.Path)
+	if !ok {
+		return fmt.Errorf("no operation %s %s in the API document", method, u.Path)
+	}
+	params, _ := op.Spec["parameters"].([]any)
+	for name, values := range u.Query() {
+		var spec map[string]any
+		for _, p := range params {
+			if m, _ := p.(map[string]any); m["in"] == "query" && m["name"] == name {
+				spec = m
+			}
+		}
+		if spec == nil {
+			return fmt.Errorf("query parameter %q is not documented", name)
+		}
+		sch, _ := spec["schema"].(map[string]any)
+		enum, _ := sch["enum"].([]any)
+		for _, v := range values {
+			if len(enum) > 0 && !slices.Contains(enum, any(v)) {
+				return fmt.Errorf("%s=%q is none of %v", name, v, enum)
+			}
+		}
+	}
+	return nil
+}
+
+// requiredAntiAffinity says what keeps a from placing each pod labelled
+// labels on a node of its own, "" when nothing does.
+func requiredAntiAffinity(a *podAntiAffinity, labels map[string]string) string {
+	if a == nil {
+		return "none"
+	}
+	for _, term := range a.Required {
+		if term.TopologyKey != "kubernetes.io/hostname" {
+			continue
+		}
+		sel := term.LabelSelector
+		if len(sel.MatchLabels) == 0 || len(sel.MatchExpressions) > 0 {
+			continue
+		}
+		all := true
+		for k, v := range sel.MatchLabels {
+			all = all && labels[k] == v
+		}
+		if all {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no requiredDuringSchedulingIgnoredDuringExecution term on kubernetes.io/hostname selecting the pods (%v): "+
+		"two members on one node lose the quorum together", labels)
+}
+
+// goMemLimit parses a GOMEMLIMIT value as the Go runtime does: a number
+// of bytes, optionally followed by B, KiB, MiB, GiB or TiB.
+func goMemLimit(t *testing.T, v string) float64 {
+	t.Helper()
+	f := 1.0
+	for _, u := range []struct {
+		s string
+		f float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(v, u.s); ok {
+			v, f = n, u.f
+			break
+		}
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("GOMEMLIMIT %q: the Go runtime takes bytes with an optional B, KiB, MiB, GiB or TiB: %v", v, err)
+	}
+	return float64(n) * f
+}
+
+// Test_DeployServiceMonitor: the Prometheus operator's ServiceMonitor
+// scrapes /metrics on kvselect's HTTP port through exactly one Service,
+// one that lists every pod (ready or not), and sends a token the pods
+// accept there, from the Secret they read theirs from.
+func Test_DeployServiceMonitor(t *testing.T) {
+	objs := loadManifests(t)
+	var set statefulSet
+	find(t, objs, "StatefulSet", "kvselect", &set)
+	c := set.Spec.Template.Spec.Containers[0]
+	var sm serviceMonitor
+	var smObj k8sObject
+	for _, o := range objs {
+		if o.Kind == "ServiceMonitor" {
+			smObj = o
+		}
+	}
+	if smObj.Kind == "" {
+		t.Fatalf("no ServiceMonitor under %s", manifestDir)
+	}
+	if smObj.APIVersion != "monitoring.coreos.com/v1" {
+		t.Errorf("ServiceMonitor apiVersion %s, want monitoring.coreos.com/v1", smObj.APIVersion)
+	}
+	if err := smObj.node.Decode(&sm); err != nil {
+		t.Fatal(err)
+	}
+	var scraped []string
+	for _, o := range objs {
+		if o.Kind != "Service" {
+			continue
+		}
+		var meta objectMeta
+		if err := o.node.Decode(&meta); err != nil {
+			t.Fatal(err)
+		}
+		all := len(sm.Spec.Selector.MatchLabels) > 0 && len(sm.Spec.Selector.MatchExpressions) == 0
+		for k, v := range sm.Spec.Selector.MatchLabels {
+			all = all && meta.Metadata.Labels[k] == v
+		}
+		if all {
+			scraped = append(scraped, o.Metadata.Name)
+		}
+	}
+	if len(scraped) != 1 {
+		t.Fatalf("the ServiceMonitor selects the services %q: want one, or every pod is scraped once per service", scraped)
+	}
+	var svc service
+	find(t, objs, "Service", scraped[0], &svc)
+	if svc.Spec.ClusterIP != "None" || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("the ServiceMonitor scrapes service %s, which is not the headless one listing every pod ready or not", scraped[0])
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("%d endpoints, want one", len(sm.Spec.Endpoints))
+	}
+	ep := sm.Spec.Endpoints[0]
+	var port int
+	for _, p := range svc.Spec.Ports {
+		if p.Name == ep.Port {
+			port = p.Port
+		}
+	}
+	if port != flagPort(t, c, "port") {
+		t.Errorf("the ServiceMonitor scrapes port %q (%d) of service %s, kvselect serves HTTP on %d", ep.Port, port, scraped[0], flagPort(t, c, "port"))
+	}
+	if ep.Path != api.PathMetrics || (ep.Scheme != "" && ep.Scheme != "http") {
+		t.Errorf("the ServiceMonitor scrapes %s://...%s, want http ...%s", ep.Scheme, ep.Path, api.PathMetrics)
+	}
+	// The pods guard /metrics with --auth-scope all; the scrape must send
+	// a token they accept there, from their own Secret.
+	access := openAPIAccess(t, "GET", api.PathMetrics)
+	if access == api.AccessOpen {
+		return
+	}
+	args, _ := expandArgs(t, c, "kvselect-0", "default")
+	accepted := map[string]bool{} // Secret keys of the tokens /metrics accepts
+	for _, v := range set.Spec.Template.Spec.Volumes {
+		if v.Secret == nil || v.Secret.SecretName != "kvselect-auth" {
+			continue
+		}
+		for _, it := range v.Secret.Items {
+			for _, flag := range []string{"auth-token-file", "selection-token-file"} {
+				if flag == "selection-token-file" && access != api.AccessSelection && access != api.AccessWorker {
+					continue
+				}
+				if m, ok := mountFor(c, flagValue(t, args, flag)); ok && m.Name == v.Name &&
+					strings.TrimPrefix(flagValue(t, args, flag), m.MountPath+"/") == it.Path {
+					accepted[it.Key] = true
+				}
+			}
+		}
+	}
+	a := ep.Authorization
+	if a == nil || a.Type != "Bearer" || a.Credentials.Name != "kvselect-auth" || !accepted[a.Credentials.Key] {
+		t.Errorf("GET /metrics is %q access: the scrape must send the Bearer token of Secret kvselect-auth, key one of %v; it has %+v",
+			access, accepted, a)
+	}
+	if a != nil && a.Credentials.Key != "selection-token" && accepted["selection-token"] {
+		t.Errorf("the scrape sends key %q; the selection token, which can do less, suffices", a.Credentials.Key)
+	}
+}
+
+// kustomization is the part of a kustomization.yaml the tests read.
+type kustomization struct {
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Resources  []string `yaml:"resources"`
+	Components []string `yaml:"components"`
+	Patches    []struct {
+		Target struct {
+			Group   string `yaml:"group"`
+			Version string `yaml:"version"`
+			Kind    string `yaml:"kind"`
+			Name    string `yaml:"name"`
+		} `yaml:"target"`
+		Patch string `yaml:"patch"`
+		Path  string `yaml:"path"`
+	} `yaml:"patches"`
+}
+
+// readKustomization reads dir's kustomization.yaml, refusing fields the
+// tests do not know (kubectl would take them; the checks below would
+// not see them).
+func readKustomization(t *testing.T, dir string) kustomization {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, kustomizationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&k); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	return k
+}
+
+// Test_DeployKustomizations checks the kustomize layout kubectl apply -k
+// builds: the base holds the cluster but never the token Secret; every
+// reference resolves as kustomize resolves it (files inside the
+// kustomization's directory, directories that hold a kustomization and do
+// not contain the referrer); every manifest is reachable from a variant;
+// the kind overlay relaxes exactly the anti-affinity, to a preference.
+func Test_DeployKustomizations(t *testing.T) {
+	base := filepath.Join(manifestDir, "base")
+	variants := []string{
+		base, // production: one pod per node
+		filepath.Join(manifestDir, "overlays", "kind"),       // one-node dev clusters
+		filepath.Join(manifestDir, "overlays", "monitoring"), // the base and a ServiceMonitor
+	}
+	reached := map[string]bool{}
+	var walk func(dir string, component bool, seen []string)
+	walk = func(dir string, component bool, seen []string) {
+		k := readKustomization(t, dir)
+		wantAPI, wantKind := "kustomize.config.k8s.io/v1beta1", "Kustomization"
+		if component {
+			wantAPI, wantKind = "kustomize.config.k8s.io/v1alpha1", "Component"
+		}
+		if k.APIVersion != wantAPI || k.Kind != wantKind {
+			t.Errorf("%s: %s %s, want %s %s", dir, k.APIVersion, k.Kind, wantAPI, wantKind)
+		}
+		refs := append(slices.Clone(k.Resources), k.Components...)
+		for i, ref := range refs {
+			p := filepath.Join(dir, ref)
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Errorf("%s refers to %s: %v", dir, ref, err)
+				continue
+			}
+			if !st.IsDir() {
+				// kustomize loads files from inside the kustomization's
+				// own directory only (LoadRestrictionsRootOnly).
+				if rel, err := filepath.Rel(dir, p); err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s refers to the file %s outside its directory: kustomize refuses it", dir, ref)
+				}
+				if i >= len(k.Resources) {
+					t.Errorf("%s lists the file %s as a component", dir, ref)
+				}
+				reached[p] = true
+				continue
+			}
+			// A directory is a kustomization kustomize builds first; it may
+			// not contain one on the way here (kustomize: cycle detected).
+			for _, s := range append(seen, dir) {
+				if rel, err := filepath.Rel(p, s); err == nil && !strings.HasPrefix(rel, "..") {
+					t.Errorf("%s refers to %s, which contains %s: kustomize refuses the cycle", dir, ref, s)
+					return
+				}
+			}
+			walk(p, i >= len(k.Resources), append(seen, dir))
+		}
+	}
+	for _, dir := range variants {
+		walk(dir, false, nil)
+	}
+	for _, f := range manifestFiles(t) {
+		// The Secret stays out of every variant: applying one again must
+		// never reset the tokens.
+		if filepath.Base(f) == "kvselect-auth.yaml" {
+			if reached[f] {
+				t.Errorf("a variant applies %s: applying it again would reset the tokens", f)
+			}
+			continue
+		}
+		if !reached[f] {
+			t.Errorf("%s is in no variant's kustomization", f)
+		}
+	}
+	if k := readKustomization(t, base); !slices.Contains(k.Resources, "kvselect.yaml") || len(k.Patches) > 0 {
+		t.Errorf("the base: resources %q, %d patches; want kvselect.yaml as it is", k.Resources, len(k.Patches))
+	}
+
+	// The kind overlay's patch, applied to the base's StatefulSet.
+	kind := readKustomization(t, filepath.Join(manifestDir, "overlays", "kind"))
+	if len(kind.Patches) != 1 {
+		t.Fatalf("overlays/kind has %d patches, want the anti-affinity's alone", len(kind.Patches))
+	}
+	p := kind.Patches[0]
+	if p.Target.Kind != "StatefulSet" || p.Target.Name != "kvselect" || p.Path != "" {
+		t.Fatalf("overlays/kind patches %+v (path %q), want the StatefulSet kvselect, inline", p.Target, p.Path)
+	}
+	var ops []struct {
+		Op    string    `yaml:"op"`
+		Path  string    `yaml:"path"`
+		Value yaml.Node `yaml:"value"`
+	}
+	if err := yaml.Unmarshal([]byte(p.Patch), &ops); err != nil {
+		t.Fatalf("overlays/kind's patch is no JSON patch: %v", err)
+	}
+	const affinityPath = "/spec/template/spec/affinity/podAntiAffinity"
+	if len(ops) != 1 || ops[0].Op != "replace" || ops[0].Path != affinityPath {
+		t.Fatalf("overlays/kind's patch %+v: want one replace of %s", ops, affinityPath)
+	}
+	objs := loadManifests(t)
+	var set statefulSet
+	find(t, objs, "StatefulSet", "kvselect", &set)
+	if set.Spec.Template.Spec.Affinity.PodAntiAffinity == nil {
+		t.Fatalf("the base has no %s for the kind overlay to replace: kustomize would fail", affinityPath)
+	}
+	var relaxed podAntiAffinity
+	if err := ops[0].Value.Decode(&relaxed); err != nil {
+		t.Fatal(err)
+	}
+	labels := set.Spec.Template.Metadata.Labels
+	if len(relaxed.Required) > 0 || requiredAntiAffinity(&relaxed, labels) == "" {
+		t.Errorf("overlays/kind still requires one pod per node: %+v", relaxed)
+	}
+	spread := false
+	for _, pref := range relaxed.Preferred {
+		relaxedTerm := podAntiAffinity{Required: []podAffinityTerm{pref.PodAffinityTerm}}
+		spread = spread || pref.Weight > 0 && requiredAntiAffinity(&relaxedTerm, labels) == ""
+	}
+	if !spread {
+		t.Errorf("overlays/kind no longer prefers spreading the pods over nodes: %+v", relaxed)
+	}
+}
+
+// Test_DeployKustomizeBuild builds each variant with kubectl kustomize,
+// as kubectl apply -k would, where kubectl is installed (nothing is
+// installed or fetched for it; Test_DeployKustomizations checks the
+// layout without it): each builds, none holds the token Secret, the
+// ServiceMonitor is the monitoring variant's alone, and the pods are
+// required to spread over nodes except on kind.
+func Test_DeployKustomizeBuild(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed")
+	}
+	for _, v := range []struct {
+		dir            string
+		spread         bool // one pod per node, required
+		serviceMonitor bool
+	}{
+		{"base", true, false},
+		{"overlays/kind", false, false},
+		{"overlays/monitoring", true, true},
+	} {
+		t.Run(v.dir, func(t *testing.T) {
+			out, err := exec.Command(kubectl, "kustomize", filepath.Join(manifestDir, filepath.FromSlash(v.dir))).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl kustomize %s: %v\n%s", v.dir, err, out)
+			}
+			dec := yaml.NewDecoder(bytes.NewReader(out))
+			kinds := map[string]int{}
+			var set statefulSet
+			for {
+				var node yaml.Node
+				if err := dec.Decode(&node); errors.Is(err, io.EOF) {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				var o k8sObject
+				if err := node.Decode(&o); err != nil {
+					t.Fatal(err)
+				}
+				kinds[o.Kind]++
+				if o.Kind == "StatefulSet" {
+					if err := node.Decode(&set); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if kinds["StatefulSet"] != 1 || kinds["Secret"] != 0 || (kinds["ServiceMonitor"] == 1) != v.serviceMonitor {
+				t.Errorf("objects %v: want one StatefulSet, no Secret, a ServiceMonitor %v", kinds, v.serviceMonitor)
+			}
+			reason := requiredAntiAffinity(set.Spec.Template.Spec.Affinity.PodAntiAffinity, set.Spec.Template.Metadata.Labels)
+			if (reason == "") != v.spread {
+				t.Errorf("one pod per node required: %v, want %v (%s)", reason == "", v.spread, reason)
+			}
+		})
+	}
 }

@@ -267,6 +267,15 @@ class Client:
         "reason" says why."""
         return self._do(_Call("GET", wire.PATH_READYZ, None, _READ, accept=lambda s: s in (200, 503)), timeout)
 
+    def selection_readyz(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """GET /readyz?for=selection: can this node select (what the
+        Kubernetes readiness probe asks)? Ready once it has, since it
+        started, caught up with a leader's commit and recovered its KV
+        index; it stays ready without a leader or a quorum. A 503 is not
+        an error: "ready" is False and "reason" says why."""
+        path = wire.PATH_READYZ + _query({wire.QUERY_FOR: wire.READYZ_FOR_SELECTION})
+        return self._do(_Call("GET", path, None, _READ, accept=lambda s: s in (200, 503)), timeout)
+
     def metrics(self, *, timeout: Optional[float] = None) -> str:
         """The Prometheus text of GET /metrics."""
         self._do(_Call("GET", wire.PATH_METRICS, None, _READ), timeout, decode=False)

@@ -37,6 +37,10 @@ QUERY_LIMIT = "limit"
 QUERY_CURSOR = "cursor"
 # The model of DELETE /busy_threshold.
 QUERY_MODEL = "model"
+# What GET /readyz judges readiness for: READYZ_FOR_SELECTION, or left out
+# (leader-aware write readiness).
+QUERY_FOR = "for"
+READYZ_FOR_SELECTION = "selection"
 
 # Consistency levels of catalog reads (QUERY_CONSISTENCY).
 CONSISTENCY_LOCAL = "local"

@@ -97,6 +97,8 @@ def test_errors_from_a_real_node(node):
 def test_leases_and_readyz(node):
     kv = Client(node)
     assert kv.readyz()["ready"] is True
+    ready = kv.selection_readyz()
+    assert ready["ready"] is True and ready["caught_up"] is True and ready["recovering"] is False
     kv.register_worker(31, model_name="leased", endpoint="http://w31:8000", block_size=16,
                        kv_events_endpoint="tcp://127.0.0.1:1", lease_ttl_s=60)
     kv.register_worker(32, model_name="leased", endpoint="http://w32:8000", block_size=16,
@@ -120,6 +122,7 @@ ROUTES = [
     ("health", lambda kv: kv.health(), "GET", "/health"),
     ("ready", lambda kv: kv.ready(), "GET", "/ready"),
     ("readyz", lambda kv: kv.readyz(), "GET", "/readyz"),
+    ("selection_readyz", lambda kv: kv.selection_readyz(), "GET", "/readyz"),
     ("keep_alive", lambda kv: kv.keep_alive(7), "POST", "/workers/{id}/keepalive"),
     ("keep_alive_many", lambda kv: kv.keep_alive_many([7, 8]), "POST", "/workers/keepalive"),
     ("metrics", lambda kv: kv.metrics(), "GET", "/metrics"),
