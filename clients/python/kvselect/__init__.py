@@ -22,6 +22,7 @@ has TypedDicts of the main ones (Selection, Reservation, Worker, ...).
 
 from .answers import (KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Policies, Policy, PolicyWritten, RankLoad,
                       Reservation, ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
+from ._version import __version__
 from .client import Client, ResponseInfo
 from .errors import KvselectError, TransportError
 from . import answers, wire
@@ -29,4 +30,3 @@ from . import answers, wire
 __all__ = ["Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads", "Policies", "Policy",
            "PolicyWritten", "RankLoad", "Reservation", "ReservationInfo", "ReservationPage", "ResponseInfo", "Selection",
            "TransportError", "Worker", "WorkerWritten", "answers", "wire"]
-__version__ = "0.5.0"

@@ -41,6 +41,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from . import wire
+from ._version import __version__
 from .answers import (BusyThreshold, BusyThresholds, KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Policies,
                       PolicyWritten, Reservation, ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
 from .errors import KvselectError, TransportError, decode_error
@@ -59,6 +60,8 @@ _FIRST_BACKOFF = 0.05
 _MAX_BACKOFF = 1.0
 
 Json = Any
+
+_USER_AGENT = "kvselect-python/" + __version__
 
 
 @dataclass
@@ -710,7 +713,7 @@ class Client:
         else:
             conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
         target = (u.path or "/") + ("?" + u.query if u.query else "")
-        headers = {"Accept": "application/json", "User-Agent": "kvselect-python/0.5.0"}
+        headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         if call.body is not None:
             headers["Content-Type"] = "application/json"
         if self._token:
