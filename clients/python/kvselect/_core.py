@@ -45,7 +45,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 from urllib.parse import urljoin, urlsplit
 
 from . import wire
@@ -141,6 +141,7 @@ class Pause:
 
 
 T = TypeVar("T")
+C = TypeVar("C", bound="Core")
 Steps = Generator[Union[RoundTrip, Pause], Optional[Answer], T]
 
 
@@ -229,7 +230,7 @@ class Core:
         self._ssl = ssl_context(self._ca_file)
 
     @classmethod
-    def from_env(cls: Any, addrs: Union[str, Sequence[str], None] = None, **kwargs: Any) -> Any:
+    def from_env(cls: Type[C], addrs: Union[str, Sequence[str], None] = None, **kwargs: Any) -> C:
         """A client configured as kvselectctl is: the addresses from
         KVSELECT_ADDR (unless given), the token from KVSELECT_TOKEN or
         KVSELECT_TOKEN_FILE (not both) and the CA from KVSELECT_CA_FILE,
