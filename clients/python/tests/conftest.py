@@ -157,6 +157,12 @@ def kvsim(tmp_path, node) -> Iterator[str]:
 Handler = Callable[["FakeNode", BaseHTTPRequestHandler], Tuple[int, Dict[str, str], object]]
 
 
+class _Server(ThreadingHTTPServer):
+    # Room for a burst of concurrent connections (the asyncio client's
+    # tests open dozens at once; the default backlog is 5).
+    request_queue_size = 128
+
+
 class FakeNode:
     """An HTTP server whose answers a test scripts per route ("POST
     /workers"): each route has a list of answers, the last one repeating.
@@ -220,7 +226,7 @@ class FakeNode:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = _Server(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self.thread.start()
