@@ -51,7 +51,8 @@ import os
 import ssl
 import sys
 import uuid
-from typing import Any, AsyncGenerator, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence,
+                    Tuple, TypeVar)
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -64,6 +65,8 @@ except ImportError:  # Ray is optional: the handling logic below runs without it
     serve = None
 
 log = logging.getLogger("kvselect.ray_serve_ingress")
+
+T = TypeVar("T")
 
 # vLLM's OpenAI server pins a request to a data-parallel rank by this header.
 DP_RANK_HEADER = "X-data-parallel-rank"
@@ -240,7 +243,7 @@ async def _sse_events(url: str, body: Dict[str, Any], headers: Dict[str, str], t
     u = urlsplit(url)
     https = u.scheme == "https"
     port = u.port or (443 if https else 80)
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+    reader, writer = await _within(asyncio.open_connection(
         u.hostname, port, ssl=(ctx or True) if https else None), timeout)
     try:
         raw = json.dumps(body).encode()
@@ -249,7 +252,7 @@ async def _sse_events(url: str, body: Dict[str, Any], headers: Dict[str, str], t
         head += [f"{k}: {v}" for k, v in headers.items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + raw)
         await writer.drain()
-        status, chunked = await asyncio.wait_for(_read_head(reader), timeout)
+        status, chunked = await _within(_read_head(reader), timeout)
         pending = b""
         async for data in _body(reader, chunked, timeout):
             if status != 200:
@@ -263,6 +266,23 @@ async def _sse_events(url: str, body: Dict[str, Any], headers: Dict[str, str], t
             raise EngineError(status, pending.decode("utf-8", "replace")[:500])
     finally:
         writer.close()
+
+
+async def _within(work: Awaitable[T], timeout: float) -> T:
+    """work's result, or asyncio.TimeoutError after timeout seconds.
+    asyncio.wait_for would do, but before Python 3.12 it can swallow the
+    cancellation of a request whose read just completed, and the request
+    would go on after Serve cancelled it."""
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        raise asyncio.TimeoutError()
+    return task.result()
 
 
 async def _read_head(reader: asyncio.StreamReader) -> Tuple[int, bool]:
@@ -282,13 +302,13 @@ async def _body(reader: asyncio.StreamReader, chunked: bool, timeout: float) -> 
     closes the connection (we asked it to)."""
     while True:
         if chunked:
-            size = int((await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)).split(b";")[0], 16)
+            size = int((await _within(reader.readuntil(b"\r\n"), timeout)).split(b";")[0], 16)
             if size == 0:
                 return
-            data = await asyncio.wait_for(reader.readexactly(size + 2), timeout)
+            data = await _within(reader.readexactly(size + 2), timeout)
             yield data[:-2]
         else:
-            data = await asyncio.wait_for(reader.read(65536), timeout)
+            data = await _within(reader.read(65536), timeout)
             if not data:
                 return
             yield data

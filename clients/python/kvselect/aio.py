@@ -9,8 +9,8 @@
         await kv.free(sel["reservation_id"])
 
 It never blocks the event loop: HTTP/1.1 over asyncio streams, TLS by
-asyncio.open_connection, time limits by asyncio.wait_for, pauses by
-asyncio.sleep. It keeps connections open between calls (keep-alive), at
+asyncio.open_connection, time limits by asyncio.wait (not wait_for, which
+before Python 3.12 can swallow a cancellation), pauses by asyncio.sleep. It keeps connections open between calls (keep-alive), at
 most max_connections per node at once, so many coroutines can select
 concurrently on a few sockets.
 
@@ -29,7 +29,7 @@ import io
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import _calls
@@ -315,7 +315,7 @@ class AsyncClient(Core):
         timeout = call.time_left(self._timeout)
         progress = _Progress()
         try:
-            return await asyncio.wait_for(self._attempt(url, call, progress), timeout)
+            return await _within(self._attempt(url, call, progress), timeout)
         except asyncio.TimeoutError as e:
             raise TransportError(f"{call.method} {url}: no answer within {timeout:.3g}s", sent=progress.sent) from e
 
@@ -377,6 +377,26 @@ class AsyncClient(Core):
         if call.body is not None or call.method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body)}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+async def _within(work: Awaitable[T], timeout: float) -> T:
+    """work's result, or asyncio.TimeoutError once timeout seconds have
+    passed (work is then cancelled and awaited). Unlike asyncio.wait_for
+    before Python 3.12, a cancellation of the caller always propagates,
+    even when work finished in the same loop iteration: a cancelled
+    request handler or lease keeper stops."""
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task})
+        raise asyncio.TimeoutError()
+    return task.result()
 
 
 @dataclass

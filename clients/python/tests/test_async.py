@@ -248,3 +248,31 @@ def test_user_agent_names_the_release(fakes, make):
     else:
         asyncio.run(call_async())
     assert fake.requests("GET /health")[0]["ua"] == "kvselect-python/" + kvselect.__version__
+
+
+def test_cancelling_a_call_whose_answer_just_came_still_cancels_it(fakes):
+    """asyncio.wait_for before Python 3.12 returns the result, swallowing
+    the cancellation, when the awaited work finished in the same loop
+    iteration the caller was cancelled in: a LeaseKeeper or request
+    handler cancelled at that moment would run on. The client's time
+    limit must not do that."""
+    from kvselect._core import Answer
+
+    async def main():
+        kv = AsyncClient(fakes().url)
+        answered = asyncio.Event()
+
+        async def attempt(url, call, progress):
+            await answered.wait()
+            return Answer(node="", url=url, status=200, headers={}, body=b"{}")
+
+        kv._attempt = attempt
+        call = asyncio.ensure_future(kv.health())
+        for _ in range(5):  # the call and its attempt reach their awaits
+            await asyncio.sleep(0)
+        answered.set()  # the attempt finishes in the next iteration...
+        call.cancel()  # ...in which the caller learns it is cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(main())
