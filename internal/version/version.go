@@ -12,7 +12,7 @@ import (
 // -X ....Commit=..." (make build VERSION=v1.2.3). Without Commit, the Go
 // toolchain's VCS stamp is used when the build has one.
 var (
-	Version = "0.4.0-dev"
+	Version = "0.5.0-dev"
 	Commit  = ""
 )
 
@@ -45,7 +45,7 @@ func Get() Info {
 }
 
 // String is the one-line form --version prints after the binary's name:
-// "0.4.0-dev (commit 1a2b3c4d5e6f, go1.26.8)".
+// "0.5.0-dev (commit 1a2b3c4d5e6f, go1.26.8)".
 func (i Info) String() string {
 	commit := "unknown"
 	if i.Commit != "" {

@@ -3,7 +3,8 @@
 The client mirrors kvselect's Go client (package client): node affinity for
 bookings, writes through the home node with leader following, retries only
 where they are safe, and session consistency (read your own writes on any
-node). Standard library only; Python 3.9 or later.
+node). Standard library only; Python 3.9 or later. AsyncClient has the
+same methods as coroutines, for asyncio (Ray Serve, FastAPI).
 
     from kvselect import Client
 
@@ -22,11 +23,12 @@ has TypedDicts of the main ones (Selection, Reservation, Worker, ...).
 
 from .answers import (KeepAliveAnswer, Lease, NodeMeta, PartitionLoads, Policies, Policy, PolicyWritten, RankLoad,
                       Reservation, ReservationInfo, ReservationPage, Selection, Worker, WorkerWritten)
+from ._version import __version__
+from .aio import AsyncClient
 from .client import Client, ResponseInfo
 from .errors import KvselectError, TransportError
 from . import answers, wire
 
-__all__ = ["Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads", "Policies", "Policy",
-           "PolicyWritten", "RankLoad", "Reservation", "ReservationInfo", "ReservationPage", "ResponseInfo", "Selection",
-           "TransportError", "Worker", "WorkerWritten", "answers", "wire"]
-__version__ = "0.5.0"
+__all__ = ["AsyncClient", "Client", "KeepAliveAnswer", "KvselectError", "Lease", "NodeMeta", "PartitionLoads",
+           "Policies", "Policy", "PolicyWritten", "RankLoad", "Reservation", "ReservationInfo", "ReservationPage",
+           "ResponseInfo", "Selection", "TransportError", "Worker", "WorkerWritten", "__version__", "answers", "wire"]

@@ -7,6 +7,9 @@ $KVSELECT_BIN_DIR.
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import json
 import os
 import shutil
@@ -25,6 +28,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+
+import kvselect  # noqa: E402
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 BIN_DIR = os.environ.get("KVSELECT_BIN_DIR", os.path.join(REPO, "bin"))
 
@@ -152,18 +157,27 @@ def kvsim(tmp_path, node) -> Iterator[str]:
 Handler = Callable[["FakeNode", BaseHTTPRequestHandler], Tuple[int, Dict[str, str], object]]
 
 
+class _Server(ThreadingHTTPServer):
+    # Room for a burst of concurrent connections (the asyncio client's
+    # tests open dozens at once; the default backlog is 5).
+    request_queue_size = 128
+
+
 class FakeNode:
     """An HTTP server whose answers a test scripts per route ("POST
     /workers"): each route has a list of answers, the last one repeating.
-    An answer is (status, headers, body), "hangup", or ("slow", seconds,
-    answer). Unscripted routes get default (404 when None). Every request
-    is recorded."""
+    An answer is (status, headers, body), "hangup", ("slow", seconds,
+    answer), or a function called in the request's thread that returns
+    one. Unscripted routes get default (404 when None). Every request is
+    recorded, with the client's port (peer: which connection carried it).
+    drop_connections() closes every connection the server holds open."""
 
     def __init__(self) -> None:
         self.routes: Dict[str, List[object]] = {}
         self.default: Optional[object] = None
         self.got: List[Dict[str, str]] = []
         self.lock = threading.Lock()
+        self.conns: List[socket.socket] = []
         fake = self
 
         class H(BaseHTTPRequestHandler):
@@ -177,11 +191,16 @@ class FakeNode:
                 with fake.lock:
                     fake.got.append({"route": route, "query": query, "body": body,
                                      "auth": self.headers.get("Authorization") or "",
-                                     "index": self.headers.get("X-Kvselect-Index") or ""})
+                                     "index": self.headers.get("X-Kvselect-Index") or "",
+                                     "ua": self.headers.get("User-Agent") or "", "peer": self.client_address[1]})
+                    if self.connection not in fake.conns:
+                        fake.conns.append(self.connection)
                     seq = fake.routes.get(route)
                     n = sum(1 for g in fake.got if g["route"] == route)
                     answer = seq[min(n, len(seq)) - 1] if seq else (
                         fake.default or (404, {}, {"error": "no such route", "code": "not_found"}))
+                if callable(answer):
+                    answer = answer()
                 if isinstance(answer, tuple) and answer[0] == "slow":
                     time.sleep(answer[1])
                     answer = answer[2]
@@ -207,7 +226,7 @@ class FakeNode:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = _Server(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self.thread.start()
@@ -219,7 +238,17 @@ class FakeNode:
         with self.lock:
             return [g for g in self.got if g["route"] == route]
 
+    def drop_connections(self) -> None:
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def close(self) -> None:
+        self.drop_connections()
         self.server.shutdown()
         self.server.server_close()
 
@@ -236,6 +265,69 @@ def fakes() -> Iterator[Callable[[], FakeNode]]:
     yield make
     for f in made:
         f.close()
+
+
+class BlockingAsyncClient:
+    """kvselect.AsyncClient driven from synchronous test code, so that the
+    tests written for Client run unchanged against the asyncio client:
+    each coroutine method runs to completion on this object's own event
+    loop; everything else is the AsyncClient's. last_response is read in
+    the task that made the call (where the AsyncClient records it)."""
+
+    wrapped = kvselect.AsyncClient
+    made: List["BlockingAsyncClient"] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self._bind(kvselect.AsyncClient(*args, **kwargs))
+
+    @classmethod
+    def from_env(cls, *args: object, **kwargs: object) -> "BlockingAsyncClient":
+        obj = cls.__new__(cls)
+        obj._bind(kvselect.AsyncClient.from_env(*args, **kwargs))
+        return obj
+
+    def _bind(self, inner: "kvselect.AsyncClient") -> None:
+        self.__dict__.update(inner=inner, loop=asyncio.new_event_loop(), last_response=None)
+        BlockingAsyncClient.made.append(self)
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") or name in ("inner", "loop", "last_response"):
+            raise AttributeError(name)
+        attr = getattr(self.inner, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        async def call(*args: object, **kwargs: object) -> object:
+            try:
+                return await attr(*args, **kwargs)
+            finally:
+                self.__dict__["last_response"] = self.inner.last_response
+
+        return functools.wraps(attr)(lambda *a, **kw: self.loop.run_until_complete(call(*a, **kw)))
+
+    def __getstate__(self) -> dict:
+        return {"inner": self.inner}
+
+    def __setstate__(self, state: dict) -> None:
+        self._bind(state["inner"])
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.inner.aclose())
+        self.loop.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def Client(request):  # noqa: N802 (it stands for the class)
+    """The client class under test: kvselect.Client, then
+    kvselect.AsyncClient (as a BlockingAsyncClient); every client the test
+    made is closed after it."""
+    if request.param == "sync":
+        yield kvselect.Client
+        return
+    BlockingAsyncClient.made = []
+    yield BlockingAsyncClient
+    for c in BlockingAsyncClient.made:
+        c.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kvselect import Client, KvselectError, TransportError, wire
+from kvselect import KvselectError, TransportError, wire
 
 STORED = {"worker_id": 7, "model_name": "llama", "tenant_id": "default", "lifecycle": "schedulable", "catalog_index": 12}
 
@@ -26,7 +26,7 @@ def status_of(node_id: str, state: str, leader_id: str, leader_http: str):
                "members": []})
 
 
-def test_write_through_home(fakes):
+def test_write_through_home(Client, fakes):
     a = fakes()
     a.script("POST /workers", ok(STORED, 201, X_Kvselect_Index="12", X_Kvselect_Served_By="n3"))
     kv = Client([a.url], token="s3cret")
@@ -39,7 +39,7 @@ def test_write_through_home(fakes):
     assert not a.requests("GET /cluster/status")
 
 
-def test_leader_following(fakes):
+def test_leader_following(Client, fakes):
     a, b = fakes(), fakes()
     a.script("POST /workers", err(wire.CODE_NO_LEADER))
     a.script("GET /cluster/status", status_of("a", "follower", "b", b.url.removeprefix("http://")))
@@ -50,7 +50,7 @@ def test_leader_following(fakes):
     assert kv.last_response.served_by == "b"
 
 
-def test_unreachable_leader_address_goes_back_through_home(fakes, dead_addr):
+def test_unreachable_leader_address_goes_back_through_home(Client, fakes, dead_addr):
     a = fakes()
     a.script("POST /workers", err(wire.CODE_NOT_LEADER), ok(STORED, 201, X_Kvselect_Served_By="c"))
     a.script("GET /cluster/status", status_of("a", "follower", "c", dead_addr.removeprefix("http://")))
@@ -59,7 +59,7 @@ def test_unreachable_leader_address_goes_back_through_home(fakes, dead_addr):
     assert len(a.requests("POST /workers")) == 2
 
 
-def test_home_moves_past_dead_nodes(fakes, dead_addr):
+def test_home_moves_past_dead_nodes(Client, fakes, dead_addr):
     a, b = fakes(), fakes()
     for n in (a, b):
         n.script("GET /loads", ok([]))
@@ -80,7 +80,7 @@ def test_home_moves_past_dead_nodes(fakes, dead_addr):
     (["hangup", ok(STORED)], 2, None, False),
     ([err(wire.CODE_CONFLICT, "no", 409)], 1, "conflict", False),
 ])
-def test_delete_retries(fakes, answers, tries, code, after_unknown):
+def test_delete_retries(Client, fakes, answers, tries, code, after_unknown):
     n = fakes()
     n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
     n.script("DELETE /workers/7", *answers)
@@ -94,7 +94,7 @@ def test_delete_retries(fakes, answers, tries, code, after_unknown):
     assert len(n.requests("DELETE /workers/7")) == tries
 
 
-def test_gives_up_after_retry_timeout(fakes):
+def test_gives_up_after_retry_timeout(Client, fakes):
     n = fakes()
     n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
     n.script("DELETE /workers/7", err(wire.CODE_NOT_LEADER))
@@ -103,7 +103,7 @@ def test_gives_up_after_retry_timeout(fakes):
     assert e.value.code == wire.CODE_NOT_LEADER and len(n.requests("DELETE /workers/7")) >= 2
 
 
-def test_step_down_is_never_sent_twice(fakes):
+def test_step_down_is_never_sent_twice(Client, fakes):
     n = fakes()
     n.script("POST /cluster/stepdown", err(wire.CODE_UNKNOWN_OUTCOME), ok({}))
     with pytest.raises(KvselectError) as e:
@@ -117,7 +117,7 @@ def test_step_down_is_never_sent_twice(fakes):
     assert len(m.requests("POST /cluster/stepdown")) == 1
 
 
-def test_set_metadata_is_a_retried_catalog_write(fakes):
+def test_set_metadata_is_a_retried_catalog_write(Client, fakes):
     n = fakes()
     meta = {"id": "n2", "http_addr": "h2:8092", "replica_sync": "tcp://h2:5600"}
     n.script("POST /cluster/metadata", err(wire.CODE_UNKNOWN_OUTCOME), ok(meta, X_Kvselect_Index="30"))
@@ -130,7 +130,7 @@ def test_set_metadata_is_a_retried_catalog_write(fakes):
     assert json.loads(n.requests("POST /cluster/metadata")[-1]["body"]) == {"id": "n2", "http_addr": "h2:8092"}
 
 
-def test_policy_calls_on_the_wire(fakes):
+def test_policy_calls_on_the_wire(Client, fakes):
     """set_policy sends booleans as JSON booleans and numbers as numbers;
     delete_policy names the entry in the query (a model name has '/');
     both are catalog writes, sent again after an unknown outcome."""
@@ -153,7 +153,7 @@ def test_policy_calls_on_the_wire(fakes):
         "model_name=org%2Fllama", "model_name=%2A", "model_name=org%2Fllama&tenant_id=t"]
 
 
-def test_call_timeout(fakes):
+def test_call_timeout(Client, fakes):
     n = fakes()
     n.script("GET /health", ("slow", 0.5, ok({"status": "ok"})))
     # A call's timeout overrides the client's, longer or shorter.
@@ -174,7 +174,7 @@ def test_call_timeout(fakes):
     assert len(n.requests("GET /health")) == 2
 
 
-def test_call_timeout_bounds_leader_retries(fakes):
+def test_call_timeout_bounds_leader_retries(Client, fakes):
     n = fakes()
     n.script("GET /cluster/status", status_of("a", "leader", "a", n.url.removeprefix("http://")))
     n.script("DELETE /workers/7", err(wire.CODE_NOT_LEADER))
@@ -185,7 +185,7 @@ def test_call_timeout_bounds_leader_retries(fakes):
     assert time.monotonic() - start < 10
 
 
-def test_bookings_are_not_resent_reads_are(fakes):
+def test_bookings_are_not_resent_reads_are(Client, fakes):
     n = fakes()
     n.script("POST /select_and_reserve", "hangup", ok({"reservation_id": "r1"}))
     n.script("GET /loads", "hangup", ok([]))
@@ -196,7 +196,7 @@ def test_bookings_are_not_resent_reads_are(fakes):
     assert kv.loads() == [] and len(n.requests("GET /loads")) == 2
 
 
-def test_redirects_keep_method_body_and_token(fakes):
+def test_redirects_keep_method_body_and_token(Client, fakes):
     a, b = fakes(), fakes()
     a.script("PATCH /workers/7", ok({}, 307, Location=b.url + "/workers/7"))
     b.script("PATCH /workers/7", ok(STORED))
@@ -208,7 +208,7 @@ def test_redirects_keep_method_body_and_token(fakes):
         Client(a.url, pinned=True).patch_worker(7, endpoint="x")
 
 
-def test_session_index(fakes):
+def test_session_index(Client, fakes):
     n = fakes()
     n.script("POST /workers", ok(STORED, 201, X_Kvselect_Index="12"))
     n.script("POST /select", ok({}))
@@ -229,7 +229,7 @@ def test_session_index(fakes):
                     ("GET /loads", ""), ("POST /select", "12"), ("POST /select", "40")]
 
 
-def test_error_bodies(fakes):
+def test_error_bodies(Client, fakes):
     n = fakes()
     n.script("POST /select", ok({"message": "Service temporarily unavailable: All workers are busy, please retry later",
                                  "type": "service_unavailable", "code": 503}, 503))
@@ -252,7 +252,7 @@ def test_error_bodies(fakes):
     assert kv.ready()["ready"] is False
 
 
-def test_bad_input_fails_before_sending(fakes):
+def test_bad_input_fails_before_sending(Client, fakes):
     n = fakes()
     kv = Client(n.url)
     for bad in ("", "a/b", "a b", "x" * 257, "50%", ".", ".."):
@@ -267,7 +267,7 @@ def test_bad_input_fails_before_sending(fakes):
     assert not n.got
 
 
-def test_pickled_client_keeps_its_session(fakes):
+def test_pickled_client_keeps_its_session(Client, fakes):
     n = fakes()
     kv = Client(n.url, token="t")
     kv.observe_catalog_index(33)

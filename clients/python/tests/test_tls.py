@@ -8,10 +8,10 @@ import pickle
 
 import pytest
 
-from kvselect import Client, KvselectError, TransportError
+from kvselect import KvselectError, TransportError
 
 
-def test_https_with_the_cluster_ca(tls_node):
+def test_https_with_the_cluster_ca(Client, tls_node):
     admin = Client(tls_node["url"], token_file=tls_node["admin"], ca_file=tls_node["ca"])
     admin.register_worker(1, model_name="m", endpoint="http://w1:8000", block_size=16,
                           kv_events_endpoint="tcp://127.0.0.1:9")
@@ -26,7 +26,7 @@ def test_https_with_the_cluster_ca(tls_node):
     assert copy.select(model_name="m", token_ids=list(range(17)))["worker_id"] == 1
 
 
-def test_roles(tls_node):
+def test_roles(Client, tls_node):
     sel = Client(tls_node["url"], token="sel-new", ca_file=tls_node["ca"])
     with pytest.raises(KvselectError) as e:
         sel.delete_worker(1)
@@ -37,13 +37,13 @@ def test_roles(tls_node):
     assert Client(tls_node["url"], ca_file=tls_node["ca"]).health()["status"] == "ok"
 
 
-def test_untrusted_without_the_ca(tls_node):
+def test_untrusted_without_the_ca(Client, tls_node):
     with pytest.raises(TransportError) as e:
         Client(tls_node["url"], token="sel-new").loads()
     assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
 
 
-def test_from_env(tls_node, monkeypatch):
+def test_from_env(Client, tls_node, monkeypatch):
     monkeypatch.setenv("KVSELECT_ADDR", tls_node["url"])
     monkeypatch.setenv("KVSELECT_TOKEN_FILE", tls_node["selection"])
     monkeypatch.setenv("KVSELECT_CA_FILE", tls_node["ca"])
@@ -55,7 +55,7 @@ def test_from_env(tls_node, monkeypatch):
     assert Client.from_env().dump() is not None
 
 
-def test_token_checks(tmp_path):
+def test_token_checks(Client, tmp_path):
     with pytest.raises(ValueError, match="not both"):
         Client("h:1", token="a", token_file="f")
     with pytest.raises(ValueError, match="cannot go in an HTTP header"):
@@ -69,7 +69,7 @@ def test_token_checks(tmp_path):
     assert Client("h:1", token_file=str(two))._token == "first"
 
 
-def test_no_redirect_from_https_to_http(tls_node, tmp_path):
+def test_no_redirect_from_https_to_http(Client, tls_node, tmp_path):
     """A redirect is followed with the token: one from https into clear
     text is refused, never followed."""
     import http.server
