@@ -347,7 +347,7 @@ if serve is not None:
             events = self.router.stream(await request.json(), request.headers.get("x-request-id"))
             try:
                 first = await events.__anext__()
-            except KvselectError as e:  # overloaded (every rank busy), not_ready (no worker), ...
+            except KvselectError as e:  # overloaded (every rank busy), not_ready (no worker), unknown_partition (a misspelt model), ...
                 return JSONResponse({"error": e.message, "code": e.code}, status_code=e.status)
             except EngineError as e:
                 return JSONResponse({"error": str(e)}, status_code=502)

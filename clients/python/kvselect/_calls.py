@@ -31,6 +31,11 @@ def readyz() -> Call:
     return Call("GET", wire.PATH_READYZ, None, READ, accept=_ready_or_not)
 
 
+def selection_readyz() -> Call:
+    path = wire.PATH_READYZ + _query({wire.QUERY_FOR: wire.READYZ_FOR_SELECTION})
+    return Call("GET", path, None, READ, accept=_ready_or_not)
+
+
 def metrics() -> Call:
     return Call("GET", wire.PATH_METRICS, None, READ, decode=DECODE_TEXT)
 

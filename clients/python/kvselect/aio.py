@@ -130,6 +130,9 @@ class AsyncClient(Core):
     async def readyz(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
         return await self._do(_calls.readyz(), timeout)
 
+    async def selection_readyz(self, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return await self._do(_calls.selection_readyz(), timeout)
+
     async def metrics(self, *, timeout: Optional[float] = None) -> str:
         return await self._do(_calls.metrics(), timeout)
 

@@ -83,8 +83,7 @@ class Client(Core):
         started, caught up with a leader's commit and recovered its KV
         index; it stays ready without a leader or a quorum. A 503 is not
         an error: "ready" is False and "reason" says why."""
-        path = wire.PATH_READYZ + _query({wire.QUERY_FOR: wire.READYZ_FOR_SELECTION})
-        return self._do(_Call("GET", path, None, _READ, accept=lambda s: s in (200, 503)), timeout)
+        return self._do(_calls.selection_readyz(), timeout)
 
     def metrics(self, *, timeout: Optional[float] = None) -> str:
         """The Prometheus text of GET /metrics."""

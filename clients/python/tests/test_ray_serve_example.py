@@ -208,7 +208,8 @@ def test_no_worker_refuses_before_the_engine(node, engine):
                 await example.CompletionRouter(kv, "llama").stream({"prompt": PROMPT}).__anext__()
             return e.value.code
 
-    assert asyncio.run(main()) == wire.CODE_NOT_READY and not engine.got
+    # No worker was ever registered for "llama": a misspelt model, not an outage.
+    assert asyncio.run(main()) == wire.CODE_UNKNOWN_PARTITION and not engine.got
 
 
 @pytest.mark.parametrize("raw,carries", [
