@@ -449,7 +449,7 @@ func (s *Server) judgeStaleRanks() {
 			return
 		case <-tick.C:
 		}
-		stale := s.Ingest.StaleRanks()
+		stale := s.Ingest.JudgeStale()
 		s.Scheduler.SetStale(stale)
 		if len(stale) != was {
 			s.log.Info("ranks with a stale KV event listener changed; stale ranks are not selected by this node",
