@@ -86,6 +86,8 @@ type Service struct {
 	// sync is the replica sync the routes use: Config.ReplicaSync, then
 	// SetReplicaSync's (replicasync.go).
 	sync atomic.Pointer[replicaSyncBox]
+	// failures keeps repeated request failures at DEBUG (faillog.go).
+	failures failureLog
 }
 
 // New builds the service and its routes.
@@ -147,7 +149,7 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		// is no error at all: both are requests like any other.
 		// unknown_partition is the caller's mistake, told to the caller.
 		case sw.status >= 500 && err != nil && codeOf(err) != api.CodeNotReady && codeOf(err) != api.CodeUnknownPartition:
-			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.status, "err", err)
+			s.logFailure(r, sw.status, err)
 		default:
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"duration", time.Since(start))
