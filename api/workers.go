@@ -126,6 +126,11 @@ type Worker struct {
 	// Listeners is this node's KV event listener per dp rank: local
 	// state, absent from write answers and for workers without listeners.
 	Listeners map[uint32]ListenerStatus `json:"listeners,omitempty"`
+	// SchedulableHere says whether the node that answers would select the
+	// worker: schedulable, and not every rank's listener stale there
+	// (SPEC §3.7). Local state like Listeners, so only reads carry it;
+	// write answers, made on the leader, do not.
+	SchedulableHere *bool `json:"schedulable_here,omitempty"`
 }
 
 // Schedulable reports whether the record may be selected.

@@ -17,14 +17,24 @@ import (
 )
 
 // hclogAdapter lets hashicorp/raft log through log/slog, so the whole node
-// has one log stream with one format and level.
+// has one log stream with one format and level. Every copy of one node's
+// adapter (With, Named) shares st, which judges raft's lines in context
+// (raftlogs.go).
 type hclogAdapter struct {
 	l    *slog.Logger
 	name string
 	args []any
+	st   *raftLogState
 }
 
-func newHCLog(l *slog.Logger) hclog.Logger { return &hclogAdapter{l: l} }
+// newHCLog returns the adapter raft logs through; st may be nil (a fresh
+// state: no planned transfer).
+func newHCLog(l *slog.Logger, st *raftLogState) hclog.Logger {
+	if st == nil {
+		st = &raftLogState{}
+	}
+	return &hclogAdapter{l: l, st: st}
+}
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
 
@@ -44,9 +54,19 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level >= hclog.Warn && (peerFailureMessages[msg] || shuttingDown(args)) {
 		level = hclog.Debug
 	}
+	level, sum := a.st.judge(level, msg, args)
+	if sum != nil && a.enabled(sum.level) {
+		a.emit(sum.level, sum.msg, sum.args)
+	}
 	if !a.enabled(level) {
 		return
 	}
+	a.emit(level, msg, args)
+}
+
+// emit writes one line: the adapter's name and implied arguments, then
+// args, each value rendered as text (logValue).
+func (a *hclogAdapter) emit(level hclog.Level, msg string, args []any) {
 	l := a.l
 	if a.name != "" {
 		l = l.With("logger", a.name)
@@ -159,7 +179,7 @@ func (a *hclogAdapter) IsError() bool { return a.enabled(hclog.Error) }
 func (a *hclogAdapter) ImpliedArgs() []any { return a.args }
 
 func (a *hclogAdapter) With(args ...any) hclog.Logger {
-	return &hclogAdapter{l: a.l, name: a.name, args: append(append([]any{}, a.args...), args...)}
+	return &hclogAdapter{l: a.l, name: a.name, args: append(append([]any{}, a.args...), args...), st: a.st}
 }
 
 func (a *hclogAdapter) Name() string { return a.name }
@@ -168,11 +188,11 @@ func (a *hclogAdapter) Named(name string) hclog.Logger {
 	if a.name != "" {
 		name = a.name + "." + name
 	}
-	return &hclogAdapter{l: a.l, name: name, args: a.args}
+	return &hclogAdapter{l: a.l, name: name, args: a.args, st: a.st}
 }
 
 func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	return &hclogAdapter{l: a.l, name: name, args: a.args}
+	return &hclogAdapter{l: a.l, name: name, args: a.args, st: a.st}
 }
 
 // SetLevel is ignored: the slog handler owns the level.

@@ -51,7 +51,7 @@ func Test_HCLogJSONShowsValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			newHCLog(slog.New(slog.NewJSONHandler(&buf, nil))).Info("msg", "v", tt.value)
+			newHCLog(slog.New(slog.NewJSONHandler(&buf, nil)), nil).Info("msg", "v", tt.value)
 			var line map[string]any
 			if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 				t.Fatalf("%v: %s", err, buf.String())
@@ -68,7 +68,7 @@ func Test_HCLogJSONShowsValues(t *testing.T) {
 // others.
 func Test_HCLogTextShowsServerFields(t *testing.T) {
 	var buf bytes.Buffer
-	l := newHCLog(slog.New(slog.NewTextHandler(&buf, nil))).With("local", raft.ServerAddress("127.0.0.1:7001"))
+	l := newHCLog(slog.New(slog.NewTextHandler(&buf, nil)), nil).With("local", raft.ServerAddress("127.0.0.1:7001"))
 	l.Info("pipelining replication", "peer", raft.Server{Suffrage: raft.Voter, ID: "n2", Address: "127.0.0.1:7002"})
 	for _, want := range []string{"local=127.0.0.1:7001", "peer.id=n2", "peer.address=127.0.0.1:7002", "peer.suffrage=Voter"} {
 		if !strings.Contains(buf.String(), want) {
@@ -105,7 +105,7 @@ func Test_HCLogDemotesPeerFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.msg, func(t *testing.T) {
 			c := newLogCapture(slog.LevelDebug)
-			newHCLog(slog.New(c)).Log(tt.level, tt.msg, tt.args...)
+			newHCLog(slog.New(c), nil).Log(tt.level, tt.msg, tt.args...)
 			recs := c.all()
 			if len(recs) != 1 || recs[0].Level != tt.want {
 				t.Fatalf("got %+v, want one record at %v", recs, tt.want)
@@ -114,7 +114,7 @@ func Test_HCLogDemotesPeerFailures(t *testing.T) {
 	}
 	// Demoted lines cost nothing when DEBUG is off.
 	c := newLogCapture(slog.LevelInfo)
-	newHCLog(slog.New(c)).Error("failed to heartbeat to", "peer", peer.Address, "error", refused)
+	newHCLog(slog.New(c), nil).Error("failed to heartbeat to", "peer", peer.Address, "error", refused)
 	if recs := c.all(); len(recs) != 0 {
 		t.Fatalf("at INFO: %+v", recs)
 	}

@@ -185,7 +185,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		// A leader that removes itself shuts its raft down on commit and
 		// could not clean up its metadata. Hand over first; the caller (a
 		// forwarding follower, or kvselectctl) retries on the new leader.
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if err := n.transferLeadership(); err != nil {
 			return fmt.Errorf("%w: hand over before removing the leader: %v", ErrUnknownOutcome, err)
 		}
 		return fmt.Errorf("%w: handed leadership over to remove %s", ErrNotLeader, id)
@@ -219,7 +219,7 @@ func (n *Node) StepDown(ctx context.Context) error {
 	if n.otherVoters() == 0 {
 		return fmt.Errorf("%w: no other voter to hand leadership to", ErrMembership)
 	}
-	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+	if err := n.transferLeadership(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return n.notLeaderError()
 		}
@@ -227,6 +227,20 @@ func (n *Node) StepDown(ctx context.Context) error {
 		return fmt.Errorf("%w: leadership transfer: %v", ErrUnknownOutcome, err)
 	}
 	return nil
+}
+
+// transferLeadership asks raft to hand leadership to another voter. The
+// transfer is planned, so the old leader's "peer has newer term" lines
+// that end it are logged at INFO, not ERROR (raftlogs.go), until this node
+// leads again; a transfer that failed with the node still leading stops
+// counting as planned at once.
+func (n *Node) transferLeadership() error {
+	n.raftLog.planned.Store(true)
+	err := n.raft.LeadershipTransfer().Error()
+	if err != nil && n.raft.State() == raft.Leader {
+		n.raftLog.planned.Store(false)
+	}
+	return err
 }
 
 func (n *Node) servers() ([]raft.Server, error) {

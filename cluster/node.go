@@ -35,6 +35,7 @@ type Node struct {
 	metrics *metrics
 	health  *peerHealth   // outages of peers, from raft's RPCs (peerhealth.go)
 	rpc     *rpcTransport // n.trans as raft uses it
+	raftLog *raftLogState // how raft's lines are judged (raftlogs.go)
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -122,7 +123,8 @@ func openParts(cfg Config, observer fsm.Observer) (*Node, error) {
 		announce: make(chan struct{}, 1), metaTurn: make(chan struct{}, 1), metaKick: make(chan struct{}, 1), client: newPeerClient(cfg.Auth, cfg.ForwardTimeout, cfg.PeerScheme, cfg.PeerTLS),
 		incarnation: cmp.Or(cfg.Incarnation, NewIncarnation())}
 	n.replicaSync.Store(&cfg.ReplicaSyncAdvertise)
-	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID))
+	n.raftLog = &raftLogState{}
+	hl := newHCLog(cfg.Logger.With("component", "raft", "node_id", cfg.NodeID), n.raftLog)
 
 	var err error
 	n.store, err = raftboltdb.New(raftboltdb.Options{
@@ -634,7 +636,7 @@ func (n *Node) shutdown(handOver bool) error {
 	close(n.stop)
 	n.wg.Wait()
 	if handOver && n.IsLeader() && n.otherVoters() > 0 {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if err := n.transferLeadership(); err != nil {
 			n.log.Warn("leadership transfer before shutdown failed", "err", err)
 		}
 	}

@@ -23,7 +23,7 @@ func (s *Service) ready(w http.ResponseWriter, r *http.Request) error {
 	views := s.views(c, c.Workers("", ""))
 	n := 0
 	for i := range views {
-		if views[i].Schedulable() && !allStale(views[i].Listeners) {
+		if *views[i].SchedulableHere {
 			n++
 		}
 	}

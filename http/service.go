@@ -18,6 +18,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/promx"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -85,6 +86,8 @@ type Service struct {
 	// sync is the replica sync the routes use: Config.ReplicaSync, then
 	// SetReplicaSync's (replicasync.go).
 	sync atomic.Pointer[replicaSyncBox]
+	// failures keeps repeated request failures at DEBUG (faillog.go).
+	failures failureLog
 }
 
 // New builds the service and its routes.
@@ -138,7 +141,7 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		if err != nil {
 			s.fail(sw, err)
 		}
-		s.metrics.observe(route, r.Method, sw.status, time.Since(start))
+		s.metrics.Observe(route, r.Method, sw.status, time.Since(start))
 		switch {
 		// A 5xx is worth a warning when it is a failure. not_ready is the
 		// node answering as it should while it cannot serve yet (the
@@ -146,7 +149,7 @@ func (s *Service) wrap(route, access string, h handler) http.Handler {
 		// is no error at all: both are requests like any other.
 		// unknown_partition is the caller's mistake, told to the caller.
 		case sw.status >= 500 && err != nil && codeOf(err) != api.CodeNotReady && codeOf(err) != api.CodeUnknownPartition:
-			s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", sw.status, "err", err)
+			s.logFailure(r, sw.status, err)
 		default:
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 				"duration", time.Since(start))
@@ -197,33 +200,23 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// httpMetrics are the request metrics every kvselect HTTP server shares
+// (promx) and the node's forwarding.
 type httpMetrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	*promx.Requests
 	forwards *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvselect_http_requests_total", Help: "HTTP requests by route, method and status.",
-		}, []string{"route", "method", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kvselect_http_request_duration_seconds", Help: "HTTP request latency by route and status.",
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2.5, 14),
-		}, []string{"route", "status"}),
+		Requests: promx.NewRequests(),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvselect_http_forwards_total",
 			Help: "Requests forwarded to the leader: relayed, retry (nothing reached a leader), unknown (outcome lost), unapplied (relayed before this node applied the write).",
 		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.forwards)
+	reg.MustRegister(append(m.Collectors(), m.forwards)...)
 	return m
-}
-
-func (m *httpMetrics) observe(route, method string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
 }
 
 func (s *Service) health(w http.ResponseWriter, _ *http.Request) error {

@@ -173,8 +173,9 @@ func (s *Service) getWorker(w http.ResponseWriter, r *http.Request) error {
 }
 
 // views renders catalog records of c as reads show them: with this
-// node's listener status per rank, which is local state, not catalog, and
-// the busy thresholds load shedding cannot check for them.
+// node's listener status per rank and whether it would select the worker,
+// which are local state, not catalog, and the busy thresholds load
+// shedding cannot check for them.
 func (s *Service) views(c *fsm.Catalog, ws []*fsm.Worker) []api.Worker {
 	out := make([]api.Worker, len(ws))
 	for i, w := range ws {
@@ -197,6 +198,8 @@ func (s *Service) views(c *fsm.Catalog, ws []*fsm.Worker) []api.Worker {
 			}
 		}
 		out[i] = workerView(w, ls)
+		here := w.Schedulable() && !allStale(ls)
+		out[i].SchedulableHere = &here
 		if t, ok := c.Thresholds(w.ModelName); ok {
 			out[i].ThresholdsNotChecked = s.cfg.Loads.Unchecked(t, w)
 		}

@@ -110,16 +110,47 @@ func (l *listener) snapshot() RankStatus {
 	l.mu.Lock()
 	st := l.status
 	l.mu.Unlock()
-	st.Stale = !st.DownSince.IsZero() && l.m.cfg.Now().Sub(st.DownSince) > l.m.cfg.StaleAfter
 	st.QueuedMessages, st.QueuedBytes, st.QueuedBytesPeak = l.q.usage()
 	return st
+}
+
+// downTooLong reports whether the listener has been down longer than
+// Config.StaleAfter at now.
+func (l *listener) downTooLong(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.status.DownSince.IsZero() && now.Sub(l.status.DownSince) > l.m.cfg.StaleAfter
+}
+
+// judge records the manager's staleness judgement (Manager.JudgeStale),
+// moving the listener between the state gauges when it changes what they
+// show.
+func (l *listener) judge(stale bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.status.Stale == stale {
+		return
+	}
+	from := shownState(l.status.State, l.status.Stale)
+	l.status.Stale = stale
+	l.m.metrics.stateChange(from, shownState(l.status.State, stale))
+}
+
+// shownState is the state the listener-state metric counts a listener in:
+// a stale one as stale (not failed), whatever it is doing meanwhile, until
+// the next judgement clears it.
+func shownState(s State, stale bool) State {
+	if stale && s != stateStopped && s != "" {
+		return stateStale
+	}
+	return s
 }
 
 func (l *listener) setState(s State, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.status.State != s {
-		l.m.metrics.stateChange(l.status.State, s)
+	if from, to := shownState(l.status.State, l.status.Stale), shownState(s, l.status.Stale); from != to {
+		l.m.metrics.stateChange(from, to)
 	}
 	l.status.State = s
 	// Down is every state but active, from the moment the listener was

@@ -249,6 +249,9 @@ const (
 	StateActive     State = api.ListenerActive
 	StateFailed     State = api.ListenerFailed
 	stateStopped    State = "stopped" // never shown: a stopped listener is gone
+	// stateStale is how the listener-state metric counts a listener judged
+	// stale (RankStatus.Stale); its State goes on saying what it does.
+	stateStale State = api.ListenerStale
 )
 
 // RankStatus is one rank's listener state and counters, as /workers and
@@ -279,9 +282,10 @@ type RankStatus struct {
 	QueuedBytes     int64
 	QueuedBytesPeak int64
 	// DownSince is when the listener started (not while held) or last
-	// stopped being active (zero while it is active); Stale says it has
-	// been down longer than Config.StaleAfter. A listener that gets
-	// through and drops again at once restarts the count each time.
+	// stopped being active (zero while it is active); Stale is the last
+	// JudgeStale's verdict: down longer than Config.StaleAfter. A
+	// listener that gets through and drops again at once restarts the
+	// count each time.
 	DownSince time.Time
 	Stale     bool
 }
@@ -307,23 +311,27 @@ func (m *Manager) Status(worker uint64) map[uint32]RankStatus {
 	return out
 }
 
-// StaleRanks returns the ranks whose listener has been down longer than
-// Config.StaleAfter: this node's local judgement, which never changes the
-// catalog (SPEC §3.7). nil when there are none.
-func (m *Manager) StaleRanks() map[indexer.RankKey]struct{} {
+// JudgeStale judges which ranks' listeners have been down longer than
+// Config.StaleAfter, records the verdict where /workers, /ready and the
+// listener-state metric read it (RankStatus.Stale,
+// kvselect_kv_listeners{state="stale"}), and returns the stale ranks for
+// the scheduler (nil when there are none). One verdict serves the three
+// views, so they agree with what the node selects until the next
+// judgement; a listener back up stays stale until then. This is the
+// node's local judgement, which never changes the catalog (SPEC §3.7).
+func (m *Manager) JudgeStale() map[indexer.RankKey]struct{} {
 	m.mu.Lock()
-	ls := make([]*listener, 0, len(m.listeners))
-	for _, l := range m.listeners {
-		ls = append(ls, l)
-	}
-	m.mu.Unlock()
+	defer m.mu.Unlock() // held: a listener stopped meanwhile must not be counted again
+	now := m.cfg.Now()
 	var out map[indexer.RankKey]struct{}
-	for _, l := range ls {
-		if l.snapshot().Stale {
+	for rk, l := range m.listeners {
+		stale := l.downTooLong(now)
+		l.judge(stale)
+		if stale {
 			if out == nil {
 				out = map[indexer.RankKey]struct{}{}
 			}
-			out[l.spec.rk] = struct{}{}
+			out[rk] = struct{}{}
 		}
 	}
 	return out

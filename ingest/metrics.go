@@ -72,7 +72,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		states: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvselect_kv_listeners",
-			Help: "KV event listeners by state.",
+			Help: "KV event listeners by state; stale: down longer than --stale-listener-after, not selected by this node (counted there, not as failed).",
 		}, []string{"state"}),
 		queuedBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvselect_kv_queued_bytes",
@@ -87,7 +87,7 @@ func newMetrics() *metrics {
 	}
 	m.replays[replayOK] = m.replaysVec.WithLabelValues("ok")
 	m.replays[replayFailed] = m.replaysVec.WithLabelValues("failed")
-	for _, s := range []State{StateConnecting, StateActive, StateFailed} {
+	for _, s := range []State{StateConnecting, StateActive, StateFailed, stateStale} {
 		m.states.WithLabelValues(string(s))
 	}
 	return m

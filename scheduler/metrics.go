@@ -98,7 +98,13 @@ var (
 		"Active decode blocks per worker rank.", []string{"model_name", "tenant_id", "worker_id", "dp_rank"}, nil)
 )
 
-type loadCollector struct{ s *Scheduler }
+// LoadCollector exports active load per worker rank
+// (kvselect_active_requests, kvselect_active_prefill_tokens,
+// kvselect_active_decode_blocks) as loads reports it at each scrape: one
+// scheduler's (a node's), or many (the slot tracker's, one per tracker).
+func LoadCollector(loads func() []PartitionLoads) prometheus.Collector { return loadCollector{loads} }
+
+type loadCollector struct{ loads func() []PartitionLoads }
 
 func (c loadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- activeRequestsDesc
@@ -107,7 +113,7 @@ func (c loadCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, pl := range c.s.Loads("", "") {
+	for _, pl := range c.loads() {
 		for _, l := range pl.Loads {
 			labels := []string{pl.Partition.Model, pl.Partition.Tenant,
 				strconv.FormatUint(l.WorkerID, 10), strconv.FormatUint(uint64(l.DPRank), 10)}
@@ -121,6 +127,6 @@ func (c loadCollector) Collect(ch chan<- prometheus.Metric) {
 // Collectors returns the scheduler's metrics for registration.
 func (s *Scheduler) Collectors() []prometheus.Collector {
 	m := s.metrics
-	return []prometheus.Collector{m.selections, m.latency, m.expired, m.rejected, loadCollector{s}, capacityCollector{s},
+	return []prometheus.Collector{m.selections, m.latency, m.expired, m.rejected, LoadCollector(func() []PartitionLoads { return s.Loads("", "") }), capacityCollector{s},
 		m.mirrorsDropped, m.resent, m.wanted, m.aeRecordsFull}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/ingest"
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/internal/version"
+	"github.com/kvselect/kvselect/internal/promx"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/zmqsync"
 )
@@ -227,7 +227,7 @@ func Start(cfg Config) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), promx.BuildInfo())
 	for _, cs := range [][]prometheus.Collector{s.Node.Collectors(), s.Indexer.Collectors(), s.Scheduler.Collectors(), s.Ingest.Collectors()} {
 		s.Registry.MustRegister(cs...)
 	}
@@ -344,20 +344,6 @@ func (s *Server) applyCatalogChange(ch *fsm.Change) {
 	}
 }
 
-// buildInfo is the kvselect_build_info gauge: 1, with the build in its
-// labels.
-func buildInfo() prometheus.Collector {
-	v := version.Get()
-	commit := v.Commit
-	if v.Modified {
-		commit += "-modified"
-	}
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "kvselect_build_info", Help: "The running build: version, commit and Go version in the labels.",
-		ConstLabels: prometheus.Labels{"version": v.Version, "commit": commit, "goversion": v.GoVersion},
-	}, func() float64 { return 1 })
-}
-
 // httpAdvertise is the default --http-advertise: the bound address, or for
 // a wildcard bind the host other nodes already use for this node's Raft
 // (--raft-advertise), so a multi-host cluster that sets only that flag
@@ -449,7 +435,7 @@ func (s *Server) judgeStaleRanks() {
 			return
 		case <-tick.C:
 		}
-		stale := s.Ingest.StaleRanks()
+		stale := s.Ingest.JudgeStale()
 		s.Scheduler.SetStale(stale)
 		if len(stale) != was {
 			s.log.Info("ranks with a stale KV event listener changed; stale ranks are not selected by this node",

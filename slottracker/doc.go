@@ -44,6 +44,18 @@
 //     are the same block); at most 2^20 per request.
 //   - Errors carry kvselect's machine-readable "code" next to "error".
 //
+// # Metrics
+//
+// GET /metrics (not part of seed 003) serves, under the node's metric
+// names (SPEC §10): kvselect_http_requests_total and
+// kvselect_http_request_duration_seconds by route and status (internal/
+// promx, shared with the node; unknown paths count as route
+// "unmatched"), kvselect_active_requests, kvselect_active_prefill_tokens
+// and kvselect_active_decode_blocks per tracked rank with the tracker's
+// model_name and tenant_id as labels (scheduler.LoadCollector over every
+// tracker's scheduler), kvselect_build_info, and the Go runtime and
+// process collectors.
+//
 // Locking: Service.mu guards the tracker map and serialises catalog writes
 // (register, unregister); lifecycle calls and reads only look a tracker up
 // under it and then rely on the scheduler's own locks.

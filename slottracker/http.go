@@ -35,6 +35,7 @@ func (s *Service) routes() []route {
 		{http.MethodGet, "/loads", s.handleLoads},
 		{http.MethodPost, "/potential_loads", s.handlePotentialLoads},
 		{http.MethodGet, "/health", s.handleHealth},
+		{http.MethodGet, "/metrics", s.handleMetrics},
 	}
 }
 
@@ -55,24 +56,32 @@ func (s *Service) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		methods, ok := byPath[r.URL.Path]
 		if !ok {
-			writeError(w, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
+			s.instrument(routeUnmatched, w, r, func(w http.ResponseWriter) {
+				writeError(w, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
+			})
 			return
 		}
-		h, ok := methods[r.Method]
-		if !ok {
-			allow := make([]string, 0, len(methods))
-			for m := range methods {
-				allow = append(allow, m)
-			}
-			slices.Sort(allow)
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, fmt.Errorf("%w: %s %s (allowed: %s)", errMethod, r.Method, r.URL.Path, strings.Join(allow, ", ")))
-			return
-		}
-		if err := h(w, r); err != nil {
-			writeError(w, err)
-		}
+		s.instrument(r.URL.Path, w, r, func(w http.ResponseWriter) { serveRoute(w, r, methods) })
 	})
+}
+
+// serveRoute answers a request to a known path: its method's handler, or
+// a 405 that lists the methods the path takes.
+func serveRoute(w http.ResponseWriter, r *http.Request, methods map[string]handlerFunc) {
+	h, ok := methods[r.Method]
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		slices.Sort(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, fmt.Errorf("%w: %s %s (allowed: %s)", errMethod, r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	if err := h(w, r); err != nil {
+		writeError(w, err)
+	}
 }
 
 // writeJSON answers v. A failed write means the client is gone; there is

@@ -11,9 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/internal/promx"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -57,6 +60,11 @@ type Service struct {
 	// prefill, so nothing ever matches against it.
 	idx *indexer.Indexer
 
+	// requests counts the API's requests; registry is what GET /metrics
+	// serves (metrics.go).
+	requests *promx.Requests
+	registry *prometheus.Registry
+
 	mu       sync.RWMutex
 	trackers map[fsm.PartitionKey]*tracker
 	closed   bool
@@ -85,10 +93,12 @@ func NewService(expiry time.Duration, now func() time.Time, log *slog.Logger) (*
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{
+	s := &Service{
 		expiry: expiry, now: now, log: log.With("component", "slottracker"),
-		idx: indexer.New(log), trackers: map[fsm.PartitionKey]*tracker{},
-	}, nil
+		idx: indexer.New(log), trackers: map[fsm.PartitionKey]*tracker{}, requests: promx.NewRequests(),
+	}
+	s.registry = s.newRegistry()
+	return s, nil
 }
 
 func (s *Service) newTracker(key fsm.PartitionKey) (*tracker, error) {

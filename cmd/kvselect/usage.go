@@ -146,7 +146,7 @@ var nodeCommand = command{path: "kvselect", hidden: testOnlyFlags, header: fmt.S
 var slotTrackerCmd = command{path: "kvselect " + slotTrackerCommand, header: fmt.Sprintf("Usage: kvselect %s [flags]\n\n"+
 	"Serves Dynamo's standalone slot tracker API (register, unregister, workers, add,\n"+
 	"prefill_complete, free, loads, potential_loads, health) on kvselect's active-load\n"+
-	"accounting. State is in memory only.\n", slotTrackerCommand)}
+	"accounting, and Prometheus metrics at /metrics. State is in memory only.\n", slotTrackerCommand)}
 
 // runHelp is "kvselect help [command]": the help of the node or of the
 // slot tracker, as --help prints it.

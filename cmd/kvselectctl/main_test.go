@@ -167,6 +167,9 @@ func Test_Tables(t *testing.T) {
 			"data_parallel_start_rank": 4, "data_parallel_size": 1, "lifecycle": "incomplete",
 			"not_schedulable_reasons": []string{"endpoint is required", "block_size must be greater than 0"},
 			"thresholds_not_checked":  []string{"active_decode_blocks_threshold not checked: total_kv_blocks is unknown"}},
+		{"worker_id": 3, "model_name": "llama", "tenant_id": "default", "endpoint": "http://w3:8000", "block_size": 16,
+			"data_parallel_start_rank": 0, "data_parallel_size": 1, "lifecycle": "schedulable", "schedulable_here": false,
+			"listeners": map[string]any{"0": map[string]any{"state": "stale", "last_error": "connection refused"}}},
 	})
 	n.Answer("GET /busy_threshold", http.StatusOK, map[string]any{"thresholds": []map[string]any{
 		{"model": "llama", "active_decode_blocks_threshold": 0.85, "active_prefill_tokens_threshold": nil},
@@ -198,13 +201,15 @@ n2  127.0.0.1:7002  127.0.0.1:8002  Voter     yes
 n3  127.0.0.1:7003  -               Nonvoter  no
 `},
 		{name: "workers list", args: []string{"workers", "list"}, want: `
-WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP_RANKS  LIFECYCLE    LISTENERS
-1       llama  default  http://w1:8000  16     0-1       schedulable  0:active 1:failed 10:connecting
-2       llama  t1       -               0      4         incomplete   -
+WORKER  MODEL  TENANT   ENDPOINT        BLOCK  DP_RANKS  LIFECYCLE                 LISTENERS
+1       llama  default  http://w1:8000  16     0-1       schedulable               0:active 1:failed 10:connecting
+2       llama  t1       -               0      4         incomplete                -
+3       llama  default  http://w3:8000  16     0         schedulable (stale here)  0:stale
 
 worker 1 rank 1 listener failed: connection refused
 worker 2 incomplete: endpoint is required; block_size must be greater than 0
 worker 2: active_decode_blocks_threshold not checked: total_kv_blocks is unknown
+worker 3 rank 0 listener stale: connection refused
 `},
 		{name: "thresholds list", args: []string{"thresholds", "list"}, want: `
 MODEL  DECODE_BLOCKS  PREFILL_TOKENS

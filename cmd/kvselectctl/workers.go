@@ -183,6 +183,16 @@ func lifecycle(w *api.Worker) string {
 	return w.Lifecycle + " (" + strings.Join(w.NotSchedulableReasons, "; ") + ")"
 }
 
+// lifecycleHere is the catalog's lifecycle, marked when the node that
+// answered would not select a schedulable worker (every rank's listener
+// stale there).
+func lifecycleHere(w *api.Worker) string {
+	if w.SchedulableHere != nil && !*w.SchedulableHere && w.Schedulable() {
+		return w.Lifecycle + " (stale here)"
+	}
+	return w.Lifecycle
+}
+
 // printWorkers prints one row per worker, then why incomplete workers are
 // not schedulable and which listeners failed.
 func printWorkers(p *printer, ws []api.Worker) error {
@@ -191,7 +201,7 @@ func printWorkers(p *printer, ws []api.Worker) error {
 	for i := range ws {
 		w := &ws[i]
 		rows = append(rows, []string{formatUint(w.WorkerID), w.ModelName, w.TenantID, orDash(w.Endpoint),
-			formatUint(uint64(w.BlockSize)), dpRanks(w), w.Lifecycle, listeners(w)})
+			formatUint(uint64(w.BlockSize)), dpRanks(w), lifecycleHere(w), listeners(w)})
 		notes = append(notes, workerNotes(w)...)
 	}
 	if err := p.table([]string{"WORKER", "MODEL", "TENANT", "ENDPOINT", "BLOCK", "DP_RANKS", "LIFECYCLE", "LISTENERS"}, rows); err != nil {

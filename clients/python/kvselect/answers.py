@@ -114,6 +114,9 @@ class Worker(_Worker, total=False):
     not_schedulable_reasons: List[str]
     thresholds_not_checked: List[str]  # busy thresholds load shedding cannot check for it, with why
     listeners: Dict[str, Dict[str, object]]  # this node's KV event listener per dp rank
+    # whether the answering node would select it: schedulable, and not every
+    # rank's listener "stale" there (reads only; write answers omit it)
+    schedulable_here: bool
 
 
 class WorkerWritten(Worker):
