@@ -14,7 +14,13 @@ import (
 // the message names the offending field. After all of it the node still
 // works and its state is untouched.
 func Test_BadInput(t *testing.T) {
-	_, c := startNode(t, func(cfg *server.Config) { cfg.CatalogWait = 50 * time.Millisecond })
+	_, c := startNode(t, func(cfg *server.Config) {
+		cfg.CatalogWait = 50 * time.Millisecond
+		// The load check at the end reads the booking's prefill in full;
+		// under -race on a loaded machine the requests between can take
+		// longer than the hold before prefill fades (scheduler/ttft.go).
+		cfg.Scheduler.NoPrefillDecay = true
+	})
 	c.expect(201, "POST", "/workers", defaultScopeWorker(1))
 	okSel := `"block_hashes":[1,2],"sequence_hashes":[3,4],"isl_tokens":32`
 	c.expect(200, "POST", "/select_and_reserve", `{`+okSel+`,"reservation_id":"taken"}`)
