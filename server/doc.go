@@ -8,11 +8,13 @@
 // the same code.
 //
 // At every start a node recovers its KV index (recovery.go): the KV event
-// listeners are held while it loads another member's GET /dump (or the
-// first --indexer-peers URL that answers), and start afterwards from the
-// dump's watermarks, replaying the rest from each worker. /ready reports
+// listeners are held while it loads another member's GET /dump (or an
+// --indexer-peers URL's), and start afterwards from the dump's
+// watermarks, replaying the rest from each worker. /ready reports
 // recovering meanwhile, and /readyz?for=selection answers 503; Raft and
-// HTTP never wait for it.
+// HTTP never wait for it. It keeps asking while a member it reaches
+// serves, and starts empty once every member it reaches is recovering too
+// or empty, or after a bounded wait (recoveryrules.go states the rules).
 //
 // The node latches its first catch-up with a leader's commit index
 // (readiness.go), which /readyz?for=selection, the pod readiness probe,

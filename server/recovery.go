@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,8 +49,21 @@ import (
 // a staged copy would have to replay those too, for no gain in memory.
 //
 // Recovery runs in its own goroutine: the HTTP server and Raft run
-// meanwhile, /ready says recovering, and every wait is bounded. No peer
-// answering means starting empty, with a warning.
+// meanwhile, /ready says recovering, and every wait is bounded.
+//
+// When to give up is decided in rounds (recoveryrules.go): each round
+// asks every member (or --indexer-peers URL) once and sorts the answers
+// into reached-and-serving, reached-but-recovering-or-empty, and not
+// reached. A node keeps asking while anyone serves: a member whose dump
+// did not load (cut short, a 5xx, a catalog not yet applied here), or the
+// leader itself while this node has not yet received its log (a restarted
+// follower learns the members' addresses and the dump's partitions from
+// that log, and hashicorp/raft may take up to ten seconds to send it to a
+// follower that was away). It starts empty with one INFO line as soon as
+// every member it reached is itself recovering or empty (a whole-cluster
+// restart must not deadlock), and with a WARN when nobody answered at all
+// within MembersWait or members kept serving broken dumps for
+// ServingWait.
 
 // RecoveryConfig tunes the startup recovery of the KV index. Zero values
 // take the defaults.
@@ -59,13 +73,22 @@ type RecoveryConfig struct {
 	// asked, at their published HTTP addresses; a node alone in its
 	// cluster skips recovery.
 	Peers []string
-	// MembersWait bounds waiting for the catalog to name the current HTTP
-	// address of every other member (a restarted node applies its log
-	// once it hears from the leader). Default 10 s.
+	// MembersWait bounds how long recovery keeps asking while it reaches
+	// no one at all (every peer refuses the connection or times out, and
+	// no leader has told this node where the members are). Past it the
+	// node starts empty, with a warning. Default 10 s.
 	MembersWait time.Duration
+	// ServingWait bounds the whole recovery while someone serves: a peer
+	// that answers but whose dump does not load, or a leader whose log
+	// has not reached this node yet. Past it the node starts empty, with
+	// a warning. Default 2 min.
+	ServingWait time.Duration
 	// CatalogWait bounds waiting to apply the catalog index a peer's dump
-	// was taken at; past it the dump loads anyway, and ranks this node
-	// does not know yet replay from the start. Default 10 s.
+	// was taken at while no leader is known; past it the dump loads
+	// anyway, and ranks this node does not know yet replay from the
+	// start. While a leader is known the wait goes on (its log is on the
+	// way), up to ServingWait from the start of the recovery. Default
+	// 10 s.
 	CatalogWait time.Duration
 	// HeaderTimeout bounds waiting for a peer to start answering. Default
 	// 10 s.
@@ -82,7 +105,7 @@ func (c *RecoveryConfig) defaults() {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.MembersWait, 10 * time.Second}, {&c.CatalogWait, 10 * time.Second},
+		{&c.MembersWait, 10 * time.Second}, {&c.ServingWait, 2 * time.Minute}, {&c.CatalogWait, 10 * time.Second},
 		{&c.HeaderTimeout, 10 * time.Second}, {&c.StallTimeout, 10 * time.Second},
 		{&c.DumpTimeout, 5 * time.Minute},
 	} {
@@ -116,8 +139,10 @@ func ParsePeerURLs(s, scheme string) ([]string, error) {
 var ErrBadPeer = errors.New("invalid indexer peer")
 
 var (
-	// errPeerAnswer: a peer answered /dump with an error status.
-	errPeerAnswer = errors.New("peer refused the dump")
+	// errPeerAnswer: a peer answered /dump with a server error status
+	// (5xx) other than "recovering", or a bad header: it may do better
+	// next time.
+	errPeerAnswer = errors.New("peer failed to serve the dump")
 	// errStalled: a dump's body stopped moving (StallTimeout).
 	errStalled = errors.New("dump stalled")
 )
@@ -136,6 +161,7 @@ type recovery struct {
 	scheme string
 	log    *slog.Logger
 	hc     *http.Client
+	start  time.Time // the recovery's; MembersWait and ServingWait run from it
 }
 
 // startRecovery runs the recovery in its own goroutine, which the node's
@@ -172,103 +198,180 @@ func (s *Server) recoverIndex(ctx context.Context) {
 		tr.TLSClientConfig = s.peerTLS.Clone() // the transport's HTTP/2 setup writes into it
 	}
 	r := &recovery{cfg: cfg, node: s.Node, ix: s.Indexer, auth: s.auth, scheme: s.scheme,
-		log: s.log.With("component", "recovery"), hc: &http.Client{Transport: tr}}
-	start := time.Now()
+		log: s.log.With("component", "recovery"), hc: &http.Client{Transport: tr}, start: time.Now()}
 	defer func() {
 		tr.CloseIdleConnections()
 		s.Ingest.Release()
 		s.recovering.Store(false)
-		r.log.Info("index recovery over; kv event listeners started", "duration", time.Since(start).Round(time.Millisecond))
+		r.log.Info("index recovery over; kv event listeners started", "duration", time.Since(r.start).Round(time.Millisecond))
 	}()
 	r.run(ctx)
 }
 
-// run asks the peers in turn until one dump loads whole.
+// run asks the peers in rounds until a dump loads or decide ends it.
 func (r *recovery) run(ctx context.Context) {
-	if len(r.cfg.Peers) > 0 {
-		for _, u := range r.cfg.Peers {
-			if r.try(ctx, u) {
-				return
-			}
-		}
-		r.log.Warn("no indexer peer answered; starting with an empty index", "peers", r.cfg.Peers)
-		return
-	}
-	members, err := r.node.OtherMembers()
-	if err != nil || len(members) == 0 {
-		r.log.Info("no other cluster member: nothing to recover")
-		return
-	}
-	tried := map[string]bool{} // by address: a member that moved is asked again
-	deadline := time.NewTimer(r.cfg.MembersWait)
-	defer deadline.Stop()
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		leaderCh, catalogCh := r.node.Changes()
-		members, _ = r.node.OtherMembers()
-		pending := 0
-		for _, m := range members {
-			addr := m.HTTPAddr
-			if addr == "" {
-				pending++
-				continue
-			}
-			if tried[addr] {
-				continue
-			}
-			tried[addr] = true
-			if r.try(ctx, client.BaseURLWithScheme(r.scheme, addr)) {
-				return
-			}
-		}
-		// Every member asked: give up, unless the catalog may still be
-		// behind (a restarted node before the leader's first contact)
-		// and name members at addresses they have since left.
-		if pending == 0 && r.catalogCurrent() {
-			r.log.Warn("no cluster member answered with a dump; starting with an empty index", "members", len(members))
+	explicit := len(r.cfg.Peers) > 0
+	if !explicit {
+		if members, err := r.node.OtherMembers(); err != nil || len(members) == 0 {
+			r.log.Info("no other cluster member: nothing to recover")
 			return
 		}
+	}
+	last := map[string]peerState{} // each peer's state in the previous round, to log changes only
+	wait := recoveryRetryMin
+	for {
+		leaderCh, catalogCh := r.node.Changes()
+		states := r.round(ctx, explicit, last)
+		if ctx.Err() != nil {
+			return
+		}
+		v := decide(states, time.Since(r.start), r.cfg)
+		switch v {
+		case verdictLoaded:
+			return
+		case verdictStartEmpty:
+			r.log.Info("every peer reached is recovering too or has an empty index; starting with an empty index",
+				"peers", summarize(last))
+			return
+		case verdictNobodyReached:
+			r.log.Warn("no peer answered in time; starting with an empty index",
+				"peers", summarize(last), "waited", r.cfg.MembersWait)
+			return
+		case verdictServingTimeout:
+			r.log.Warn("peers answered but no dump loaded in time; starting with an empty index",
+				"peers", summarize(last), "waited", r.cfg.ServingWait)
+			return
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-leaderCh:
 		case <-catalogCh:
-		case <-poll.C:
+		case <-timer.C:
 		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			r.log.Warn("no cluster member answered with a dump in time; starting with an empty index",
-				"members", len(members), "address_unknown", pending, "waited", r.cfg.MembersWait)
+			timer.Stop()
 			return
 		}
+		timer.Stop()
+		wait = min(2*wait, recoveryRetryMax)
 	}
 }
 
-// catalogCurrent reports whether this node follows a leader and has
-// applied everything it knows to be committed, so the member addresses in
-// its catalog are as current as they get.
-func (r *recovery) catalogCurrent() bool {
+// The pause between rounds doubles from recoveryRetryMin to
+// recoveryRetryMax; a leader or catalog change ends it early (the log
+// that names the members has come).
+const (
+	recoveryRetryMin = 100 * time.Millisecond
+	recoveryRetryMax = 2 * time.Second
+)
+
+// round asks every peer once (stopping at the first dump that loads with
+// events) and returns their states; last is updated, and a peer's state
+// is logged when it changed since the previous round.
+func (r *recovery) round(ctx context.Context, explicit bool, last map[string]peerState) []peerState {
+	var states []peerState
+	note := func(name string, st peerState, err error) {
+		states = append(states, st)
+		prev, seen := last[name]
+		last[name] = st
+		if seen && prev == st {
+			return
+		}
+		log := r.log.With("peer", name, "state", st.String())
+		switch {
+		case st == peerServing || (err != nil && errors.Is(err, errPeerRefused)):
+			log.Warn("index recovery from this peer failed; asking again later", "err", err)
+		case err != nil:
+			log.Info("index recovery: peer has no dump to give", "err", err)
+		default:
+			log.Info("index recovery: peer state")
+		}
+	}
+	if explicit {
+		for _, u := range r.cfg.Peers {
+			st, err := r.try(ctx, u)
+			if ctx.Err() != nil {
+				return nil
+			}
+			note(u, st, err)
+			if st == peerLoaded {
+				return states
+			}
+		}
+		return states
+	}
 	st := r.node.Status()
-	return st.Leader.ID != "" && st.AppliedIndex >= st.CommitIndex
+	pending := leaderLogPending(st.Leader.ID, st.CommitIndex, st.AppliedIndex)
+	members, _ := r.node.OtherMembers()
+	for _, m := range members {
+		if m.HTTPAddr == "" {
+			// Its address comes with the leader's log: someone may serve
+			// there, if that log is on its way.
+			ps, err := peerUnreachable, error(fmt.Errorf("%w: HTTP address not known yet", errPeerUnreachable))
+			if pending {
+				ps, err = peerServing, fmt.Errorf("HTTP address not known yet; waiting for the leader's log")
+			}
+			note(m.ID, ps, err)
+			continue
+		}
+		ps, err := r.try(ctx, client.BaseURLWithScheme(r.scheme, m.HTTPAddr))
+		if ctx.Err() != nil {
+			return nil
+		}
+		note(m.ID, ps, err)
+		if ps == peerLoaded {
+			return states
+		}
+	}
+	if pending {
+		// Addresses this node knows may be stale, and dumps' partitions
+		// unknown here, until the leader's log has arrived.
+		states = append(states, peerServing)
+	}
+	return states
 }
 
-// try loads one peer's dump; it reports success. A failure leaves the
-// index as it was (LoadDump clears what it applied).
-func (r *recovery) try(ctx context.Context, base string) bool {
+// summarize renders each peer's last state for the log line that ends a
+// recovery.
+func summarize(last map[string]peerState) string {
+	names := make([]string, 0, len(last))
+	for name := range last {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%s", name, last[name])
+	}
+	return b.String()
+}
+
+// try loads one peer's dump and reports the peer's state: peerLoaded
+// (events loaded), peerEmpty (a dump without events loaded: the index
+// holds that dump's watermarks, and a later dump may still load over
+// it), or the state of the failure, which leaves the index as it was
+// (LoadDump clears what it applied).
+func (r *recovery) try(ctx context.Context, base string) (peerState, error) {
 	log := r.log.With("peer", base)
-	log.Info("index recovery: fetching the dump")
+	log.Debug("index recovery: fetching the dump")
 	start := time.Now()
 	st, n, err := r.load(ctx, base, log)
 	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("index recovery from this peer failed; trying the next", "err", err,
+		if ctx.Err() == nil && n > 0 {
+			log.Warn("dump from this peer broke off", "err", err,
 				"partitions", st.Partitions, "events", st.Events, "bytes", n)
 		}
-		return false
+		return classifyFailure(err), err
+	}
+	if st.Events == 0 {
+		return peerEmpty, nil
 	}
 	log.Info("index recovered from peer", "partitions", st.Partitions, "events", st.Events, "blocks", st.Blocks,
 		"watermarks", st.Watermarks, "skipped_events", st.Skipped, "skipped_partitions", st.SkippedPartitions,
 		"bytes", n, "duration", time.Since(start).Round(time.Millisecond))
-	return true
+	return peerLoaded, nil
 }
 
 // load fetches base's /dump, waits for the catalog it was taken at, and
@@ -290,13 +393,23 @@ func (r *recovery) load(ctx context.Context, base string, log *slog.Logger) (ind
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return st, 0, fmt.Errorf("request dump: %w", err)
+		return st, 0, fmt.Errorf("%w: request dump: %w", errPeerUnreachable, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		var e api.Error
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&e)
-		return st, 0, fmt.Errorf("%w: %s: %s %s", errPeerAnswer, resp.Status, e.Code, e.Message)
+		why := errPeerAnswer
+		switch {
+		case resp.StatusCode == http.StatusServiceUnavailable && e.Code == api.CodeNotReady:
+			// GET /dump's only not_ready: the peer recovers its own
+			// index (and so answers every kvselect since recovery
+			// existed).
+			why = errPeerRecovering
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			why = errPeerRefused
+		}
+		return st, 0, fmt.Errorf("%w: %s: %s %s", why, resp.Status, e.Code, e.Message)
 	}
 	if h := resp.Header.Get(api.HeaderIndex); h != "" {
 		// Dynamo's indexer sends none; then the local catalog is taken as
@@ -305,9 +418,7 @@ func (r *recovery) load(ctx context.Context, base string, log *slog.Logger) (ind
 		if err != nil {
 			return st, 0, fmt.Errorf("%w: %s %q", errPeerAnswer, api.HeaderIndex, h)
 		}
-		wctx, wcancel := context.WithTimeout(ctx, r.cfg.CatalogWait)
-		err = r.node.WaitApplied(wctx, idx)
-		wcancel()
+		err = r.waitCatalog(ctx, idx, log)
 		if errors.Is(err, cluster.ErrClosed) || ctx.Err() != nil {
 			return st, 0, fmt.Errorf("wait for the dump's catalog: %w", err)
 		}
@@ -339,6 +450,26 @@ func (r *recovery) load(ctx context.Context, base string, log *slog.Logger) (ind
 		err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
 	}
 	return st, body.n.Load(), err
+}
+
+// waitCatalog waits to have applied catalog index idx: CatalogWait at a
+// time, again and again while a leader is known (its log is on its way;
+// hashicorp/raft may hold it back up to ten seconds toward a follower
+// that was away), up to ServingWait from the start of the recovery.
+func (r *recovery) waitCatalog(ctx context.Context, idx uint64, log *slog.Logger) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, r.cfg.CatalogWait)
+		err := r.node.WaitApplied(wctx, idx)
+		cancel()
+		if err == nil || errors.Is(err, cluster.ErrClosed) || ctx.Err() != nil {
+			return err
+		}
+		if r.node.Status().Leader.ID == "" || time.Since(r.start) >= r.cfg.ServingWait {
+			return err
+		}
+		log.Info("waiting for the leader's log to reach the dump's catalog index", "catalog_index", idx,
+			"applied", r.node.CatalogIndex())
+	}
 }
 
 // wireReader counts the bytes of a dump's body and keeps pushing back its

@@ -332,10 +332,11 @@ func Test_RecoveryWithoutPeersStartsEmpty(t *testing.T) {
 	cfg := servertest.Config("n1", t.TempDir())
 	cfg.Logger = slog.New(&warn)
 	cfg.Recovery.Peers = []string{deadURL}
+	cfg.Recovery.MembersWait = 300 * time.Millisecond
 	s := servertest.MustStart(t, cfg)
 	f := startRecFleet(t, s)
 	servertest.Eventually(t, "recovery gives up and the listeners start", func() error {
-		if !warn.has("no indexer peer answered") {
+		if !warn.has("no peer answered in time") {
 			return fmt.Errorf("no warning yet")
 		}
 		return f.caughtUp(s)
