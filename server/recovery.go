@@ -278,7 +278,9 @@ func (r *recovery) round(ctx context.Context, explicit bool, last map[string]pee
 		}
 		log := r.log.With("peer", name, "state", st.String())
 		switch {
-		case st == peerServing || (err != nil && errors.Is(err, errPeerRefused)):
+		case errors.Is(err, errLeaderLogPending):
+			log.Info("index recovery: waiting for the leader's log to name this peer's address")
+		case st == peerServing || errors.Is(err, errPeerRefused):
 			log.Warn("index recovery from this peer failed; asking again later", "err", err)
 		case err != nil:
 			log.Info("index recovery: peer has no dump to give", "err", err)
@@ -308,7 +310,7 @@ func (r *recovery) round(ctx context.Context, explicit bool, last map[string]pee
 			// there, if that log is on its way.
 			ps, err := peerUnreachable, error(fmt.Errorf("%w: HTTP address not known yet", errPeerUnreachable))
 			if pending {
-				ps, err = peerServing, fmt.Errorf("HTTP address not known yet; waiting for the leader's log")
+				ps, err = peerServing, errLeaderLogPending
 			}
 			note(m.ID, ps, err)
 			continue

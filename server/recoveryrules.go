@@ -141,6 +141,9 @@ var (
 	// errPeerRefused: the peer answered a 4xx; asking again will not
 	// change it.
 	errPeerRefused = errors.New("peer refused the dump")
+	// errLeaderLogPending: a member whose address comes with the
+	// leader's log, which is on its way.
+	errLeaderLogPending = errors.New("HTTP address not known yet; waiting for the leader's log")
 )
 
 // classifyFailure is the peerState of an ask whose load failed with err.
