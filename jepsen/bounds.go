@@ -64,6 +64,9 @@ var selectionGaps = map[string]time.Duration{
 	// The removed node exits and is down until it is back as a voter;
 	// the other two keep selecting.
 	"member-remove-rejoin": DefaultSelectionGap,
+	// The follower is down on purpose until its heal, which waits for
+	// its index recovery; the other two keep selecting.
+	"restart-after-60s": DefaultSelectionGap,
 }
 
 // SelectionGapBound is the bound of MaxUnavailability for a nemesis; 0

@@ -98,6 +98,7 @@ func Nemeses() []Nemesis {
 		&restartAll{},
 		&workerLinkCut{},
 		&memberRemoveRejoin{},
+		&restartAfter{name: "restart-after-60s", down: RestartAfterDown},
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 func Test_NemesisNames(t *testing.T) {
 	want := []string{"kill-leader", "kill-random", "pause-leader", "partition-isolate-leader",
 		"partition-halves", "partition-bridge", "partition-one-way", "latency", "flaky",
-		"snapshot-catch-up", "leader-transfer", "restart-all", "worker-link-cut", "member-remove-rejoin"}
+		"snapshot-catch-up", "leader-transfer", "restart-all", "worker-link-cut", "member-remove-rejoin",
+		"restart-after-60s"}
 	var got []string
 	for _, n := range Nemeses() {
 		got = append(got, n.Name())
@@ -142,6 +143,9 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 	}
 	c := mustStartCluster(t, ctx, Config{Workers: 1})
 	for _, n := range nemeses {
+		if r, ok := n.(*restartAfter); ok {
+			r.down = 2 * time.Second // the suite's minute would not fit; the claim is the same
+		}
 		before := len(c.Events())
 		start := time.Now()
 		if err := n.Inject(ctx, c); err != nil {
@@ -172,5 +176,48 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 			t.Fatalf("%s: events %+v", n.Name(), ev)
 		}
 		t.Logf("%-25s %5.1fs  inject: %s; heal: %s", n.Name(), time.Since(start).Seconds(), ev[0].Detail, ev[1].Detail)
+	}
+}
+
+// Test_RecoveredFromPeer: restart-after-60s's proof reads only the log
+// written since the restart, and refuses one where the recovery did not
+// end, gave up and started empty, or (when a dump was due) never loaded
+// one.
+func Test_RecoveredFromPeer(t *testing.T) {
+	const (
+		loaded  = `time=... level=INFO msg="index recovered from peer" component=recovery peer=http://127.0.0.1:1 events=12` + "\n"
+		over    = `time=... level=INFO msg="index recovery over; kv event listeners started" component=recovery` + "\n"
+		gaveUp  = `time=... level=WARN msg="no peer answered in time; starting with an empty index" component=recovery` + "\n"
+		allIdle = `time=... level=INFO msg="every peer reached is recovering too or has an empty index; starting with an empty index" component=recovery` + "\n"
+	)
+	for _, tc := range []struct {
+		name, before, since string
+		wantDump            bool
+		err                 string // "" when the proof holds
+	}{
+		{"recovered", "", loaded + over, true, ""},
+		{"an earlier restart's recovery does not count", loaded + over, gaveUp + over, true, "gave up"},
+		{"not over yet", "", loaded, true, "no end"},
+		{"gave up empty", "", gaveUp + over, true, "gave up"},
+		{"gave up empty without workers", "", gaveUp + over, false, "gave up"},
+		{"empty when a dump was due", "", allIdle + over, true, "no 'index recovered from peer'"},
+		{"empty peers and no workers", "", allIdle + over, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "n2.log")
+			if err := os.WriteFile(path, []byte(tc.before+tc.since), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := recoveredFromPeer(path, int64(len(tc.before)), tc.wantDump)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatalf("the proof fails: %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v, want one with %q", err, tc.err)
+			}
+		})
+	}
+	if err := recoveredFromPeer(filepath.Join(t.TempDir(), "none.log"), 0, false); err == nil {
+		t.Fatal("a missing log proves nothing")
 	}
 }
