@@ -367,6 +367,12 @@ func (r *recovery) try(ctx context.Context, base string) (peerState, error) {
 		}
 		return classifyFailure(err), err
 	}
+	if st.Events == 0 && (st.Skipped > 0 || st.SkippedPartitions > 0) {
+		// Not an empty index: one this node cannot place yet (its
+		// catalog lacks the partitions or ranks). Ask again.
+		return peerServing, fmt.Errorf("%w: %d events, %d partitions of the dump unknown here", errNothingPlaced,
+			st.Skipped, st.SkippedPartitions)
+	}
 	if st.Events == 0 {
 		return peerEmpty, nil
 	}

@@ -387,3 +387,36 @@ func Test_RecoveringUntilTheDumpArrives(t *testing.T) {
 }
 
 func gzipWriter(w io.Writer) (*gzip.Writer, error) { return gzip.NewWriter(w), nil }
+
+// Test_RecoveryDumpNothingPlacedIsNoEmptyPeer: a peer whose dump holds
+// events only for a partition this node does not know is not a peer with
+// an empty index (which would let the node start empty at once): it is
+// asked again until ServingWait, and the node then warns.
+func Test_RecoveryDumpNothingPlacedIsNoEmptyPeer(t *testing.T) {
+	asked := make(chan struct{}, 100)
+	peer := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		fmt.Fprint(rw, `{"unknown-model:default":{"block_size":16,"events":[`+
+			`{"worker_id":9,"storage_tier":"device","event":{"event_id":1,"dp_rank":0,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":77,"tokens_hash":78}]}}}}],`+
+			`"watermarks":[{"worker_id":9,"dp_rank":0,"seq":5}]}}`)
+	}))
+	defer peer.Close()
+	var warn warnings
+	cfg := servertest.Config("n1", t.TempDir())
+	cfg.Logger = slog.New(&warn)
+	cfg.Recovery.Peers = []string{peer.URL}
+	cfg.Recovery.ServingWait = 500 * time.Millisecond
+	s := servertest.MustStart(t, cfg)
+	servertest.Eventually(t, "recovery gives up on the peer", func() error {
+		if s.Recovering() {
+			return fmt.Errorf("still recovering")
+		}
+		return nil
+	})
+	if !warn.has("no dump loaded in time") {
+		t.Fatalf("no warning that the dumps never loaded; warnings: %v", warn.msgs)
+	}
+	if len(asked) < 2 {
+		t.Fatalf("the peer was asked %d times: it must be asked again", len(asked))
+	}
+}

@@ -20,8 +20,11 @@ import (
 //   - peerRecovering: 503 not_ready, the answer of a node recovering its
 //     own index (GET /dump refuses then, so that a partial index never
 //     seeds another).
-//   - peerEmpty: its dump loaded and held no event: it serves an empty
-//     index (it started empty itself, or its workers hold nothing).
+//   - peerEmpty: its dump loaded and held no event at all: it serves an
+//     empty index (it started empty itself, or its workers hold nothing).
+//     A dump whose events were all skipped (partitions or ranks this
+//     node's catalog does not hold yet) is no empty index: that peer
+//     counts as serving.
 //   - peerUnreachable: no answer (connection refused or reset, no header
 //     within HeaderTimeout), or a member whose address nobody has told
 //     this node yet while no leader is known. A 4xx (a token it does not
@@ -141,6 +144,9 @@ var (
 	// errPeerRefused: the peer answered a 4xx; asking again will not
 	// change it.
 	errPeerRefused = errors.New("peer refused the dump")
+	// errNothingPlaced: a dump loaded, but every event in it was for a
+	// partition or rank this node's catalog does not hold yet.
+	errNothingPlaced = errors.New("no event of the dump could be placed")
 	// errLeaderLogPending: a member whose address comes with the
 	// leader's log, which is on its way.
 	errLeaderLogPending = errors.New("HTTP address not known yet; waiting for the leader's log")

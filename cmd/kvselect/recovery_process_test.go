@@ -320,6 +320,17 @@ func Test_RestartedFollowerRecoversAfterLeaderBackoff(t *testing.T) {
 	})
 	followerFrom := logSize(t, follower)
 	c.start(follower)
+	defer func() {
+		if t.Failed() { // the recovery's story, which DEBUG lines push out of the log tails
+			for _, sub := range []string{"component=recovery", "component=ingest"} {
+				for _, line := range logSince(t, follower, followerFrom, sub) {
+					if !strings.Contains(line, "level=DEBUG") {
+						t.Log(line)
+					}
+				}
+			}
+		}
+	}()
 	want := f.waitSameIndex(c, leader, other, follower)
 	if got := logSince(t, follower, followerFrom, "index recovered from peer"); len(got) != 1 {
 		t.Errorf("%s's log since the restart has %d lines 'index recovered from peer', want 1", follower.id, len(got))
