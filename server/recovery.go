@@ -283,9 +283,10 @@ func (r *recovery) round(ctx context.Context, explicit bool, last map[string]pee
 		case st == peerServing || errors.Is(err, errPeerRefused):
 			log.Warn("index recovery from this peer failed; asking again later", "err", err)
 		case err != nil:
-			log.Info("index recovery: peer has no dump to give", "err", err)
+			// The line that ends the recovery lists every peer's state.
+			log.Debug("index recovery: peer has no dump to give", "err", err)
 		default:
-			log.Info("index recovery: peer state")
+			log.Debug("index recovery: peer state")
 		}
 	}
 	if explicit {

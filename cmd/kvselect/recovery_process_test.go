@@ -377,8 +377,7 @@ func Test_WholeClusterRestartComesUp(t *testing.T) {
 	})
 	for _, node := range c.nodes {
 		ended := len(logSince(t, node, from[node], "starting with an empty index")) +
-			len(logSince(t, node, from[node], "index recovered from peer")) +
-			len(logSince(t, node, from[node], "level=INFO", "component=recovery", "state=empty"))
+			len(logSince(t, node, from[node], "index recovered from peer"))
 		if ended == 0 {
 			t.Errorf("%s's log does not say how its recovery ended", node.id)
 		}
