@@ -62,8 +62,7 @@ import (
 // follower that was away). It starts empty with one INFO line as soon as
 // every member it reached is itself recovering or empty (a whole-cluster
 // restart must not deadlock), and with a WARN when nobody answered at all
-// within MembersWait or members kept serving broken dumps for
-// ServingWait.
+// for MembersWait or members kept serving broken dumps for ServingWait.
 
 // RecoveryConfig tunes the startup recovery of the KV index. Zero values
 // take the defaults.
@@ -75,7 +74,8 @@ type RecoveryConfig struct {
 	Peers []string
 	// MembersWait bounds how long recovery keeps asking while it reaches
 	// no one at all (every peer refuses the connection or times out, and
-	// no leader has told this node where the members are). Past it the
+	// no leader has told this node where the members are), counted from
+	// the start or from the last round that reached anyone. Past it the
 	// node starts empty, with a warning. Default 10 s.
 	MembersWait time.Duration
 	// ServingWait bounds the whole recovery while someone serves: a peer
@@ -219,13 +219,17 @@ func (r *recovery) run(ctx context.Context) {
 	}
 	last := map[string]peerState{} // each peer's state in the previous round, to log changes only
 	wait := recoveryRetryMin
+	contact := r.start // the last round that reached anyone
 	for {
 		leaderCh, catalogCh := r.node.Changes()
 		states := r.round(ctx, explicit, last)
 		if ctx.Err() != nil {
 			return
 		}
-		v := decide(states, time.Since(r.start), r.cfg)
+		if reached(states) {
+			contact = time.Now()
+		}
+		v := decide(states, time.Since(r.start), time.Since(contact), r.cfg)
 		switch v {
 		case verdictLoaded:
 			return
@@ -235,7 +239,7 @@ func (r *recovery) run(ctx context.Context) {
 			return
 		case verdictNobodyReached:
 			r.log.Warn("no peer answered in time; starting with an empty index",
-				"peers", summarize(last), "waited", r.cfg.MembersWait)
+				"peers", summarize(last), "silent_for", r.cfg.MembersWait)
 			return
 		case verdictServingTimeout:
 			r.log.Warn("peers answered but no dump loaded in time; starting with an empty index",

@@ -40,8 +40,11 @@ import (
 //     once: every node is recovering, each learns it from the others'
 //     503s in one round, and none waits for another. A node that asks
 //     after a peer has started (empty) loads that peer's empty dump.
-//  3. else (no one reached): ask again, until MembersWait from the
-//     start; then start empty with a warning.
+//  3. else (no one reached): ask again, until MembersWait has passed
+//     since the last round that reached anyone (or since the start);
+//     then start empty with a warning. A moment without a leader late in
+//     a long wait for its log (an election timeout on a loaded machine)
+//     does not end the recovery: the silence must last MembersWait.
 //
 // A "peer" that the round adds when a leader is known and this node has
 // not yet applied its commit index (leaderLogPending) keeps rule 1 in
@@ -91,6 +94,17 @@ const (
 	verdictServingTimeout
 )
 
+// reached reports whether a round reached anyone: a state other than
+// peerUnreachable.
+func reached(states []peerState) bool {
+	for _, s := range states {
+		if s != peerUnreachable {
+			return true
+		}
+	}
+	return false
+}
+
 func (v verdict) String() string {
 	switch v {
 	case verdictLoaded:
@@ -105,9 +119,10 @@ func (v verdict) String() string {
 	return "retry"
 }
 
-// decide applies the rules to one round's states, elapsed since the
-// recovery began; cfg has its defaults.
-func decide(states []peerState, elapsed time.Duration, cfg RecoveryConfig) verdict {
+// decide applies the rules to one round's states: elapsed is the time
+// since the recovery began, silent the time since the last round that
+// reached anyone (or since the start); cfg has its defaults.
+func decide(states []peerState, elapsed, silent time.Duration, cfg RecoveryConfig) verdict {
 	var serving, reached int
 	for _, s := range states {
 		switch s {
@@ -127,7 +142,7 @@ func decide(states []peerState, elapsed time.Duration, cfg RecoveryConfig) verdi
 		return verdictRetry
 	case reached > 0:
 		return verdictStartEmpty
-	case elapsed >= cfg.MembersWait:
+	case silent >= cfg.MembersWait:
 		return verdictNobodyReached
 	}
 	return verdictRetry

@@ -18,31 +18,35 @@ func Test_RecoveryDecide(t *testing.T) {
 		l = peerLoaded
 	)
 	for _, tc := range []struct {
-		name    string
-		states  []peerState
-		elapsed time.Duration
-		want    verdict
+		name            string
+		states          []peerState
+		elapsed, silent time.Duration
+		want            verdict
 	}{
-		{"a dump loaded", []peerState{r, l}, 0, verdictLoaded},
-		{"loaded wins over any wait", []peerState{s, l}, time.Hour, verdictLoaded},
+		{"a dump loaded", []peerState{r, l}, 0, 0, verdictLoaded},
+		{"loaded wins over any wait", []peerState{s, l}, time.Hour, time.Hour, verdictLoaded},
 		// A rejoining follower: the leader's log is on its way (its
 		// pseudo-peer serves) and the others are not asked yet or still
 		// answer nothing useful. It must not give up at MembersWait.
-		{"leader log pending past MembersWait", []peerState{u, u, s}, 11 * time.Second, verdictRetry},
-		{"a member serves a broken dump", []peerState{r, s}, 30 * time.Second, verdictRetry},
-		{"serving until ServingWait", []peerState{s}, 2 * time.Minute, verdictServingTimeout},
+		{"leader log pending past MembersWait", []peerState{u, u, s}, 11 * time.Second, 11 * time.Second, verdictRetry},
+		{"a member serves a broken dump", []peerState{r, s}, 30 * time.Second, 30 * time.Second, verdictRetry},
+		{"serving until ServingWait", []peerState{s}, 2 * time.Minute, 2 * time.Minute, verdictServingTimeout},
 		// A whole-cluster restart: everyone recovering, decided at once.
-		{"every member recovering", []peerState{r, r}, 0, verdictStartEmpty},
-		{"recovering and unreachable", []peerState{r, u}, 0, verdictStartEmpty},
-		{"an empty member", []peerState{e, u}, 0, verdictStartEmpty},
-		{"empty and recovering", []peerState{e, r}, 0, verdictStartEmpty},
-		{"nobody reached yet", []peerState{u, u}, 9 * time.Second, verdictRetry},
-		{"nobody reached in MembersWait", []peerState{u, u}, 10 * time.Second, verdictNobodyReached},
-		{"no state at all", nil, 10 * time.Second, verdictNobodyReached},
+		{"every member recovering", []peerState{r, r}, 0, 0, verdictStartEmpty},
+		{"recovering and unreachable", []peerState{r, u}, 0, 0, verdictStartEmpty},
+		{"an empty member", []peerState{e, u}, 0, 0, verdictStartEmpty},
+		{"empty and recovering", []peerState{e, r}, 0, 0, verdictStartEmpty},
+		{"nobody reached yet", []peerState{u, u}, 9 * time.Second, 9 * time.Second, verdictRetry},
+		{"nobody reached in MembersWait", []peerState{u, u}, 10 * time.Second, 10 * time.Second, verdictNobodyReached},
+		{"no state at all", nil, 10 * time.Second, 10 * time.Second, verdictNobodyReached},
+		// The leader lost for a moment late in a wait for its log: the
+		// silence, not the whole wait, counts against MembersWait.
+		{"a moment without anyone after a long wait", []peerState{u, u}, 11 * time.Second, 200 * time.Millisecond, verdictRetry},
+		{"silent for MembersWait after contact", []peerState{u, u}, 25 * time.Second, 10 * time.Second, verdictNobodyReached},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decide(tc.states, tc.elapsed, cfg); got != tc.want {
-				t.Fatalf("decide(%v, %v) = %v, want %v", tc.states, tc.elapsed, got, tc.want)
+			if got := decide(tc.states, tc.elapsed, tc.silent, cfg); got != tc.want {
+				t.Fatalf("decide(%v, %v, %v) = %v, want %v", tc.states, tc.elapsed, tc.silent, got, tc.want)
 			}
 		})
 	}
