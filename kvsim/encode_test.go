@@ -9,7 +9,6 @@ import (
 
 type wireVector = testvectors.Vector
 
-
 func loadWireVectors(t *testing.T) map[string]wireVector {
 	out := map[string]wireVector{}
 	for _, v := range testvectors.Load(t).Vectors {
