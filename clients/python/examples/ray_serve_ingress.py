@@ -53,7 +53,9 @@ anyway would defeat the threshold) with its Retry-After, unknown_partition
 (a misspelt model no engine serves) and any 4xx with their status and
 code. An ingress with no engine known answers 503 while kvselect is down.
 A selection whose answer was lost may have booked a load that no free
-releases: the node's request expiry does.
+releases: the node's request expiry does. And an ingress that registers
+its workers starts even while kvselect is down: its first renewal
+kvselect answers registers them.
 
 Ray is not needed to import this module: the request handling is in
 CompletionRouter and LeaseKeeper, plain asyncio classes the tests drive
@@ -370,7 +372,13 @@ class LeaseKeeper:
     seconds (a third of the TTL by default) until stopped; a worker whose
     lease lapsed anyway (failed with not_found) is registered again.
     Stopping only stops renewing: other replicas may still serve the
-    workers, and a lease nobody renews lapses by itself."""
+    workers, and a lease nobody renews lapses by itself.
+
+    A kvselect that does not answer at the start (TransportError, after
+    the client's retry_timeout) does not stop the start: the ingress fails
+    open meanwhile, and the first renewal it answers registers the
+    workers (not_found). Any other refusal (a bad worker, a wrong token)
+    is raised."""
 
     def __init__(self, kv: AsyncClient, workers: Sequence[Dict[str, Any]], lease_ttl_s: int = 30,
                  renew_every: Optional[float] = None) -> None:
@@ -382,8 +390,14 @@ class LeaseKeeper:
         self._task: Optional[asyncio.Task] = None
 
     async def start(self) -> None:
-        for wid in self.workers:
-            await self._register(wid)
+        # At once: a kvselect that does not answer costs one retry_timeout,
+        # not one per worker.
+        results = await asyncio.gather(*(self._register(wid) for wid in self.workers), return_exceptions=True)
+        for wid, r in zip(self.workers, results):
+            if isinstance(r, TransportError):
+                log.warning("registering worker %d: %s; the renewals will register it once kvselect answers", wid, r)
+            elif isinstance(r, BaseException):
+                raise r
         self._task = asyncio.ensure_future(self._renew())
 
     async def stop(self) -> None:

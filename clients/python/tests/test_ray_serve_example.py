@@ -535,3 +535,23 @@ def test_failing_open_ends_when_kvselect_answers_again(node, engine, engine2, ca
     assert [level for level, _ in logs] == [logging.WARNING, logging.INFO]
     assert "failing open" in logs[0][1] and "answers again" in logs[1][1]
 
+
+def test_the_leases_start_while_kvselect_is_down(node, engine):
+    async def main():
+        switch = Switch(node)  # off: nothing listens at its port yet
+        try:
+            async with AsyncClient(node) as admin, AsyncClient(switch.url, retry_timeout=0.2) as kv:
+                leases = example.LeaseKeeper(kv, [worker_args(1, engine)], lease_ttl_s=30, renew_every=0.02)
+                await leases.start()  # the ingress starts (and fails open) anyway
+                try:
+                    await switch.on()
+
+                    async def registered():
+                        return [w["worker_id"] for w in await admin.workers(model_name="llama")] == [1]
+                    await until(registered, "a renewal registered the worker")
+                finally:
+                    await leases.stop()
+        finally:
+            await switch.off()
+
+    asyncio.run(main())
