@@ -301,8 +301,9 @@ class CompletionRouter:
                     log.warning("kvselect is unavailable (%s) and no engine is known: "
                                 "refusing requests until it answers", e)
                 else:
-                    log.warning("kvselect is unavailable (%s): failing open, round-robin over %d engines, "
-                                "without bookings", e, len(self.engines.all))
+                    n = len(self.engines.all)
+                    log.warning("kvselect is unavailable (%s): failing open, round-robin over %d engine%s, "
+                                "without bookings", e, n, "" if n == 1 else "s")
             if engine is None:
                 raise
             return Route(engine[0], engine[1], booked=False)
