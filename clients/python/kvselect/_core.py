@@ -440,6 +440,7 @@ class Core:
         if not ok:
             err = decode_error(call.method, ans.url, ans.status, ans.body)
             err.after_unknown_outcome = after_unknown
+            err.retry_after = ans.headers.get("Retry-After")
             raise err
 
     def _exchange(self, base: str, call: Call) -> Steps[Answer]:

@@ -17,10 +17,13 @@ class KvselectError(Exception):
     after_unknown_outcome is set when the answer came to a retry of a
     catalog write whose first attempt had an unknown outcome: a not_found
     from a delete then most likely means the first attempt deleted it.
+    retry_after is the answer's Retry-After header as sent (the node sets
+    it on a 503 or 429 a retry may mend: "1"), or None: a caller relaying
+    the error (a load-shedding 503) passes it on.
     """
 
     def __init__(self, method: str, url: str, status: int, code: str, message: str,
-                 after_unknown_outcome: bool = False) -> None:
+                 after_unknown_outcome: bool = False, retry_after: Optional[str] = None) -> None:
         super().__init__(f"{method} {url}: {code}: {message} (HTTP {status})")
         self.method = method
         self.url = url
@@ -28,6 +31,7 @@ class KvselectError(Exception):
         self.code = code
         self.message = message
         self.after_unknown_outcome = after_unknown_outcome
+        self.retry_after = retry_after
 
     @property
     def unknown_partition(self) -> bool:

@@ -232,7 +232,7 @@ def test_session_index(Client, fakes):
 def test_error_bodies(Client, fakes):
     n = fakes()
     n.script("POST /select", ok({"message": "Service temporarily unavailable: All workers are busy, please retry later",
-                                 "type": "service_unavailable", "code": 503}, 503))
+                                 "type": "service_unavailable", "code": 503}, 503, Retry_After="1"))
     n.script("GET /ready", ok({"ready": False, "workers": []}, 503))
     n.script("POST /potential_loads", ok({"error": 'unknown partition: no worker was ever registered for model_name "lama"',
                                           "code": "unknown_partition"}, 503))
@@ -242,10 +242,12 @@ def test_error_bodies(Client, fakes):
         kv.select(token_ids=[1])
     assert e.value.code == wire.CODE_OVERLOADED and e.value.status == 503 and "busy" in e.value.message
     assert not e.value.unknown_partition
+    assert e.value.retry_after == "1"  # a caller relaying the 503 passes it on
     # A typo and an outage are both 503s; only the code tells them apart.
     with pytest.raises(KvselectError) as e:
         kv.potential_loads(model_name="lama", token_ids=[1])
     assert e.value.unknown_partition and e.value.code == wire.CODE_UNKNOWN_PARTITION and '"lama"' in e.value.message
+    assert e.value.retry_after is None
     with pytest.raises(KvselectError) as e:
         kv.overlap_scores(token_ids=[1])
     assert not e.value.unknown_partition and e.value.code == wire.CODE_NOT_READY
