@@ -279,15 +279,24 @@ func Start(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.runSeedPolicy()
 	}
+	// Alone as far as the flags tell, the Raft state of a restart may
+	// have more to say: try the switch once now, and decide on its
+	// outcome (switchReplicaSync logs the "on" line itself, so the
+	// cases below must not log another).
+	startedNow, syncErr := false, error(nil)
+	if s.Sync() == nil && cfg.ReplicaSync != nil {
+		startedNow, syncErr = s.switchReplicaSync()
+	}
 	switch sy := s.Sync(); {
+	case startedNow:
 	case sy != nil:
 		s.logReplicaSync(sy, syncWhy)
-	case cfg.ReplicaSync != nil && !s.switchReplicaSync():
-		// Alone as far as the flags tell (the Raft state of a restart
-		// may have had more to say), until a node joins.
+	case cfg.ReplicaSync != nil:
+		// Off until a node joins (or, after a failed start, until a
+		// retry binds).
 		s.logReplicaSync(nil, syncWhy)
 		s.wg.Add(1)
-		go s.runReplicaSyncSwitch()
+		go s.runReplicaSyncSwitch(syncErr)
 	default:
 		s.logReplicaSync(nil, syncWhy)
 	}
