@@ -419,7 +419,8 @@ func (s *Server) shutdown(ctx context.Context, crash bool) error {
 			err = s.Node.Close()
 		}
 		s.Ingest.Close()
-		s.wg.Wait() // runReplicaSyncSwitch may start replica sync until it returns
+		s.api.Close() // the request failures' repeats no later failure reported
+		s.wg.Wait()   // runReplicaSyncSwitch may start replica sync until it returns
 		if sy := s.Sync(); sy != nil {
 			sy.Close()
 		}
