@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	httpd "github.com/kvselect/kvselect/http"
@@ -129,9 +130,14 @@ type Server struct {
 	// recovering is true from Start until the KV index recovery is over
 	// (recovery.go).
 	recovering atomic.Bool
-	// caughtUp latches the node's first catch-up with a leader
-	// (readiness.go).
-	caughtUp atomic.Bool
+	// caughtUp latches the node's first catch-up with a leader, judged
+	// against leaderCommit, the highest commit index the leader reported
+	// for itself (readiness.go). statusOf and askLeaderCommit stand in
+	// for the Raft node in tests (nil: s.Node's).
+	caughtUp        atomic.Bool
+	leaderCommit    atomic.Uint64
+	statusOf        func() api.ClusterStatus
+	askLeaderCommit func(context.Context) (uint64, error)
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
 	// auth is the admin token every part reads when it checks or sends
