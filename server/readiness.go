@@ -90,8 +90,8 @@ func (s *Server) learnLeaderCommit(ctx context.Context) {
 // watchCatchUp sets the latch as soon as the node catches up, whether or
 // not a probe asks meanwhile: a node that caught up and lost its quorum
 // before the first probe has caught up all the same. It asks the leader
-// for its commit index at the start and every catchUpPoll, and judges
-// again at every change besides. It returns once the latch is set or the
+// for its commit index at the start, at every leader change and every
+// catchUpPoll, and judges again at every catalog change besides. It returns once the latch is set or the
 // node stops.
 func (s *Server) watchCatchUp() {
 	defer s.wg.Done()
@@ -119,7 +119,8 @@ func (s *Server) watchCatchUp() {
 		select {
 		case <-s.stop:
 			return
-		case <-leaderCh:
+		case <-leaderCh: // a new leader: ask it at once
+			ask = true
 		case <-catalogCh:
 		case <-tick.C:
 			ask = true
