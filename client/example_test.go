@@ -29,6 +29,18 @@ func startNode() (string, func()) {
 	if err := s.Node.WaitForLeader(ctx); err != nil {
 		log.Fatal(err)
 	}
+	// Selection-ready, as a readiness probe would wait for
+	// (/readyz?for=selection): until then the node answers not_ready
+	// where ExampleCodeOf shows unknown_partition.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !s.CaughtUp() {
+		select {
+		case <-ctx.Done():
+			log.Fatal("the node did not catch up with its own commit index")
+		case <-tick.C:
+		}
+	}
 	return s.URL(), func() {
 		_ = s.Close(context.Background())
 		_ = os.RemoveAll(dir)

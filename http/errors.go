@@ -23,6 +23,10 @@ var (
 	// errRecovering: /dump on a node whose own index is still being
 	// recovered; its partial index must not seed another node's.
 	errRecovering = errors.New("this node is still recovering its KV index from a peer; ask another node")
+	// errCatalogUnsettled: a partition the catalog does not know, on a
+	// node that cannot tell yet whether it was registered
+	// (Service.partitionErr).
+	errCatalogUnsettled = errors.New("not ready")
 )
 
 // requestError is a 400 whose message starts with the offending field.
@@ -54,6 +58,7 @@ var errorCodes = []struct {
 	{errNoRoute, api.CodeNotFound},
 	{errMethod, api.CodeMethodNotAllowed},
 	{errRecovering, api.CodeNotReady},
+	{errCatalogUnsettled, api.CodeNotReady},
 	{fsm.ErrInvalidCommand, api.CodeBadRequest},
 	{fsm.ErrWorkerNotFound, api.CodeNotFound},
 	{fsm.ErrPolicyNotFound, api.CodeNotFound},

@@ -140,7 +140,11 @@ func (f *fakeNode) Status() api.ClusterStatus {
 	if f.status != nil {
 		return f.status()
 	}
-	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, CatalogIndex: f.Catalog().Index(), Members: []api.Member{}}
+	// A leader that has applied everything it committed (at least one
+	// entry: a node that learned no commit index is not caught up).
+	idx := f.Catalog().Index()
+	return api.ClusterStatus{NodeID: f.id, State: api.StateLeader, Leader: api.LeaderRef{ID: f.id},
+		CommitIndex: max(idx, 1), AppliedIndex: max(idx, 1), CatalogIndex: idx, Members: []api.Member{}}
 }
 
 func (f *fakeNode) Removed() <-chan struct{} { return f.removed }

@@ -211,11 +211,10 @@ func readiness(st api.ClusterStatus, commit uint64) api.Readyz {
 // with it.
 //
 // The same caveat as readiness's holds: a follower far behind catches up
-// in batches, and may look caught up between two. For the latch that
-// means a node may turn selection-ready with the last batches still to
-// apply, a moment at most: index recovery waits for the catalog the
-// peer's dump was taken at, and a client that must read its writes sends
-// min_catalog_index (SPEC §3.1).
+// in batches, and may look caught up between two. The latch therefore
+// does not stop here: it also waits until the node has applied the
+// commit index the leader reports for itself (server/readiness.go), which
+// no batch boundary can fake.
 func CatchUpReason(st api.ClusterStatus) (reason, why string) {
 	switch {
 	case st.Leader.ID == "":

@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -61,13 +62,58 @@ func partitionOf(in *api.Prompt) (fsm.PartitionKey, error) {
 // catalog never held a worker for key (fsm.Catalog.CheckPartitionKnown):
 // a misspelt model_name or tenant_id must not look like an outage. Asked
 // after the scheduler failed, so an answer the scheduler gave stands.
-func (s *Service) partitionErr(key fsm.PartitionKey, err error) error {
-	if errors.Is(err, scheduler.ErrNotReady) || errors.Is(err, scheduler.ErrWorkerNotFound) {
-		if unknown := s.cfg.Catalog.Catalog().CheckPartitionKnown(key); unknown != nil {
-			return unknown
-		}
+//
+// It is the one place that decides between the two, and says
+// unknown_partition ("do not retry") only when this node's catalog can
+// tell: the node has caught up with a leader (catalogUnsettled), and has
+// applied the catalog index the request asks for (minIndex:
+// min_catalog_index or X-Kvselect-Index, 0 for none). A follower that
+// has not applied a registration yet, or a node still catching up after
+// a restart, answers not_ready with Retry-After instead: the partition may
+// be in entries it has yet to apply. A registration the node has not
+// even received cannot be told from a misspelling by any node but the
+// leader; a client that registers and selects at once sends the index
+// its registration returned (SPEC §3.1).
+func (s *Service) partitionErr(key fsm.PartitionKey, minIndex uint64, err error) error {
+	if !errors.Is(err, scheduler.ErrNotReady) && !errors.Is(err, scheduler.ErrWorkerNotFound) {
+		return err
 	}
-	return err
+	cat := s.cfg.Catalog.Catalog()
+	unknown := cat.CheckPartitionKnown(key)
+	if unknown == nil {
+		return err
+	}
+	if why := s.catalogUnsettled(cat.Index(), minIndex); why != "" {
+		return fmt.Errorf("%w: %s, so it cannot tell whether a worker was registered for model_name %q tenant_id %q; retry",
+			errCatalogUnsettled, why, key.Model, key.Tenant)
+	}
+	return unknown
+}
+
+// catalogUnsettled says why this node's catalog, at catalogIndex, may lack
+// entries that are committed, or "" when it has every entry it knows to
+// be committed: it has caught up with a leader since it started (the
+// latch of /readyz?for=selection), CatchUpReason finds it caught up now,
+// and it has applied minIndex.
+func (s *Service) catalogUnsettled(catalogIndex, minIndex uint64) string {
+	st := s.cfg.Cluster.Status()
+	if reason, why := CatchUpReason(st); reason != "" {
+		return "this node is not caught up with a leader (" + why + ")"
+	}
+	if !s.caughtUp(st) {
+		return "this node has not caught up with a leader since it started"
+	}
+	if minIndex > catalogIndex {
+		return fmt.Sprintf("this node's catalog index %d is behind the requested index %d", catalogIndex, minIndex)
+	}
+	return ""
+}
+
+// promptIndex is the catalog index a request with prompt p asks for (0
+// for none); waitSelectionCatalog has already refused a malformed one.
+func promptIndex(r *http.Request, p *api.Prompt) uint64 {
+	idx, _ := requestedIndex(r, p.MinCatalogIndex)
+	return idx
 }
 
 // promptOf validates the prompt: either token_ids, or the hash form
@@ -207,7 +253,7 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 	}
 	sel, err := s.cfg.Selector.Select(req)
 	if err != nil {
-		return s.partitionErr(req.Partition, err)
+		return s.partitionErr(req.Partition, promptIndex(r, &in.Prompt), err)
 	}
 	if len(sel.IgnoredOverrides) > 0 {
 		w.Header().Set(api.HeaderIgnoredOverride, strings.Join(sel.IgnoredOverrides, ","))
@@ -226,13 +272,13 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 }
 
 func (s *Service) potentialLoads(w http.ResponseWriter, r *http.Request) error {
-	key, pr, err := s.decodePrompt(w, r)
+	key, pr, idx, err := s.decodePrompt(w, r)
 	if err != nil {
 		return err
 	}
 	loads, err := s.cfg.Selector.PotentialLoads(key, pr)
 	if err != nil {
-		return s.partitionErr(key, err)
+		return s.partitionErr(key, idx, err)
 	}
 	out := make([]api.PotentialLoad, len(loads))
 	for i, l := range loads {
@@ -244,13 +290,13 @@ func (s *Service) potentialLoads(w http.ResponseWriter, r *http.Request) error {
 // overlapScores reports each rank's tiers cumulatively, as Dynamo does:
 // device ≤ host_pinned ≤ disk, with the extensions alone beside them.
 func (s *Service) overlapScores(w http.ResponseWriter, r *http.Request) error {
-	key, pr, err := s.decodePrompt(w, r)
+	key, pr, idx, err := s.decodePrompt(w, r)
 	if err != nil {
 		return err
 	}
 	sc, err := s.cfg.Selector.OverlapScores(key, pr)
 	if err != nil {
-		return s.partitionErr(key, err)
+		return s.partitionErr(key, idx, err)
 	}
 	out := api.OverlapScores{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Workers: make([]api.OverlapRow, len(sc.Rows))}
 	for i, row := range sc.Rows {
@@ -262,19 +308,20 @@ func (s *Service) overlapScores(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// decodePrompt reads the body of the inspection routes that take a prompt.
-func (s *Service) decodePrompt(w http.ResponseWriter, r *http.Request) (fsm.PartitionKey, scheduler.Prompt, error) {
+// decodePrompt reads the body of the inspection routes that take a prompt,
+// and the catalog index the request asks for.
+func (s *Service) decodePrompt(w http.ResponseWriter, r *http.Request) (fsm.PartitionKey, scheduler.Prompt, uint64, error) {
 	var in api.Prompt
 	if err := decodePooled(w, r, func(b []byte) error { return api.DecodePrompt(b, &in) }); err != nil {
-		return fsm.PartitionKey{}, scheduler.Prompt{}, err
+		return fsm.PartitionKey{}, scheduler.Prompt{}, 0, err
 	}
 	key, err := partitionOf(&in)
 	if err != nil {
-		return key, scheduler.Prompt{}, err
+		return key, scheduler.Prompt{}, 0, err
 	}
 	pr, err := promptOf(&in, true)
 	if err != nil {
-		return key, pr, err
+		return key, pr, 0, err
 	}
-	return key, pr, s.waitSelectionCatalog(w, r, &in)
+	return key, pr, promptIndex(r, &in), s.waitSelectionCatalog(w, r, &in)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/zmqsync"
 )
@@ -110,48 +111,125 @@ func (s *Server) logReplicaSync(sy *zmqsync.Syncer, why string) {
 // runReplicaSyncSwitch turns replica sync on once this node's Raft
 // configuration has a second member (a node joined it), checking at every
 // catalog change (a join writes the newcomer's metadata) and every
-// switchCheckEvery besides, until the node stops.
-func (s *Server) runReplicaSyncSwitch() {
+// switchCheckEvery besides, until the node stops. firstErr is a start
+// that already failed (Start's try), nil if none.
+//
+// A start that fails (the port is taken, say) is tried again after a
+// backoff, from switchCheckEvery doubling up to switchRetryMax, and
+// catalog changes do not cut the wait short: a node whose port stays
+// taken must not log an ERROR every second, or with every write, for as
+// long as it runs. startFailures says what is logged.
+func (s *Server) runReplicaSyncSwitch(firstErr error) {
 	defer s.wg.Done()
+	fails := newStartFailures(s.log)
+	var retry <-chan time.Time
+	if firstErr != nil {
+		retry = s.afterFailure(fails, firstErr)
+	}
 	tick := time.NewTicker(switchCheckEvery)
 	defer tick.Stop()
 	for {
-		select {
-		case <-s.stop:
-			return
-		case <-s.syncKick:
-		case <-tick.C:
+		if retry != nil {
+			select {
+			case <-s.stop:
+				return
+			case <-retry:
+			}
+		} else {
+			select {
+			case <-s.stop:
+				return
+			case <-s.syncKick:
+			case <-tick.C:
+			}
 		}
-		if s.switchReplicaSync() {
+		retry = nil
+		on, err := s.switchReplicaSync()
+		if on {
+			fails.started()
 			return
+		}
+		if err != nil {
+			retry = s.afterFailure(fails, err)
 		}
 	}
 }
 
+// afterFailure records a failed start and returns when to try again.
+func (s *Server) afterFailure(fails *startFailures, err error) <-chan time.Time {
+	return time.After(fails.failed(err))
+}
+
 // switchReplicaSync starts replica sync if this node's Raft configuration
-// has a second member, and reports whether it runs. A failed start (no
-// port to bind) is logged, and tried again at the next check.
-func (s *Server) switchReplicaSync() bool {
+// has a second member, and reports whether it started, or why it could
+// not (its caller logs that: startFailures). A stopping node starts
+// nothing: once Close closed s.stop, a catalog change or a tick that the
+// runner's select picks anyway must not bind a socket or advertise it.
+func (s *Server) switchReplicaSync() (bool, error) {
+	select {
+	case <-s.stop:
+		return false, nil
+	default:
+	}
 	on, why := decideReplicaSync(s.cfg.ReplicaSync, s.cfg.Cluster, s.Node.Members())
 	if !on {
-		return false
+		return false, nil
 	}
 	sy, err := startReplicaSync(s.cfg, s.Scheduler, s.auth, s.log)
 	if err != nil {
-		s.log.Error("replica sync could not start; trying again", "why", why, "err", err)
-		return false
+		return false, fmt.Errorf("%s: %w", why, err)
 	}
 	s.Registry.MustRegister(sy.Collectors()...)
 	s.useReplicaSync(sy)
 	s.api.SetReplicaSync(sy)
 	s.Node.SetReplicaSyncAdvertise(sy.Advertised())
 	s.logReplicaSync(sy, why)
-	return true
+	return true, nil
 }
 
 // switchCheckEvery backs up the catalog changes runReplicaSyncSwitch
-// wakes on: a configuration change need not come with one.
+// wakes on: a configuration change need not come with one. It is also
+// the first retry delay after a failed start.
 const switchCheckEvery = time.Second
+
+// switchRetryMax caps the delay between retries of a failed start.
+const switchRetryMax = time.Minute
+
+// startFailures logs the failed starts of replica sync: the first at
+// ERROR, the repeats at DEBUG, and every tenth a WARN that sums up how
+// many failed so far (backoff.Backoff's rhythm), so a node whose start
+// keeps failing says so now and then without flooding the log.
+type startFailures struct {
+	log     *slog.Logger
+	b       *backoff.Backoff
+	failing bool
+}
+
+func newStartFailures(log *slog.Logger) *startFailures {
+	return &startFailures{log: log, b: backoff.New(switchCheckEvery, switchRetryMax)}
+}
+
+// failed logs err and returns how long to wait before the next try.
+func (f *startFailures) failed(err error) time.Duration {
+	wait, n, warn := f.b.Next()
+	switch {
+	case !f.failing:
+		f.log.Error("replica sync could not start; trying again with a backoff", "err", err, "retry_in", wait)
+	case warn:
+		f.log.Warn("replica sync still cannot start", "failures", n, "err", err, "retry_in", wait)
+	default:
+		f.log.Debug("replica sync could not start (a repeat)", "failures", n, "err", err, "retry_in", wait)
+	}
+	f.failing = true
+	return wait
+}
+
+// started logs, after failures, how many there were.
+func (f *startFailures) started() {
+	if f.failing {
+		f.log.Info("replica sync started after failed attempts")
+	}
+}
 
 // replicaMembers lists every member of the catalog with its epoch and, when
 // the catalog holds one, its replica-sync endpoint, dialed where

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	httpd "github.com/kvselect/kvselect/http"
@@ -129,9 +130,14 @@ type Server struct {
 	// recovering is true from Start until the KV index recovery is over
 	// (recovery.go).
 	recovering atomic.Bool
-	// caughtUp latches the node's first catch-up with a leader
-	// (readiness.go).
-	caughtUp atomic.Bool
+	// caughtUp latches the node's first catch-up with a leader, judged
+	// against leaderCommit, the highest commit index the leader reported
+	// for itself (readiness.go). statusOf and askLeaderCommit stand in
+	// for the Raft node in tests (nil: s.Node's).
+	caughtUp        atomic.Bool
+	leaderCommit    atomic.Uint64
+	statusOf        func() api.ClusterStatus
+	askLeaderCommit func(context.Context) (uint64, error)
 	// thresholdsKick wakes runInitialThresholds (thresholds.go).
 	thresholdsKick chan struct{}
 	// auth is the admin token every part reads when it checks or sends
@@ -279,15 +285,24 @@ func Start(cfg Config) (*Server, error) {
 		s.wg.Add(1)
 		go s.runSeedPolicy()
 	}
+	// Alone as far as the flags tell, the Raft state of a restart may
+	// have more to say: try the switch once now, and decide on its
+	// outcome (switchReplicaSync logs the "on" line itself, so the
+	// cases below must not log another).
+	startedNow, syncErr := false, error(nil)
+	if s.Sync() == nil && cfg.ReplicaSync != nil {
+		startedNow, syncErr = s.switchReplicaSync()
+	}
 	switch sy := s.Sync(); {
+	case startedNow:
 	case sy != nil:
 		s.logReplicaSync(sy, syncWhy)
-	case cfg.ReplicaSync != nil && !s.switchReplicaSync():
-		// Alone as far as the flags tell (the Raft state of a restart
-		// may have had more to say), until a node joins.
+	case cfg.ReplicaSync != nil:
+		// Off until a node joins (or, after a failed start, until a
+		// retry binds).
 		s.logReplicaSync(nil, syncWhy)
 		s.wg.Add(1)
-		go s.runReplicaSyncSwitch()
+		go s.runReplicaSyncSwitch(syncErr)
 	default:
 		s.logReplicaSync(nil, syncWhy)
 	}
@@ -410,7 +425,8 @@ func (s *Server) shutdown(ctx context.Context, crash bool) error {
 			err = s.Node.Close()
 		}
 		s.Ingest.Close()
-		s.wg.Wait() // runReplicaSyncSwitch may start replica sync until it returns
+		s.api.Close() // the request failures' repeats no later failure reported
+		s.wg.Wait()   // runReplicaSyncSwitch may start replica sync until it returns
 		if sy := s.Sync(); sy != nil {
 			sy.Close()
 		}

@@ -56,12 +56,12 @@ func (s *Service) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		methods, ok := byPath[r.URL.Path]
 		if !ok {
-			s.instrument(routeUnmatched, w, r, func(w http.ResponseWriter) {
+			s.instrument(routeUnmatched, methodOther, w, func(w http.ResponseWriter) {
 				writeError(w, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
 			})
 			return
 		}
-		s.instrument(r.URL.Path, w, r, func(w http.ResponseWriter) { serveRoute(w, r, methods) })
+		s.instrument(r.URL.Path, methodLabel(methods, r.Method), w, func(w http.ResponseWriter) { serveRoute(w, r, methods) })
 	})
 }
 

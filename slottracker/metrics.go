@@ -38,12 +38,28 @@ func (s *Service) schedulerLoads() []scheduler.PartitionLoads {
 	return out
 }
 
-// instrument counts a request under its route once it is answered.
-func (s *Service) instrument(route string, w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter)) {
+// methodOther labels the requests whose method their path does not take,
+// and every request to a path the API does not have: the method is the
+// client's to choose (any token, "FOO" as well as "GET"), and each new one
+// would otherwise make new series.
+const methodOther = "other"
+
+// methodLabel is the method label of a request to a path that takes
+// methods: its method when the path takes it, else methodOther.
+func methodLabel[H any](methods map[string]H, method string) string {
+	if _, ok := methods[method]; ok {
+		return method
+	}
+	return methodOther
+}
+
+// instrument counts a request under its route and method label once it
+// is answered.
+func (s *Service) instrument(route, method string, w http.ResponseWriter, serve func(http.ResponseWriter)) {
 	start := time.Now()
 	sw := promx.NewStatusWriter(w)
 	serve(sw)
-	s.requests.Observe(route, r.Method, sw.Status, time.Since(start))
+	s.requests.Observe(route, method, sw.Status, time.Since(start))
 }
 
 func (s *Service) handleMetrics(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package slottracker_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -84,8 +85,8 @@ func Test_Metrics(t *testing.T) {
 		{"kvselect_http_requests_total", map[string]string{"route": "/register", "method": "POST", "status": "201"}, 2},
 		{"kvselect_http_requests_total", map[string]string{"route": "/add", "method": "POST", "status": "201"}, 2},
 		{"kvselect_http_requests_total", map[string]string{"route": "/add", "method": "POST", "status": "409"}, 1},
-		{"kvselect_http_requests_total", map[string]string{"route": "unmatched", "method": "GET", "status": "404"}, 1},
-		{"kvselect_http_requests_total", map[string]string{"route": "/loads", "method": "DELETE", "status": "405"}, 1},
+		{"kvselect_http_requests_total", map[string]string{"route": "unmatched", "method": "other", "status": "404"}, 1},
+		{"kvselect_http_requests_total", map[string]string{"route": "/loads", "method": "other", "status": "405"}, 1},
 		{"kvselect_http_request_duration_seconds", map[string]string{"route": "/add", "status": "201"}, 2},
 		{"kvselect_active_requests", rank("llama", "default", "0"), 1},
 		{"kvselect_active_prefill_tokens", rank("llama", "default", "0"), 48},
@@ -119,5 +120,36 @@ func Test_Metrics(t *testing.T) {
 	h.ok("/unregister", `{"model_name": "qwen", "tenant_id": "t1", "worker_id": 7}`, http.StatusOK)
 	if _, ok := value(h.scrape(), "kvselect_active_requests", rank("qwen", "t1", "0")); ok {
 		t.Error("the dropped qwen tracker's rank is still exported")
+	}
+}
+
+// Test_MetricsMadeUpMethods: the method label is the client's to choose
+// (any token is a method), so a scanner's made-up methods, on unknown
+// paths and on known ones that do not take them, must not make a series
+// each: they are all "other". 500 of them used to make 1000 series.
+func Test_MetricsMadeUpMethods(t *testing.T) {
+	h := mustStart(t)
+	const n = 500
+	for i := range n {
+		m := fmt.Sprintf("X%d", i)
+		h.expect(m, "/no-such-route", "", http.StatusNotFound)
+		h.expect(m, "/loads", "", http.StatusMethodNotAllowed)
+	}
+	h.expect(http.MethodGet, "/loads", "", http.StatusOK)
+	methods := map[string]bool{}
+	fam := h.scrape()["kvselect_http_requests_total"]
+	for _, m := range fam.GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == "method" {
+				methods[lp.GetValue()] = true
+			}
+		}
+	}
+	if len(methods) > 4 || !methods["other"] || !methods[http.MethodGet] {
+		t.Fatalf("after %d made-up methods the requests have %d method labels, want GET, other and no more than a few",
+			n, len(methods))
+	}
+	if got, _ := value(h.scrape(), "kvselect_http_requests_total", map[string]string{"route": "/loads", "method": "other", "status": "405"}); got != n {
+		t.Fatalf("/loads' 405s under method other = %v, want %d", got, n)
 	}
 }

@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -49,6 +50,15 @@ func MustStart(t testing.TB, cfg server.Config) *server.Server {
 	if err := s.Node.WaitForLeader(ctx); err != nil {
 		t.Fatalf("no leader: %v", err)
 	}
+	// Selection-ready too: until it has caught up with its own commit
+	// index as leader, a node answers not_ready where a test may expect
+	// unknown_partition.
+	Eventually(t, "the node catches up with its leader", func() error {
+		if !s.CaughtUp() {
+			return errors.New("not caught up yet")
+		}
+		return nil
+	})
 	return s
 }
 

@@ -93,8 +93,10 @@ def node(tmp_path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         # Ready, not just leading: a new leader learns its commit index a
-        # moment after it wins the election.
+        # moment after it wins the election, and answers not_ready where
+        # a test expects unknown_partition until it is selection-ready.
         wait_for("the node leads and is ready", lambda: (get_json(url + "/readyz") or {}).get("state") == "leader")
+        wait_for("the node is selection-ready", lambda: (get_json(url + "/readyz?for=selection") or {}).get("ready") is True)
         yield url
     finally:
         p.stop()
