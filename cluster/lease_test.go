@@ -64,6 +64,12 @@ func leaseCluster(t *testing.T, clock *fakeClock, rm *removals) []*Node {
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())
 		cfg.RaftListener, cfg.InitialCluster, cfg.Clock = lns[i], peers, clock.Now
+		// The lease tests hold one leader for seconds and act on it; with
+		// TestConfig's 200 ms timeouts a loaded machine under -race sees
+		// an election mid-test now and then ("not the leader"). Lease
+		// deadlines follow the fake clock, so slower raft timeouts cost
+		// only the first election.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
 		n, err := Open(cfg, rm.observer(p.ID))
 		if err != nil {
 			t.Fatal(err)
