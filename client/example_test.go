@@ -29,6 +29,15 @@ func startNode() (string, func()) {
 	if err := s.Node.WaitForLeader(ctx); err != nil {
 		log.Fatal(err)
 	}
+	// Until the node's own record is in the catalog, a new cluster's
+	// first entries (its cluster id, the catalog rules that tell an
+	// unknown partition from one not ready) may still be on their way.
+	for s.Node.Epoch() == 0 {
+		if ctx.Err() != nil {
+			log.Fatal("the node published no metadata")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	return s.URL(), func() {
 		_ = s.Close(context.Background())
 		_ = os.RemoveAll(dir)
