@@ -92,6 +92,11 @@ type NodeMeta struct {
 	// start; its first write gives the member a new epoch. Omitted by a
 	// writer that knows none (the record's stays).
 	Incarnation uint64 `json:"incarnation,omitempty"`
+	// CatalogRules are the newest catalog rules the member's binary
+	// applies; the leader switches them on once every member has them.
+	// Sent only to a leader that knows the field (a leader of the release
+	// before refuses it as unknown).
+	CatalogRules uint32 `json:"catalog_rules,omitempty"`
 }
 
 // Redirect is the body of a 307 to the leader (?redirect=true).

@@ -30,14 +30,17 @@ func startNode() (string, func()) {
 		log.Fatal(err)
 	}
 	// Selection-ready, as a readiness probe would wait for
-	// (/readyz?for=selection): until then the node answers not_ready
-	// where ExampleCodeOf shows unknown_partition.
+	// (/readyz?for=selection), and with its own record in the catalog
+	// (a new cluster's first entries, its cluster id and the catalog
+	// rules that tell an unknown partition from one not ready, come
+	// before it): until then the node answers not_ready where
+	// ExampleCodeOf shows unknown_partition.
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
-	for !s.CaughtUp() {
+	for !s.CaughtUp() || s.Node.Epoch() == 0 {
 		select {
 		case <-ctx.Done():
-			log.Fatal("the node did not catch up with its own commit index")
+			log.Fatal("the node did not catch up or publish its metadata")
 		case <-tick.C:
 		}
 	}

@@ -62,7 +62,7 @@ func (p *peerClient) metadata(ctx context.Context, addr string, meta fsm.NodeMet
 	c, err := p.to(addr)
 	if err == nil {
 		_, err = c.SetMetadata(ctx, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync,
-			Incarnation: meta.Incarnation})
+			Incarnation: meta.Incarnation, CatalogRules: meta.CatalogRules})
 	}
 	return err
 }

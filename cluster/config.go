@@ -42,6 +42,12 @@ type Config struct {
 	// one. An owner that needs it before Open returns (its catalog
 	// observer runs from the start) draws it with NewIncarnation.
 	Incarnation uint64
+	// NoCatalogRules makes the node, as far as the catalog rules go
+	// (fsm/rules.go), a node of the release before them: its metadata
+	// advertises none, and as leader it never switches them on. It exists
+	// for tests of a rolling upgrade; a real node of that release also
+	// stops at the switch's entry, which this one applies.
+	NoCatalogRules bool
 
 	// InitialCluster is the configuration every node of a new cluster
 	// bootstraps with; it must list this node at RaftAdvertise. Ignored when

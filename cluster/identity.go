@@ -117,7 +117,8 @@ func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
 	}
 	c := n.Catalog()
 	var id fsm.ClusterID
-	switch plan := planClusterID(c, n.cfg.NodeID); plan {
+	plan := planClusterID(c, n.cfg.NodeID)
+	switch plan {
 	case idKeep:
 		if !reassert {
 			return nil
@@ -145,6 +146,13 @@ func (n *Node) ensureClusterID(ctx context.Context, reassert bool) error {
 	}
 	if err == nil && !reassert {
 		n.log.Info("cluster id written", "cluster_id", id)
+	}
+	if err == nil && plan == idCreate && n.bootstrapped && !n.cfg.NoCatalogRules {
+		// A cluster this process bootstrapped: its members start on this
+		// release, so the catalog rules are on from its first entries
+		// (rules.go), before any worker. Should this fail, the gate of
+		// ensureCatalogRules writes them once every member says it can.
+		err = n.enableCatalogRules(ctx)
 	}
 	return err
 }

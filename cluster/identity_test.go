@@ -64,6 +64,8 @@ func Test_MetaCurrent(t *testing.T) {
 		{"a new process", fsm.NodeMeta{ID: "n1", HTTPAddr: "h:1", ReplicaSync: "tcp://h:2", Incarnation: 6}, false},
 		{"moved", fsm.NodeMeta{ID: "n1", HTTPAddr: "h:3", ReplicaSync: "tcp://h:2", Incarnation: 5}, false},
 		{"replica sync off", fsm.NodeMeta{ID: "n1", HTTPAddr: "h:1", Incarnation: 5}, false},
+		{"now advertises catalog rules", fsm.NodeMeta{ID: "n1", HTTPAddr: "h:1", ReplicaSync: "tcp://h:2", Incarnation: 5,
+			CatalogRules: 1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

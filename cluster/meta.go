@@ -119,16 +119,20 @@ func (n *Node) LeaderWait() time.Duration { return n.cfg.LeaderWait }
 
 // selfMeta is the metadata this node publishes about itself.
 func (n *Node) selfMeta() fsm.NodeMeta {
-	return fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: *n.replicaSync.Load(),
+	m := fsm.NodeMeta{ID: n.cfg.NodeID, HTTPAddr: n.cfg.HTTPAdvertise, ReplicaSync: *n.replicaSync.Load(),
 		Incarnation: n.incarnation}
+	if !n.cfg.NoCatalogRules {
+		m.CatalogRules = fsm.CatalogRulesCurrent
+	}
+	return m
 }
 
 // metaCurrent reports whether the catalog's record cur already says what
 // meta does; an incarnation of 0 (a writer that knows none) asks nothing
-// of the record's.
+// of the record's, nor of its catalog rules, which go with it.
 func metaCurrent(cur, meta fsm.NodeMeta) bool {
 	return cur.HTTPAddr == meta.HTTPAddr && cur.ReplicaSync == meta.ReplicaSync &&
-		(meta.Incarnation == 0 || cur.Incarnation == meta.Incarnation)
+		(meta.Incarnation == 0 || cur.Incarnation == meta.Incarnation && cur.CatalogRules == meta.CatalogRules)
 }
 
 // untilStop is a context that ends when Close stops the node's
@@ -161,6 +165,9 @@ func (n *Node) publishMetadata() {
 		err := n.ensureClusterID(ctx, false)
 		if err == nil {
 			err = n.ensureMetadata(ctx)
+		}
+		if err == nil {
+			err = n.ensureCatalogRules(ctx)
 		}
 		// Configuration changes (a re-add) have no channel of their own,
 		// and observations may be dropped: re-check now and then anyway.
@@ -215,6 +222,14 @@ func (n *Node) ensureMetadata(ctx context.Context) error {
 	if suffrage, listed := n.suffrage(); listed && suffrage != raft.Voter && leader.DialHTTP != "" && leader.ID != n.cfg.NodeID {
 		return n.client.join(ctx, leader.DialHTTP, api.JoinRequest{ID: want.ID, RaftAddr: n.RaftAddr(),
 			HTTPAddr: want.HTTPAddr, ReplicaSync: want.ReplicaSync, CaughtUp: true})
+	}
+	if leader.ID != "" && leader.ID != n.cfg.NodeID {
+		// The leader decodes the body strictly (api.Decode): one of the
+		// release before refuses catalog_rules as an unknown field. Its
+		// record tells whether it knows them; once a leader that does
+		// leads, the record differs and this node writes it again.
+		lm, _ := n.Catalog().Node(leader.ID)
+		want.CatalogRules = min(want.CatalogRules, lm.CatalogRules)
 	}
 	if cur, ok := n.Catalog().Node(want.ID); ok && metaCurrent(cur, want) {
 		return nil

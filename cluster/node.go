@@ -62,6 +62,10 @@ type Node struct {
 	// incarnation is this process's, published in the node metadata
 	// (identity.go).
 	incarnation uint64
+	// rulesHeldBy are the members that held the catalog rules switch
+	// back when the leader last looked (publishMetadata's goroutine
+	// only), so that it logs each change once.
+	rulesHeldBy string
 	provider    *dialProvider
 	client      *peerClient
 	stop        chan struct{} // closed by Close; stops publishMetadata, announceCommits and watchRemoval

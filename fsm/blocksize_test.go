@@ -162,7 +162,7 @@ func Test_RestoreRejectsBadBlockSizes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := `{"version":2,"index":1,"workers":[` + worker + `],"partition_block_sizes":` + tt.sizes + `}`
+			snap := `{"version":5,"index":1,"workers":[` + worker + `],"partition_block_sizes":` + tt.sizes + `,"catalog_rules":1}`
 			err := New().Restore(io.NopCloser(strings.NewReader(snap)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("restore = %v, want an error containing %q", err, tt.want)
@@ -171,12 +171,13 @@ func Test_RestoreRejectsBadBlockSizes(t *testing.T) {
 	}
 }
 
-// Test_GoldenSnapshotBlockSizes pins the partition_block_sizes field: the
+// Test_GoldenSnapshotBlockSizes pins the partition_block_sizes field (in a
+// version-5 snapshot, the catalog rules on): the
 // partition of the takeover sequence (16, 16, 32, 16, then the first two
 // deleted) restores at 16, with the 32 worker incomplete, and the snapshot
 // re-encodes to the same bytes.
 func Test_GoldenSnapshotBlockSizes(t *testing.T) {
-	data := golden(t, "snapshot.v2-block-sizes.json")
+	data := golden(t, "snapshot.v5-catalog-rules.json")
 	f := New()
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,9 @@ type Catalog struct {
 	// retired are the partitions that lost their last worker, with the
 	// index at which they did (known.go); shared until an editor writes.
 	retired map[PartitionKey]uint64
+	// rules are the catalog rules applied (rules.go); 0 before the
+	// switch.
+	rules uint32
 }
 
 // Partition is the catalog's view of one (model, tenant) scope. Its fields
@@ -243,6 +246,7 @@ func newEditor(cur *Catalog, index uint64) *editor {
 			policies:     cur.policies, // and policies
 			policySeeded: cur.policySeeded,
 			retired:      cur.retired, // copied on first write too
+			rules:        cur.rules,
 		},
 		touched: map[PartitionKey]bool{},
 	}
@@ -297,14 +301,16 @@ func (e *editor) finish() *Catalog {
 		if len(ws) == 0 {
 			if existed {
 				delete(e.next.partitions, k)
-				e.retire(k)
+				if e.next.stickyRules() {
+					e.retire(k)
+				}
 			}
 			continue
 		}
 		e.unretire(k)
 		var held uint32
-		if existed {
-			held = prev.BlockSize
+		if existed && e.next.stickyRules() {
+			held = prev.BlockSize // before the switch, the members alone decide
 		}
 		e.next.partitions[k] = e.derivePartition(k, ws, held)
 	}
@@ -313,7 +319,8 @@ func (e *editor) finish() *Catalog {
 
 // derivePartition sets the partition's block size and every member's
 // lifecycle. Both depend only on the members and on the block size the
-// partition held before the change (held, 0 for a new partition), which
+// partition held before the change (held: 0 for a new partition, and
+// always before the catalog rules switched the sticky size on), which
 // every node has derived alike from the same log, or restored from the same
 // snapshot (encodeSnapshot keeps the block sizes the members alone would
 // not give), so every node computes the same result.

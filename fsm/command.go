@@ -44,6 +44,7 @@ const (
 	// CmdInitPolicy seeds the cluster default unless one was ever
 	// written.
 	CmdInitPolicy CommandType = 13
+	// 14, CmdEnableCatalogRules, is in rules.go.
 
 	// IgnoreUnknown is the flag bit of a type an older binary may skip.
 	IgnoreUnknown CommandType = 0x80
@@ -80,6 +81,8 @@ func (t CommandType) String() string {
 		return "delete_policy"
 	case CmdInitPolicy:
 		return "init_policy"
+	case CmdEnableCatalogRules:
+		return "enable_catalog_rules"
 	}
 	return fmt.Sprintf("command(%d)", uint8(t))
 }

@@ -13,7 +13,8 @@
 // catalog, including what is derived
 // from it: each worker's lifecycle (schedulable or incomplete, with
 // reasons), each partition's block size (sticky: kept while any worker
-// holds it), schedulable workers and ranks.
+// holds it, once the catalog rules are on: rules.go), schedulable workers
+// and ranks.
 // These views are computed once per change, when the catalog is built, so
 // the indexer, the scheduler and the listeners read the same answer.
 //

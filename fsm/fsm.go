@@ -68,6 +68,8 @@ var handlers = map[CommandType]handler{
 	CmdSetPolicy:    applySetPolicy,
 	CmdDeletePolicy: applyDeletePolicy,
 	CmdInitPolicy:   applyInitPolicy,
+
+	CmdEnableCatalogRules: applyEnableCatalogRules,
 }
 
 // FSM implements raft.FSM over the worker catalog.
@@ -266,6 +268,21 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			snap.Version, snapshotVersion)
 	}
 	e := newEditor(EmptyCatalog(), snap.Index)
+	switch {
+	case snap.CatalogRules > CatalogRulesCurrent:
+		return fmt.Errorf("restore catalog snapshot: catalog rules %d (this kvselect applies rules up to %d; a newer kvselect wrote it)",
+			snap.CatalogRules, CatalogRulesCurrent)
+	case (snap.Version == 5) != (snap.CatalogRules != 0):
+		// Version 5 is the catalog rules' (encodeSnapshot).
+		return fmt.Errorf("restore catalog snapshot: version %d with catalog rules %d (version 5, and only it, has them)",
+			snap.Version, snap.CatalogRules)
+	case snap.CatalogRules == 0 && (len(snap.BlockSizes) > 0 || len(snap.Retired) > 0):
+		// History only the rules keep, in a snapshot that says they are
+		// off: no release writes that, so the file is not to be trusted.
+		return fmt.Errorf("restore catalog snapshot: partition_block_sizes or retired_partitions without catalog_rules")
+	}
+	// Set before finish derives the partitions: it reads them.
+	e.next.rules = snap.CatalogRules
 	if snap.ClusterID != "" {
 		id, err := ParseClusterID(snap.ClusterID)
 		if err != nil {

@@ -429,14 +429,14 @@ func Test_PartitionRankLimit(t *testing.T) {
 // naming the version, and leaves the catalog as it was: same catalog, no
 // change notification, and writes go on at the next index.
 func Test_RestoreUnsupportedVersion(t *testing.T) {
-	newer := bytes.Replace(golden(t, "snapshot.v2.json"), []byte(`"version":2`), []byte(`"version":5`), 1)
+	newer := bytes.Replace(golden(t, "snapshot.v2.json"), []byte(`"version":2`), []byte(`"version":6`), 1)
 	tests := []struct {
 		name    string
 		snap    string
 		wantErr string
 	}{
-		{"newer version, empty", `{"version":5,"index":9,"workers":[]}`, "unsupported version 5"},
-		{"newer version, valid records", string(newer), "unsupported version 5"},
+		{"newer version, empty", `{"version":6,"index":9,"workers":[]}`, "unsupported version 6"},
+		{"newer version, valid records", string(newer), "unsupported version 6"},
 		{"no version", `{"index":9,"workers":[]}`, "unsupported version 0"},
 	}
 	for _, tt := range tests {

@@ -69,8 +69,12 @@ func (e *editor) copyRetired() {
 // or held one before (Retired); otherwise an error wrapping
 // ErrUnknownPartition whose message names k and lists the partitions the
 // catalog holds (at most MaxListedPartitions, sorted, with their count).
+//
+// Before the catalog rules switched the retired record on (rules.go), no
+// partition is claimed unknown: the catalog cannot tell a typo from a
+// partition emptied, so it answers as the release before did (not_ready).
 func (c *Catalog) CheckPartitionKnown(k PartitionKey) error {
-	if _, ok := c.partitions[k]; ok {
+	if _, ok := c.partitions[k]; ok || !c.stickyRules() {
 		return nil
 	}
 	if _, ok := c.retired[k]; ok {

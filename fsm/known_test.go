@@ -118,7 +118,7 @@ func Test_RestoreRejectsBadRetired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := `{"version":2,"index":3,"workers":[` + worker + `],"retired_partitions":` + tt.retired + `}`
+			snap := `{"version":5,"index":3,"workers":[` + worker + `],"retired_partitions":` + tt.retired + `,"catalog_rules":1}`
 			err := New().Restore(io.NopCloser(strings.NewReader(snap)))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("restore = %v, want an error containing %q", err, tt.want)

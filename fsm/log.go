@@ -12,9 +12,15 @@ type Log struct {
 	observers []Observer
 }
 
-// NewLog returns a Log over a fresh FSM.
+// NewLog returns a Log over a fresh FSM of a cluster this release
+// bootstrapped: the catalog rules (rules.go) are on from its first entry,
+// as the first leader writes them. A Log over New() starts with them off,
+// as a log of the release before does.
 func NewLog(observers ...Observer) *Log {
-	return &Log{FSM: New(), observers: observers}
+	l := &Log{FSM: New(), observers: observers}
+	l.FSM.cur.Store(&Catalog{workers: map[uint64]*Worker{}, partitions: map[PartitionKey]*Partition{},
+		nodes: map[string]NodeMeta{}, rules: CatalogRulesCurrent})
+	return l
 }
 
 // Apply encodes and applies one command. It returns the command's result;

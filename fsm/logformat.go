@@ -43,11 +43,17 @@ import (
 //
 // Sticky block sizes (a partition keeps its block size while any worker
 // holds it) are history the workers alone do not tell: a snapshot carries
-// them as one more optional field (partition_block_sizes), and only for
-// the partitions where the workers alone would give another size.
-//
-// The partitions that lost their last worker (known.go) are one more:
-// retired_partitions.
+// them as one more field (partition_block_sizes), and only for the
+// partitions where the workers alone would give another size. The
+// partitions that lost their last worker (known.go) are one more:
+// retired_partitions. Both exist only once the catalog rules are on
+// (rules.go, enable_catalog_rules, type 14, enableCatalogRulesV1, no
+// IgnoreUnknown flag), and a snapshot of such a catalog is version 5 with
+// catalog_rules set: a binary of the release before refuses it rather
+// than derive the old way from it. A snapshot without catalog_rules is
+// read with the rules off, as a replay of the log that wrote it gives.
+// A node record advertises the rules its writer knows (catalog_rules,
+// optional).
 //
 // A node record (nodeV1) gained two optional fields under the omitempty
 // rule: incarnation in set_node (the writing process's start, see
@@ -180,6 +186,9 @@ type nodeV1 struct {
 	// Epoch is written in snapshots only; a set_node's is ignored (the
 	// FSM derives it).
 	Epoch uint64 `json:"epoch,omitempty"`
+	// CatalogRules: what the writer's binary applies (NodeMeta); a
+	// release before them ignores the field.
+	CatalogRules uint32 `json:"catalog_rules,omitempty"`
 }
 
 // policyV1 is the payload of the policy commands and a record of a
@@ -225,7 +234,7 @@ type deleteNodeV1 struct {
 // (snapshots, not commands).
 func encodeNode(n NodeMeta, derived bool) nodeV1 {
 	v := nodeV1{ID: n.ID, HTTPAddr: n.HTTPAddr, ReplicaSync: n.ReplicaSync, ModifyIndex: n.ModifyIndex,
-		Incarnation: n.Incarnation}
+		Incarnation: n.Incarnation, CatalogRules: n.CatalogRules}
 	if derived {
 		v.Epoch = n.Epoch
 	}
@@ -236,7 +245,7 @@ func encodeNode(n NodeMeta, derived bool) nodeV1 {
 // snapshot.
 func (v nodeV1) decode(derived bool) NodeMeta {
 	n := NodeMeta{ID: v.ID, HTTPAddr: v.HTTPAddr, ReplicaSync: v.ReplicaSync, ModifyIndex: v.ModifyIndex,
-		Incarnation: v.Incarnation}
+		Incarnation: v.Incarnation, CatalogRules: v.CatalogRules}
 	if derived {
 		n.Epoch = v.Epoch
 	}
@@ -280,6 +289,8 @@ func EncodeCommand(c Command) ([]byte, error) {
 		payload = policyV1{ModelName: c.Key.Model, TenantID: c.Key.Tenant}
 	case InitPolicy:
 		payload = policyV1{Policy: c.Name, Parameters: c.Params}
+	case EnableCatalogRules:
+		payload = enableCatalogRulesV1{Rules: c.Rules}
 	default:
 		return nil, fmt.Errorf("encode: unknown command %T", c)
 	}
@@ -338,6 +349,10 @@ type snapshotV4 struct {
 	// Retired are the partitions that lost their last worker (known.go),
 	// optional for the same reason: a binary before it ignores them.
 	Retired []retiredV1 `json:"retired_partitions,omitempty"`
+	// CatalogRules are the catalog rules on (rules.go); absent (0) in
+	// every snapshot before them, which replays as rules 0. Nonzero makes
+	// the snapshot version 5.
+	CatalogRules uint32 `json:"catalog_rules,omitempty"`
 }
 
 // partitionBlockSizeV1 is one partition's sticky block size in a snapshot.
@@ -348,7 +363,7 @@ type partitionBlockSizeV1 struct {
 }
 
 // snapshotVersion is the newest version Snapshot writes and Restore reads.
-const snapshotVersion = 4
+const snapshotVersion = 5
 
 func encodeSnapshot(c *Catalog) snapshotV4 {
 	s := snapshotV4{Version: 2, Index: c.index, Workers: []workerV1{}}
@@ -378,8 +393,15 @@ func encodeSnapshot(c *Catalog) snapshotV4 {
 		s.Policies = append(s.Policies, encodePolicy(p))
 	}
 	s.DefaultPolicySeeded = c.policySeeded
-	// Only where the workers alone would say otherwise, so that a
-	// snapshot without history stays the bytes it always was.
+	if c.rules == 0 {
+		// The rules of the release before: the workers say it all, and
+		// the snapshot is one that release reads.
+		return s
+	}
+	// A version the release before refuses: it would derive block sizes
+	// and unknown partitions without the history below.
+	s.Version, s.CatalogRules = 5, c.rules
+	// Only where the workers alone would say otherwise.
 	for _, p := range c.Partitions() {
 		if p.BlockSize != seniorBlockSize(bySeniority(c.members(p))) {
 			s.BlockSizes = append(s.BlockSizes, partitionBlockSizeV1{

@@ -36,6 +36,12 @@ type NodeMeta struct {
 	// published an incarnation. Replica sync accepts a node's messages
 	// only from its current epoch (SPEC §3.6).
 	Epoch uint64
+	// CatalogRules are the newest catalog rules (rules.go) the binary of
+	// the process that wrote the record applies: how a member advertises
+	// that the leader may switch them on. 0 from a release before them,
+	// which drops the field. It belongs to the incarnation: a writer that
+	// knows none keeps the record's.
+	CatalogRules uint32
 }
 
 // ValidateNode checks a node record the way ValidateSpec checks a worker.
@@ -82,7 +88,7 @@ func applySetNode(e *editor, payload []byte) (outcome, error) {
 	case n.Incarnation == 0 && had:
 		// A writer that does not know incarnations changes addresses
 		// only.
-		n.Incarnation, n.Epoch = old.Incarnation, old.Epoch
+		n.Incarnation, n.Epoch, n.CatalogRules = old.Incarnation, old.Epoch, old.CatalogRules
 	case n.Incarnation == 0:
 	case had && n.Incarnation == old.Incarnation:
 		n.Epoch = old.Epoch // the same process again (a retried write)

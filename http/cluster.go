@@ -83,14 +83,15 @@ func (s *Service) clusterMetadata(w http.ResponseWriter, r *http.Request) error 
 	if err := checkNodeMeta(in.ID, in.HTTPAddr, in.ReplicaSync); err != nil {
 		return err
 	}
-	meta := fsm.NodeMeta{ID: in.ID, HTTPAddr: in.HTTPAddr, ReplicaSync: in.ReplicaSync, Incarnation: in.Incarnation}
+	meta := fsm.NodeMeta{ID: in.ID, HTTPAddr: in.HTTPAddr, ReplicaSync: in.ReplicaSync, Incarnation: in.Incarnation,
+		CatalogRules: in.CatalogRules}
 	if err := s.cfg.Cluster.SetMetadata(r.Context(), meta); err != nil {
 		return err
 	}
 	st := s.cfg.Cluster.Status()
 	setIndex(w, st.CatalogIndex)
 	return writeJSON(w, http.StatusOK, api.NodeMeta{ID: meta.ID, HTTPAddr: meta.HTTPAddr, ReplicaSync: meta.ReplicaSync,
-		Incarnation: meta.Incarnation})
+		Incarnation: meta.Incarnation, CatalogRules: meta.CatalogRules})
 }
 
 // checkNodeMeta turns an invalid metadata record into a 400 naming the
