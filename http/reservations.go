@@ -46,7 +46,7 @@ func (s *Service) createReservation(w http.ResponseWriter, r *http.Request) erro
 	}
 	b, err := s.cfg.Selector.Reserve(req)
 	if err != nil && req.SelectionID == "" {
-		return s.partitionErr(req.Partition, promptIndex(r, &in.Prompt), err)
+		return s.partitionErr(r.Context(), req.Partition, promptIndex(r, &in.Prompt), err)
 	} else if err != nil {
 		return err
 	}

@@ -1,12 +1,14 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
@@ -74,10 +76,16 @@ func partitionOf(in *api.Prompt) (fsm.PartitionKey, error) {
 // even received cannot be told from a misspelling by any node but the
 // leader; a client that registers and selects at once sends the index
 // its registration returned (SPEC §3.1).
-func (s *Service) partitionErr(key fsm.PartitionKey, minIndex uint64, err error) error {
+//
+// Every write leaves a moment in which an entry is committed but not yet
+// applied, even on a lone leader; a node that is only that far behind
+// waits (up to readyzApplyWait, as /readyz does) to apply what it knew
+// was committed, then judges the catalog it then holds.
+func (s *Service) partitionErr(ctx context.Context, key fsm.PartitionKey, minIndex uint64, err error) error {
 	if !errors.Is(err, scheduler.ErrNotReady) && !errors.Is(err, scheduler.ErrWorkerNotFound) {
 		return err
 	}
+	s.awaitCommitApplied(ctx)
 	cat := s.cfg.Catalog.Catalog()
 	unknown := cat.CheckPartitionKnown(key)
 	if unknown == nil {
@@ -88,6 +96,29 @@ func (s *Service) partitionErr(key fsm.PartitionKey, minIndex uint64, err error)
 			errCatalogUnsettled, why, key.Model, key.Tenant)
 	}
 	return unknown
+}
+
+// awaitCommitApplied waits, up to readyzApplyWait, until this node has
+// applied the commit index it knows now, when it follows a leader and is
+// behind it. Raft's applied index, not the catalog's: entries the FSM
+// does not see (barriers, configuration changes) count too.
+func (s *Service) awaitCommitApplied(ctx context.Context) {
+	st := s.cfg.Cluster.Status()
+	if st.Leader.ID == "" || st.AppliedIndex >= st.CommitIndex {
+		return
+	}
+	commit := st.CommitIndex
+	ctx, cancel := context.WithTimeout(ctx, readyzApplyWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.cfg.Cluster.Status().AppliedIndex < commit {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // catalogUnsettled says why this node's catalog, at catalogIndex, may lack
@@ -253,7 +284,7 @@ func (s *Service) doSelect(w http.ResponseWriter, r *http.Request, reserve bool)
 	}
 	sel, err := s.cfg.Selector.Select(req)
 	if err != nil {
-		return s.partitionErr(req.Partition, promptIndex(r, &in.Prompt), err)
+		return s.partitionErr(r.Context(), req.Partition, promptIndex(r, &in.Prompt), err)
 	}
 	if len(sel.IgnoredOverrides) > 0 {
 		w.Header().Set(api.HeaderIgnoredOverride, strings.Join(sel.IgnoredOverrides, ","))
@@ -278,7 +309,7 @@ func (s *Service) potentialLoads(w http.ResponseWriter, r *http.Request) error {
 	}
 	loads, err := s.cfg.Selector.PotentialLoads(key, pr)
 	if err != nil {
-		return s.partitionErr(key, idx, err)
+		return s.partitionErr(r.Context(), key, idx, err)
 	}
 	out := make([]api.PotentialLoad, len(loads))
 	for i, l := range loads {
@@ -296,7 +327,7 @@ func (s *Service) overlapScores(w http.ResponseWriter, r *http.Request) error {
 	}
 	sc, err := s.cfg.Selector.OverlapScores(key, pr)
 	if err != nil {
-		return s.partitionErr(key, idx, err)
+		return s.partitionErr(r.Context(), key, idx, err)
 	}
 	out := api.OverlapScores{BlockSize: sc.BlockSize, NumBlocks: sc.NumBlocks, Workers: make([]api.OverlapRow, len(sc.Rows))}
 	for i, row := range sc.Rows {
