@@ -57,6 +57,10 @@ func (s *Server) CaughtUp() bool {
 	return true
 }
 
+// CaughtUpLatched reports whether the latch is set, without judging the
+// status anew as CaughtUp does: what watchCatchUp has done on its own.
+func (s *Server) CaughtUpLatched() bool { return s.caughtUp.Load() }
+
 // status is the node's cluster status (a test's fake when statusOf is set).
 func (s *Server) status() api.ClusterStatus {
 	if s.statusOf != nil {

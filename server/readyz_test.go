@@ -114,6 +114,12 @@ func Test_SelectionReadyWithoutQuorum(t *testing.T) {
 				return fmt.Errorf("no worker yet")
 			}
 			if s == last {
+				// Its watcher latches once it has applied the commit
+				// index the leader reported; the test must not crash the
+				// others before that, nor probe it.
+				if !s.CaughtUpLatched() {
+					return fmt.Errorf("not latched yet")
+				}
 				return nil
 			}
 			if status, body := selectionReadyz(t, s); status != http.StatusOK || !body.CaughtUp || body.Recovering {
