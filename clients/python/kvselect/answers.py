@@ -230,3 +230,7 @@ class NodeMeta(_NodeMeta, total=False):
     # records a new one as the member's epoch (replica sync's freshness).
     incarnation: int
     modify_index: int
+    # The catalog rules the member's release knows (1: sticky block sizes
+    # and retired partitions); the leader switches them on once every
+    # member advertises them.
+    catalog_rules: int
