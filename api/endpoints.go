@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"github.com/kvselect/kvselect/internal/zmqaddr"
 	"net"
 	"net/url"
 	"slices"
@@ -89,28 +90,18 @@ func CheckZMQEndpoint(ep string) error {
 	if err := checkAddressText(ep); err != nil {
 		return err
 	}
-	scheme, rest, ok := strings.Cut(ep, "://")
-	if !ok || rest == "" {
-		return fmt.Errorf("%q is not a ZMQ endpoint (want tcp://host:port, ipc://path or inproc://name)", ep)
+	addr, err := zmqaddr.Parse(ep)
+	if err != nil {
+		return err
 	}
-	switch scheme {
-	case "ipc", "inproc":
-		return nil
-	case "tcp":
-		host, port, err := net.SplitHostPort(rest)
-		if err != nil {
-			return fmt.Errorf("%q: want tcp://host:port", ep)
-		}
-		if err := checkHost(host); err != nil {
+	if addr.Transport == "tcp" {
+		// A request must name a host a listener can resolve: not "*",
+		// not empty.
+		if err := checkHost(addr.Host); err != nil {
 			return fmt.Errorf("%q: %w", ep, err)
 		}
-		if err := checkPort(port); err != nil {
-			return fmt.Errorf("%q: %w", ep, err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("%q: unsupported transport %q (want tcp, ipc or inproc)", ep, scheme)
 	}
+	return nil
 }
 
 // checkAddressText refuses what no address holds: spaces, ASCII control

@@ -2,11 +2,10 @@ package fsm
 
 import (
 	"fmt"
+	"github.com/kvselect/kvselect/internal/zmqaddr"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // DefaultScope is the model_name and tenant_id used when a request omits them.
@@ -189,25 +188,11 @@ func ValidateZMQEndpoint(ep string) error {
 	if len(ep) > MaxStringLen {
 		return fmt.Errorf("longer than %d bytes", MaxStringLen)
 	}
-	scheme, rest, ok := strings.Cut(ep, "://")
-	if !ok || rest == "" {
-		return fmt.Errorf("%q is not a ZMQ endpoint (want tcp://host:port, ipc://path or inproc://name)", ep)
+	addr, err := zmqaddr.Parse(ep)
+	if err == nil && addr.Transport == "tcp" && (addr.Host == "" || addr.Host == "*") {
+		err = fmt.Errorf("%q: want tcp://host:port", ep)
 	}
-	switch scheme {
-	case "ipc", "inproc":
-		return nil
-	case "tcp":
-		host, port, err := net.SplitHostPort(rest)
-		if err != nil || host == "" || host == "*" {
-			return fmt.Errorf("%q: want tcp://host:port", ep)
-		}
-		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-			return fmt.Errorf("%q: port must be 1-65535", ep)
-		}
-		return nil
-	default:
-		return fmt.Errorf("%q: unsupported transport %q (want tcp, ipc or inproc)", ep, scheme)
-	}
+	return err
 }
 
 // staticReasons lists what makes a worker incomplete on its own, without
