@@ -169,6 +169,7 @@ func (n *Node) publishMetadata() {
 		if err == nil {
 			err = n.ensureCatalogRules(ctx)
 		}
+		n.metaRounds.Add(1)
 		// Configuration changes (a re-add) have no channel of their own,
 		// and observations may be dropped: re-check now and then anyway.
 		retry := time.After(recheckEvery)
@@ -189,6 +190,11 @@ func (n *Node) publishMetadata() {
 		}
 	}
 }
+
+// MetadataRounds counts publishMetadata's passes (metadata, cluster id
+// and catalog rules each judged once): tests that check a write does not
+// happen wait for rounds rather than for time.
+func (n *Node) MetadataRounds() uint64 { return n.metaRounds.Load() }
 
 // SetReplicaSyncAdvertise changes the replica-sync endpoint this node
 // publishes in its metadata (tcp://host:port; "" for none): replica sync

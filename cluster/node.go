@@ -82,6 +82,8 @@ type Node struct {
 	leases leaseBook
 	// leaseTicks counts expireLeases rounds (tests wait on it).
 	leaseTicks atomic.Uint64
+	// metaRounds counts publishMetadata passes (MetadataRounds).
+	metaRounds atomic.Uint64
 }
 
 // Open starts a node in cfg.DataDir. A data dir with Raft state resumes it

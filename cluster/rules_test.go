@@ -1,10 +1,10 @@
 package cluster
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -117,7 +117,7 @@ func Test_CatalogRulesAfterUpgrade(t *testing.T) {
 	if _, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // a few rounds of publishMetadata
+	waitMetadataRounds(t, n, 2) // the upsert's round and one after: either would have switched
 	if rules := n.Catalog().CatalogRules(); rules != 0 {
 		t.Fatalf("catalog rules %d written by a node of the release before", rules)
 	}
@@ -131,4 +131,18 @@ func Test_CatalogRulesAfterUpgrade(t *testing.T) {
 	if m, _ := n2.Catalog().Node("n1"); m.CatalogRules != fsm.CatalogRulesCurrent || m.Incarnation != n2.Incarnation() {
 		t.Fatalf("record %+v", m)
 	}
+}
+
+// waitMetadataRounds waits until n has made k more publishMetadata
+// passes, each of which would have written the rules switch if it were
+// due: what a test that expects no switch waits for.
+func waitMetadataRounds(t *testing.T, n *Node, k uint64) {
+	t.Helper()
+	target := n.MetadataRounds() + k
+	waitFor(t, fmt.Sprintf("%s: %d metadata rounds", n.ID(), k), func() error {
+		if got := n.MetadataRounds(); got < target {
+			return fmt.Errorf("at round %d", got)
+		}
+		return nil
+	})
 }

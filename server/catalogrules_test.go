@@ -65,7 +65,7 @@ func Test_CatalogRulesRollingUpgrade(t *testing.T) {
 		c.Stop(i)
 		c.RestartWith(i, func(cfg *server.Config) { cfg.Cluster.NoCatalogRules = false })
 		c.WaitConverged()
-		time.Sleep(300 * time.Millisecond) // rounds of publishMetadata on a leader of this release
+		waitMetadataRounds(t, c) // rounds of publishMetadata on a leader of this release
 		agree(fmt.Sprintf("%d of 3 upgraded", i+1), 0, 16)
 	}
 	// A leader of this release judges the switch; n3 holds it back.
@@ -81,7 +81,7 @@ func Test_CatalogRulesRollingUpgrade(t *testing.T) {
 	})
 	apply(fsm.DeleteWorker{WorkerID: 1})
 	apply(fsm.DeleteWorker{WorkerID: 2})
-	time.Sleep(300 * time.Millisecond)
+	waitMetadataRounds(t, c)
 	agree("seniority while n3 runs the release before", 0, 32)
 	c.Stop(2)
 	c.RestartWith(2, func(cfg *server.Config) { cfg.Cluster.NoCatalogRules = false })
@@ -89,4 +89,24 @@ func Test_CatalogRulesRollingUpgrade(t *testing.T) {
 	apply(worker(8, 32))
 	apply(fsm.DeleteWorker{WorkerID: 3})
 	agree("sticky from the switch on", fsm.CatalogRulesCurrent, 32)
+}
+
+// waitMetadataRounds waits until every live node has made two more
+// publishMetadata passes: on the leader, each would have written the
+// rules switch if it were due.
+func waitMetadataRounds(t *testing.T, c *servertest.Cluster) {
+	t.Helper()
+	live := c.Live()
+	targets := make([]uint64, len(live))
+	for i, s := range live {
+		targets[i] = s.Node.MetadataRounds() + 2
+	}
+	servertest.Eventually(t, "two metadata rounds on every node", func() error {
+		for i, s := range live {
+			if got := s.Node.MetadataRounds(); got < targets[i] {
+				return fmt.Errorf("%s at round %d", s.Node.ID(), got)
+			}
+		}
+		return nil
+	})
 }
