@@ -180,29 +180,14 @@ func (l *listener) count(f func(*RankStatus)) {
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	defer l.setState(stateStopped, nil)
-	bo := backoff.New(l.m.cfg.BackoffMin, l.m.cfg.BackoffMax)
-	for ctx.Err() == nil {
-		l.setState(StateConnecting, nil)
-		received, err := l.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		l.setState(StateFailed, err)
-		if received {
-			bo.Reset()
-		}
-		// An engine that stays down would log on every retry; the status
-		// has what the debug lines leave out.
-		wait, failures, warn := bo.Next()
-		level := slog.LevelDebug
-		if warn {
-			level = slog.LevelWarn
-		}
-		l.log.Log(ctx, level, "kv events connection failed; reconnecting", "err", err, "retry_in", wait, "failures", failures)
-		if !backoff.Sleep(ctx, wait) {
-			return
-		}
-	}
+	backoff.Loop{
+		Min: l.m.cfg.BackoffMin, Max: l.m.cfg.BackoffMax,
+		Session:    l.session,
+		Connecting: func() { l.setState(StateConnecting, nil) },
+		Failed:     func(err error) { l.setState(StateFailed, err) },
+		Log:        l.log,
+		Msg:        "kv events connection failed; reconnecting",
+	}.Run(ctx)
 }
 
 // session runs one connection. It reports whether any message arrived

@@ -752,28 +752,15 @@ func (p *peer) update(f func(*PeerStatus)) {
 // reconnecting with exponential backoff and jitter.
 func (p *peer) run(ctx context.Context) {
 	defer p.s.wg.Done()
-	bo := backoff.New(p.s.cfg.BackoffMin, p.s.cfg.BackoffMax)
-	for ctx.Err() == nil {
-		p.update(func(st *PeerStatus) { st.State = StateConnecting })
-		received, err := p.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() })
-		if received {
-			bo.Reset()
-		}
-		wait, failures, warn := bo.Next()
-		level := slog.LevelDebug
-		if warn {
-			level = slog.LevelWarn
-		}
-		p.s.log.Log(ctx, level, "replica sync peer connection failed; reconnecting",
-			"endpoint", p.endpoint, "err", err, "retry_in", wait, "failures", failures)
-		if !backoff.Sleep(ctx, wait) {
-			return
-		}
-	}
+	backoff.Loop{
+		Min: p.s.cfg.BackoffMin, Max: p.s.cfg.BackoffMax,
+		Session:    p.session,
+		Connecting: func() { p.update(func(st *PeerStatus) { st.State = StateConnecting }) },
+		Failed:     func(err error) { p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() }) },
+		Log:        p.s.log,
+		Msg:        "replica sync peer connection failed; reconnecting",
+		Attrs:      []any{"endpoint", p.endpoint},
+	}.Run(ctx)
 }
 
 // session runs one connection: it reports whether any message arrived and
