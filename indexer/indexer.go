@@ -29,7 +29,7 @@ type Indexer struct {
 }
 
 // partition is one index with its locks. apply serialises every change
-// of the partition (a whole batch, load batch, catalog change or
+// of the partition (a whole batch, dump batch, catalog change or
 // compaction); dumps, watermarks and block sizes are read under it. mu is
 // the match lock, a plain sync.RWMutex: Match (and Stats) hold it shared;
 // a writer, holding apply, holds it exclusively only while it changes

@@ -162,7 +162,7 @@ func Test_DumpRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(raw, &decoded); err != nil {
 				t.Fatal(err)
 			}
-			st, err := dst.x.Load(keyM, decoded["m:default"])
+			st, err := dst.x.LoadPartitionDump(keyM, decoded["m:default"])
 			if err != nil || st.Skipped != 0 {
 				t.Fatalf("load: %+v %v", st, err)
 			}
@@ -187,7 +187,7 @@ func Test_DumpRoundTrip(t *testing.T) {
 func Test_LoadRejectsOtherBlockSize(t *testing.T) {
 	h := newCatalogHarness(t)
 	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
-	if _, err := h.x.Load(keyM, &PartitionDump{BlockSize: 32}); !errors.Is(err, ErrBadDump) {
+	if _, err := h.x.LoadPartitionDump(keyM, &PartitionDump{BlockSize: 32}); !errors.Is(err, ErrBadDump) {
 		t.Fatalf("err = %v", err)
 	}
 }
