@@ -38,7 +38,11 @@ type WireBatch struct {
 	Malformed int
 	Ignored   int
 
-	hbuf []byte // scratch for hashing a block's tokens, kept across batches
+	// Scratch for ApplyWire's conversion, kept across batches: a block's
+	// tokens as bytes, the index events and their blocks.
+	hbuf   []byte
+	events []Event
+	blocks []StoredBlock
 }
 
 // wireFields holds an event's fields while they are decoded, in either
@@ -75,7 +79,7 @@ func (d *WireDecoder) Decode(payload []byte) (*WireBatch, error) {
 	d.r.Reset(payload)
 	d.hashes, d.tokens, d.fields = d.hashes[:0], d.tokens[:0], d.fields[:0]
 	b := &d.batch
-	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf}
+	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf, events: b.events, blocks: b.blocks}
 	if err := d.decodeBatch(b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedBatch, err)
 	}
@@ -418,49 +422,4 @@ func MediumTier(medium string) (t Tier, known bool) {
 		return TierDisk, true
 	}
 	return 0, false
-}
-
-// ToEvents converts the batch's events to index events for a partition of
-// the given block size, computing each stored block's local hash from its
-// tokens (SPEC §6.1). A stored event whose block_size differs from the
-// partition's is dropped and counted in the returned invalid count. The
-// returned events alias buf, which is grown and returned for reuse.
-func (b *WireBatch) ToEvents(blockSize uint32, buf []StoredBlock, out []Event) (events []Event, blocks []StoredBlock, invalid int) {
-	events, blocks = out[:0], buf[:0]
-	for i := range b.Events {
-		w := &b.Events[i]
-		ev := Event{Kind: w.Kind, Tier: w.Tier}
-		switch w.Kind {
-		case EventStored:
-			if w.BlockSize != int64(blockSize) {
-				invalid++
-				continue
-			}
-			bs := int(blockSize)
-			if cap(b.hbuf) < 4*bs {
-				b.hbuf = make([]byte, 4*bs)
-			}
-			seed := LoraSeed(w.LoraName)
-			lo := len(blocks)
-			for j, h := range w.Hashes {
-				local := hashTokens(b.hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
-				blocks = append(blocks, StoredBlock{Hash: h, Local: local})
-			}
-			ev.Blocks = blocks[lo:len(blocks):len(blocks)]
-			ev.HasParent, ev.Parent = w.HasParent, w.Parent
-		case EventRemoved:
-			ev.Hashes = w.Hashes
-		}
-		events = append(events, ev)
-	}
-	// Appending may have moved blocks; re-slice every stored event onto
-	// the final array.
-	off := 0
-	for i := range events {
-		if n := len(events[i].Blocks); n > 0 {
-			events[i].Blocks = blocks[off : off+n : off+n]
-			off += n
-		}
-	}
-	return events, blocks, invalid
 }

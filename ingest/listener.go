@@ -58,9 +58,7 @@ type listener struct {
 	digest    uint64
 	hasDigest bool
 
-	dec    indexer.WireDecoder
-	events []indexer.Event
-	blocks []indexer.StoredBlock
+	dec indexer.WireDecoder
 }
 
 func newListener(m *Manager, sp spec) *listener {
@@ -648,7 +646,7 @@ func (l *listener) apply(m message, how msgStatus) {
 	l.m.acquire()
 	defer l.m.release()
 	if len(m.payload) > scratchKeep {
-		defer func() { l.dec, l.events, l.blocks = indexer.WireDecoder{}, nil, nil }()
+		defer func() { l.dec = indexer.WireDecoder{} }()
 	}
 	b, err := l.dec.Decode(m.payload)
 	if err != nil {
@@ -661,25 +659,7 @@ func (l *listener) apply(m message, how msgStatus) {
 	l.m.metrics.messages[how].Inc()
 	l.m.metrics.droppedEvents[dropMalformed].Add(float64(b.Malformed))
 	l.m.metrics.droppedEvents[dropNonMainGroup].Add(float64(b.Ignored))
-	target := l.spec.rk
-	if b.HasDPRank {
-		target.Rank = b.DPRank
-	}
-	for range 2 { // once more if the partition's block size changed meanwhile
-		bs, ok := l.m.ix.BlockSize(target)
-		if !ok {
-			l.m.metrics.droppedEvents[dropUnknownRank].Add(float64(len(b.Events)))
-			break
-		}
-		var invalid int
-		l.events, l.blocks, invalid = b.ToEvents(bs, l.blocks, l.events)
-		_, err = l.m.ix.Apply(target, indexer.Batch{Seq: m.seq, HasSeq: target == l.spec.rk, Events: l.events, BlockSize: bs})
-		if !errors.Is(err, indexer.ErrBlockSizeChanged) {
-			l.m.metrics.droppedEvents[dropBlockSize].Add(float64(invalid))
-			break
-		}
-	}
-	if target != l.spec.rk {
-		l.m.ix.SetWatermark(l.spec.rk, m.seq)
-	}
+	st, _ := l.m.ix.ApplyWire(l.spec.rk, m.seq, b)
+	l.m.metrics.droppedEvents[dropUnknownRank].Add(float64(st.UnknownRank))
+	l.m.metrics.droppedEvents[dropBlockSize].Add(float64(st.WrongBlockSize))
 }
