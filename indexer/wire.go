@@ -69,6 +69,36 @@ type WireDecoder struct {
 	tokens []uint32
 	fields []wireFields
 	batch  WireBatch
+	// strs holds strings events repeat (event types, media, LoRA names,
+	// cache spec kinds), so that decoding them allocates nothing once
+	// they have been seen (intern); next is the slot replaced next.
+	strs [16]string
+	next int
+}
+
+// intern returns b as a string, a copy made only the first time: events
+// repeat the same few strings, and a decoder on the ingestion hot path
+// should not allocate per event. A hostile stream of distinct strings
+// costs what copying each would anyway, plus a scan of the table.
+func (d *WireDecoder) intern(b []byte) string {
+	for _, s := range d.strs {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	d.strs[d.next] = s
+	d.next = (d.next + 1) % len(d.strs)
+	return s
+}
+
+// optStr reads a str or nil (returned as "", false), interned.
+func (d *WireDecoder) optStr() (string, bool, error) {
+	b, ok, err := d.r.OptBytes()
+	if !ok {
+		return "", ok, err
+	}
+	return d.intern(b), true, nil
 }
 
 // Decode decodes one msgpack payload. An error (wrapping
@@ -239,7 +269,7 @@ func (d *WireDecoder) decodeEvent(f *wireFields) error {
 	if err != nil {
 		return err
 	}
-	f.kind = string(tag)
+	f.kind = d.intern(tag)
 	var order []string
 	switch f.kind {
 	case "BlockStored":
@@ -275,7 +305,7 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 	case "type":
 		var s []byte
 		s, err = r.Str()
-		f.kind = string(s)
+		f.kind = d.intern(s)
 	case "block_hashes":
 		f.hashLo = len(d.hashes)
 		err = d.hashList()
@@ -295,16 +325,16 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 			f.hasBlockSize = true
 		}
 	case "medium":
-		f.medium, f.hasMedium, err = r.OptStr()
+		f.medium, f.hasMedium, err = d.optStr()
 	case "lora_name":
-		f.lora, _, err = r.OptStr()
+		f.lora, _, err = d.optStr()
 	case "group_idx":
 		if !r.NilNext() {
 			f.group, err = r.Int()
 			f.hasGroup = true
 		}
 	case "kv_cache_spec_kind":
-		f.spec, _, err = r.OptStr()
+		f.spec, _, err = d.optStr()
 	default:
 		err = r.Skip()
 	}
