@@ -63,7 +63,7 @@ func newListener(m *Manager, sp spec) *listener {
 // after it.
 func (l *listener) start(parent context.Context) {
 	if seq, ok := l.m.ix.Watermark(l.spec.rk); ok {
-		l.t.last, l.t.hasLast = seq, true
+		l.t.resume(seq)
 		l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
 	}
 	// Down counts from the start, not from creation: a listener held

@@ -213,6 +213,12 @@ func replayLimit(a ask, first, hi uint64, liveSeen bool) (limit, liveHi uint64) 
 	return endOfReplay, 0
 }
 
+// resume continues from a watermark the index holds (a predecessor's or a
+// peer dump's): no payload digest comes with it.
+func (t *tracker) resume(seq uint64) {
+	t.last, t.hasLast, t.hasDigest = seq, true, false
+}
+
 // applied records that the message seq, with payload, was applied (or
 // consumed as malformed: asking for it again would bring the same bytes).
 func (t *tracker) applied(seq uint64, payload []byte) {

@@ -225,6 +225,10 @@ func TestTrackerRecords(t *testing.T) {
 	if tr.inWindow(4) {
 		t.Fatal("window still open once the live stream reached its top")
 	}
+	tr.resume(7)
+	if tr.last != 7 || !tr.hasLast || tr.hasDigest {
+		t.Fatalf("after resume: %+v", tr)
+	}
 	tr.consume(9)
 	if tr.last != 9 || tr.hasDigest {
 		t.Fatalf("after consume: %+v", tr)
