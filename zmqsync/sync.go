@@ -11,12 +11,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
@@ -59,69 +57,6 @@ var (
 	// ErrClosed: the syncer is closed.
 	ErrClosed = errors.New("replica sync closed")
 )
-
-// Config configures a Syncer.
-type Config struct {
-	// NodeID goes out as every message's origin; messages with it coming
-	// back are this node's own echoes and are dropped.
-	NodeID string
-	// Listen is the PUB endpoint to bind, tcp://host:port (port 0 picks
-	// one; Syncer.Endpoint tells which).
-	Listen string
-	// Advertise is the endpoint the other nodes dial. When empty it is
-	// tcp://AdvertiseHost:<bound port>, or the bound endpoint itself.
-	Advertise     string
-	AdvertiseHost string
-	// Peers are endpoints to subscribe to from the start
-	// (--replica-sync-peers).
-	Peers []string
-	// Apply applies one peer event and returns "" or why it dropped it
-	// (a label of the drop counter). It is called from the peers'
-	// goroutines, one event at a time per peer, with the origin's state
-	// locked (origin.go). ev.Epoch and ev.Counter say which start of the
-	// origin published it, in which message; a live part's Complete
-	// says it ends a set whose every part arrived. Wants reach Apply only
-	// when addressed to this node's current epoch.
-	Apply func(origin string, ev *Event) string
-	// Forget drops what this node mirrors of origin from epochs before
-	// the given one (every mirror of it for ForgetAll: the member left).
-	// It is called with the origin's state locked, so no event of a
-	// forgotten epoch applies after it. nil: nothing is mirrored.
-	Forget func(origin string, before uint64)
-	// Live appends this node's live local bookings to dst; it is called
-	// every AntiEntropyPeriod, and what it returns is published as the
-	// node's live set (antientropy.go). nil: no live sets are published.
-	Live func(dst []LiveBooking) []LiveBooking
-	// AntiEntropyPeriod is how often the live set is published (default
-	// DefaultAntiEntropyPeriod).
-	AntiEntropyPeriod time.Duration
-	// DepartedLinger is how long a member that left the cluster is still
-	// followed, for the ends of other nodes' bookings it answers before it
-	// finds out (departed.go; default DefaultDepartedLinger, negative:
-	// not at all).
-	DepartedLinger time.Duration
-	// DropReasons are the reasons Apply may return, so the counters exist
-	// from the start.
-	DropReasons []string
-	// Auth holds the shared token (--auth-token-file), read for every
-	// message. While it holds one, every message sent carries a MAC frame
-	// keyed by it, and a message received without a valid one is dropped
-	// and counted (reason "unauthenticated"), so that only holders of the
-	// token can change this node's load (doc.go, Authentication). nil or
-	// empty: messages go without a MAC and every peer's are accepted.
-	Auth *authtoken.Holder
-	// PreviousTokenGrace is how long after a rotation of Auth's token
-	// messages authenticated with the previous token are still accepted
-	// (default DefaultPreviousTokenGrace; negative: not at all).
-	PreviousTokenGrace time.Duration
-	// SendQueue bounds the events waiting for the sender (default 65536);
-	// past it Publish drops and counts.
-	SendQueue int
-	// BackoffMin and BackoffMax bound the reconnect delay to a peer
-	// (defaults 100 ms and 5 s).
-	BackoffMin, BackoffMax time.Duration
-	Logger                 *slog.Logger
-}
 
 // A message carries at most maxBatch events, and stops taking more once
 // they reach about maxBatchBytes: far below the 64 MiB frames a receiver
@@ -230,34 +165,9 @@ type Syncer struct {
 // Start binds the PUB socket, subscribes to cfg.Peers and starts the
 // sender.
 func Start(cfg Config) (*Syncer, error) {
-	if cfg.NodeID == "" || cfg.Apply == nil {
-		return nil, errors.New("zmqsync: NodeID and Apply are required")
-	}
-	if cfg.SendQueue <= 0 {
-		cfg.SendQueue = 1 << 16
-	}
-	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = 100 * time.Millisecond
-	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.PreviousTokenGrace == 0 {
-		cfg.PreviousTokenGrace = DefaultPreviousTokenGrace
-	}
-	if cfg.AntiEntropyPeriod <= 0 {
-		cfg.AntiEntropyPeriod = DefaultAntiEntropyPeriod
-	}
-	if cfg.DepartedLinger == 0 {
-		cfg.DepartedLinger = DefaultDepartedLinger
-	}
-	for _, ep := range cfg.Peers {
-		if err := ValidateEndpoint(ep); err != nil {
-			return nil, err
-		}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Syncer{
