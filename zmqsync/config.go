@@ -3,6 +3,7 @@ package zmqsync
 import (
 	"errors"
 	"fmt"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"net"
 	"net/url"
@@ -34,16 +35,16 @@ type Config struct {
 	// origin published it, in which message; a live part's Complete
 	// says it ends a set whose every part arrived. Wants reach Apply only
 	// when addressed to this node's current epoch.
-	Apply func(origin string, ev *Event) string
+	Apply func(origin string, ev *replica.Event) string
 	// Forget drops what this node mirrors of origin from epochs before
-	// the given one (every mirror of it for ForgetAll: the member left).
+	// the given one (every mirror of it for replica.ForgetAll: the member left).
 	// It is called with the origin's state locked, so no event of a
 	// forgotten epoch applies after it. nil: nothing is mirrored.
 	Forget func(origin string, before uint64)
 	// Live appends this node's live local bookings to dst; it is called
 	// every AntiEntropyPeriod, and what it returns is published as the
 	// node's live set (antientropy.go). nil: no live sets are published.
-	Live func(dst []LiveBooking) []LiveBooking
+	Live func(dst []replica.LiveBooking) []replica.LiveBooking
 	// AntiEntropyPeriod is how often the live set is published (default
 	// DefaultAntiEntropyPeriod).
 	AntiEntropyPeriod time.Duration

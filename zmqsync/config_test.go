@@ -2,6 +2,7 @@ package zmqsync
 
 import (
 	"errors"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 // Test_ConfigValidate: zero fields are the defaults and valid; what Start
 // cannot run with is refused with ErrInvalidConfig, naming the field.
 func Test_ConfigValidate(t *testing.T) {
-	apply := func(string, *Event) string { return "" }
+	apply := func(string, *replica.Event) string { return "" }
 	for _, tt := range []struct {
 		name   string
 		mutate func(*Config)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"net"
 	"net/url"
@@ -69,7 +70,7 @@ const (
 // encodedSize is about how many bytes ev takes on the wire (an upper
 // bound: 9 bytes per hash, 3 of header per id, 5 per index, 64 for the
 // numbers and headers).
-func encodedSize(ev *Event) int {
+func encodedSize(ev *replica.Event) int {
 	n := 64 + len(ev.ReservationID) + len(ev.Model) + len(ev.Tenant) + 9*len(ev.SequenceHashes)
 	switch {
 	case ev.Live != nil:
@@ -123,7 +124,7 @@ type Syncer struct {
 	metrics *metrics
 	pub     zmq4.Socket
 	addr    string // tcp://host:port actually bound
-	out     chan Event
+	out     chan replica.Event
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -172,7 +173,7 @@ func Start(cfg Config) (*Syncer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Syncer{
 		cfg: cfg, log: cfg.Logger.With("component", "zmqsync"), metrics: newMetrics(cfg.DropReasons),
-		out: make(chan Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
+		out: make(chan replica.Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
 		peers: map[string]*peer{}, members: map[string]Member{},
 		identityChanged: make(chan struct{}), origins: map[string]*originState{}, known: map[string]Member{},
 	}
@@ -224,8 +225,8 @@ func (s *Syncer) Advertised() string {
 // node's booking bounds (a review found it). The peers ask for the live
 // ones once the node publishes its first live set (anti-entropy); ends and
 // live sets, small, wait in the queue.
-func (s *Syncer) Publish(ev Event) {
-	if ev.Kind == KindAdmission {
+func (s *Syncer) Publish(ev replica.Event) {
+	if ev.Kind == replica.KindAdmission {
 		if id := s.identity.Load(); !id.ClusterID.IsZero() && id.Epoch == 0 {
 			s.metrics.heldAdmissions.Inc()
 			return
@@ -277,7 +278,7 @@ func (s *Syncer) SetSendFilter(f func(*Message) bool) {
 // send batches queued events into messages until the syncer closes.
 func (s *Syncer) send() {
 	defer s.wg.Done()
-	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
+	msg := Message{Origin: s.cfg.NodeID, Events: make([]replica.Event, 0, maxBatch)}
 	prev := Message{Version: PreviousVersion, Origin: s.cfg.NodeID}
 	var (
 		buf            []byte
@@ -329,8 +330,8 @@ func (s *Syncer) send() {
 		}
 		counter++
 		msg.Version, msg.ClusterID, msg.Epoch, msg.Counter = Version, id.ClusterID, epoch, counter
-		msg.Events = slices.DeleteFunc(msg.Events, func(ev Event) bool {
-			return ev.Kind == KindLive && ev.Live.epoch != epoch // a set taken in another epoch
+		msg.Events = slices.DeleteFunc(msg.Events, func(ev replica.Event) bool {
+			return ev.Kind == replica.KindLive && ev.Epoch != epoch // a set taken in another epoch (antientropy.go)
 		})
 		s.sentMu.Lock()
 		s.sentEpoch, s.sentCtr = epoch, counter
@@ -350,9 +351,9 @@ func (s *Syncer) send() {
 }
 
 // keepV1 appends to dst the events of src that v1 can carry.
-func keepV1(dst, src []Event) []Event {
+func keepV1(dst, src []replica.Event) []replica.Event {
 	for _, ev := range src {
-		if ev.Kind <= KindFree {
+		if ev.Kind <= replica.KindFree {
 			dst = append(dst, ev)
 		}
 	}
@@ -757,11 +758,11 @@ func (s *Syncer) applyEvents(st *originState, m *Message) (dropped uint64) {
 			continue
 		}
 		switch ev.Kind {
-		case KindWant:
+		case replica.KindWant:
 			if ev.Want.Target != s.cfg.NodeID || ev.Want.Epoch != self.Epoch {
 				continue // for another node, or an earlier start of this one
 			}
-		case KindLive:
+		case replica.KindLive:
 			st.assembleLive(ev.Live)
 			if ev.Live.Complete {
 				met.liveSets.WithLabelValues("received").Inc()
