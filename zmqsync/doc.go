@@ -210,8 +210,9 @@
 //     keeps such frees until the origin's set stops listing them, or their
 //     expiry);
 //   - on the part that completes a set whose every part arrived in order
-//     (replica.LivePart.Complete), drops the origin's mirrors that this set did
-//     not mark and that were booked from messages numbered up to as_of.
+//     (replica.LivePart.Complete), drops the origin's mirrors that this
+//     set did not mark and that were booked from messages numbered up to
+//     as_of.
 //
 // A lost free, from the origin or from any other node, and a lost
 // admission thus heal within about two periods after the loss; a lost
@@ -309,4 +310,11 @@
 // DecodeMessage reports an unknown version with ErrUnknownVersion and
 // everything else it refuses with ErrMalformed (an unknown event kind
 // included).
+//
+// # Configuration
+//
+// Config (config.go) takes its defaults from DefaultConfig: Start fills
+// every zero field from it, then refuses what Validate refuses (no node
+// id or Apply, endpoints that are not tcp://host:port, negative periods)
+// with ErrInvalidConfig.
 package zmqsync
