@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -132,13 +133,8 @@ func DefaultConfig() Config {
 // zero default: a zero there is refused by Validate, so a Config starts
 // from DefaultConfig (or TestConfig).
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.SnapshotsRetained == 0 {
-		c.SnapshotsRetained = d.SnapshotsRetained
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.SnapshotsRetained = cmp.Or(c.SnapshotsRetained, DefaultConfig().SnapshotsRetained)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

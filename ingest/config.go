@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,32 +37,18 @@ func DefaultConfig() Config {
 // BackoffMin when that is larger.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.Threads == 0 {
-		c.Threads = d.Threads
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = d.BackoffMin
-	}
+	c.Threads = cmp.Or(c.Threads, d.Threads)
+	c.ReplayTimeout = cmp.Or(c.ReplayTimeout, d.ReplayTimeout)
+	c.StaleAfter = cmp.Or(c.StaleAfter, d.StaleAfter)
+	c.QueueLen = cmp.Or(c.QueueLen, d.QueueLen)
+	c.QueueBytes = cmp.Or(c.QueueBytes, d.QueueBytes)
+	c.BackoffMin = cmp.Or(c.BackoffMin, d.BackoffMin)
+	c.Logger = cmp.Or(c.Logger, d.Logger)
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = max(d.BackoffMax, c.BackoffMin)
 	}
-	if c.ReplayTimeout == 0 {
-		c.ReplayTimeout = d.ReplayTimeout
-	}
-	if c.QueueLen == 0 {
-		c.QueueLen = d.QueueLen
-	}
-	if c.QueueBytes == 0 {
-		c.QueueBytes = d.QueueBytes
-	}
-	if c.StaleAfter == 0 {
-		c.StaleAfter = d.StaleAfter
-	}
 	if c.Now == nil {
 		c.Now = d.Now
-	}
-	if c.Logger == nil {
-		c.Logger = d.Logger
 	}
 	return c
 }

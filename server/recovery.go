@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -109,30 +110,15 @@ func DefaultRecoveryConfig() RecoveryConfig {
 	}
 }
 
-// timings lists the recovery's durations by field name, for
-// withDefaults and Validate.
-func (c *RecoveryConfig) timings() []struct {
-	name string
-	v    *time.Duration
-} {
-	return []struct {
-		name string
-		v    *time.Duration
-	}{
-		{"MembersWait", &c.MembersWait}, {"ServingWait", &c.ServingWait}, {"CatalogWait", &c.CatalogWait},
-		{"HeaderTimeout", &c.HeaderTimeout}, {"StallTimeout", &c.StallTimeout}, {"DumpTimeout", &c.DumpTimeout},
-	}
-}
-
 // withDefaults fills c's zero timings from DefaultRecoveryConfig.
 func (c RecoveryConfig) withDefaults() RecoveryConfig {
 	d := DefaultRecoveryConfig()
-	defaults := d.timings()
-	for i, f := range c.timings() {
-		if *f.v == 0 {
-			*f.v = *defaults[i].v
-		}
-	}
+	c.MembersWait = cmp.Or(c.MembersWait, d.MembersWait)
+	c.ServingWait = cmp.Or(c.ServingWait, d.ServingWait)
+	c.CatalogWait = cmp.Or(c.CatalogWait, d.CatalogWait)
+	c.HeaderTimeout = cmp.Or(c.HeaderTimeout, d.HeaderTimeout)
+	c.StallTimeout = cmp.Or(c.StallTimeout, d.StallTimeout)
+	c.DumpTimeout = cmp.Or(c.DumpTimeout, d.DumpTimeout)
 	return c
 }
 
@@ -140,9 +126,15 @@ func (c RecoveryConfig) withDefaults() RecoveryConfig {
 // (ErrBadPeer); a zero timing is its default.
 func (c RecoveryConfig) Validate() error {
 	var errs []error
-	for _, f := range c.timings() {
-		if *f.v < 0 {
-			errs = append(errs, fmt.Errorf("%w: Recovery.%s must not be negative, got %s", ErrInvalidConfig, f.name, *f.v))
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"MembersWait", c.MembersWait}, {"ServingWait", c.ServingWait}, {"CatalogWait", c.CatalogWait},
+		{"HeaderTimeout", c.HeaderTimeout}, {"StallTimeout", c.StallTimeout}, {"DumpTimeout", c.DumpTimeout},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%w: Recovery.%s must not be negative, got %s", ErrInvalidConfig, f.name, f.v))
 		}
 	}
 	for _, u := range c.Peers {

@@ -1,6 +1,7 @@
 package zmqsync
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"github.com/kvselect/kvselect/scheduler/replica"
@@ -95,26 +96,14 @@ func DefaultConfig() Config {
 // BackoffMin when that is larger.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	if c.AntiEntropyPeriod == 0 {
-		c.AntiEntropyPeriod = d.AntiEntropyPeriod
-	}
-	if c.DepartedLinger == 0 {
-		c.DepartedLinger = d.DepartedLinger
-	}
-	if c.PreviousTokenGrace == 0 {
-		c.PreviousTokenGrace = d.PreviousTokenGrace
-	}
-	if c.SendQueue == 0 {
-		c.SendQueue = d.SendQueue
-	}
-	if c.BackoffMin == 0 {
-		c.BackoffMin = d.BackoffMin
-	}
+	c.AntiEntropyPeriod = cmp.Or(c.AntiEntropyPeriod, d.AntiEntropyPeriod)
+	c.DepartedLinger = cmp.Or(c.DepartedLinger, d.DepartedLinger)
+	c.PreviousTokenGrace = cmp.Or(c.PreviousTokenGrace, d.PreviousTokenGrace)
+	c.SendQueue = cmp.Or(c.SendQueue, d.SendQueue)
+	c.BackoffMin = cmp.Or(c.BackoffMin, d.BackoffMin)
+	c.Logger = cmp.Or(c.Logger, d.Logger)
 	if c.BackoffMax < c.BackoffMin {
 		c.BackoffMax = max(d.BackoffMax, c.BackoffMin)
-	}
-	if c.Logger == nil {
-		c.Logger = d.Logger
 	}
 	return c
 }
