@@ -3,13 +3,13 @@ package ingest
 import (
 	"cmp"
 	"context"
-	"github.com/kvselect/kvselect/api"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/zmqx"

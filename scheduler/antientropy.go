@@ -2,9 +2,10 @@ package scheduler
 
 import (
 	"container/list"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"slices"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Anti-entropy and epochs (SPEC §3.6; zmqsync/doc.go, Anti-entropy;

@@ -2,11 +2,12 @@ package scheduler
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // capture is a Publisher that keeps what it is given.

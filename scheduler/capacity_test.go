@@ -3,13 +3,13 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // blocksPrompt is a hash-form prompt of n blocks that shares nothing with

@@ -2,12 +2,12 @@ package scheduler
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	mrand "math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // checkClock verifies every rank's prefill clock against its reservations.

@@ -2,11 +2,11 @@ package scheduler
 
 import (
 	"errors"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"reflect"
 	"testing"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_SelectAndReserveReplay: a select_and_reserve repeated with the id

@@ -2,11 +2,11 @@ package scheduler
 
 import (
 	"container/list"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Replica sync (SPEC §3.6, seed 000): a booking made on this node is

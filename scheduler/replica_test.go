@@ -3,13 +3,13 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // relay is a Publisher that hands one node's events to the others: at

@@ -2,12 +2,12 @@ package scheduler
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"math"
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // claimID registers a reservation id on this node and charges a booking of

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"net"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/zmqsync"
 )
 

@@ -2,9 +2,10 @@ package zmqsync
 
 import (
 	"cmp"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"slices"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Anti-entropy (doc.go, "Anti-entropy"; SPEC §3.6): every period the node

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"slices"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The MAC of the empty message [1, "n1", []] under the token "s3cret", as

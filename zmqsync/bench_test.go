@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // BenchmarkPublishToApply is replica sync in process: from Publish on one
@@ -173,15 +174,16 @@ func bareDelays(b *testing.B, rate, n int) []time.Duration {
 	return delays
 }
 
+// waitLive probes until the subscription is live (PUB/SUB drops what is
+// sent before).
 func waitLive(b *testing.B, probe func(), live func() bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !live() {
-		if time.Now().After(deadline) {
-			b.Fatal("the subscription never came up")
+	poll.Eventually(b, 10*time.Second, "the subscription to come up", func() error {
+		if live() {
+			return nil
 		}
 		probe()
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errNotYet
+	})
 }
 
 func waitDone(b *testing.B, done <-chan struct{}, got func() int, n int) {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"net"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Config configures a Syncer.

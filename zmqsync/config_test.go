@@ -2,10 +2,11 @@ package zmqsync
 
 import (
 	"errors"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_ConfigValidate: zero fields are the defaults and valid; what Start

@@ -1,10 +1,10 @@
 package zmqsync
 
 import (
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Departed members. A member removed from the cluster may not know it for

@@ -1,11 +1,12 @@
 package zmqsync
 
 import (
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_DepartedMember: a member that left the catalog is still followed for

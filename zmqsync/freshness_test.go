@@ -3,7 +3,6 @@ package zmqsync
 import (
 	"context"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // forgetLog records Config.Forget's calls.

@@ -2,6 +2,7 @@ package zmqsync
 
 import (
 	"encoding/hex"
+
 	"github.com/kvselect/kvselect/scheduler/replica"
 )
 

@@ -1,8 +1,9 @@
 package zmqsync
 
 import (
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 type metrics struct {

@@ -1,10 +1,11 @@
 package zmqsync
 
 import (
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Freshness (doc.go, "Acceptance"): which messages a node accepts from

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"net"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The transport. Each node binds one PUB socket and keeps one SUB per peer

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"io"
 	"log/slog"
 	"maps"
@@ -16,6 +15,9 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // recorder is an Apply that keeps what it was given; probes (ids
@@ -95,17 +97,18 @@ func asPrevious(ss ...*Syncer) {
 	}
 }
 
-// eventually polls cond until it holds, failing after 10 s.
+// eventually waits until cond holds, failing after 10 s (poll.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	poll.Eventually(t, 10*time.Second, what, func() error {
+		if !cond() {
+			return errNotYet
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
+
+var errNotYet = errors.New("not yet")
 
 func active(s *Syncer, endpoint string) bool {
 	for _, p := range s.Peers() {

@@ -2,13 +2,13 @@ package zmqsync
 
 import (
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_SecondTokenAccepted: a node whose token file holds two lines

@@ -3,12 +3,12 @@ package zmqsync
 import (
 	"errors"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"math"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/msgpackx"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The wire format of replica-sync messages; doc.go describes schemas v2

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kvselect/kvselect/scheduler/replica"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -19,9 +18,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/msgpackx"
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/v*.bin and the fuzz seed corpus from the encoder")
