@@ -29,6 +29,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/internal/schemacheck"
 )
 
@@ -481,11 +482,11 @@ func Test_DeployManifest(t *testing.T) {
 			}
 		}
 		for k, v := range vars {
-			if strings.HasPrefix(k, env.Prefix+"_") {
+			if strings.HasPrefix(k, nodeflags.Env.Prefix+"_") {
 				t.Setenv(k, v)
 			}
 		}
-		cfg, err := parseConfig(local)
+		cfg, err := nodeflags.Parse(local)
 		if err != nil {
 			t.Fatalf("kvselect refuses the manifest's arguments: %v", err)
 		}
