@@ -19,6 +19,8 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
+	"github.com/kvselect/kvselect/internal/faultproxy"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Config describes the cluster StartCluster runs.
@@ -266,7 +268,7 @@ func startCluster(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			for _, k := range []struct{ kind, target string }{
 				{KindRaft, to.raftAddr}, {KindHTTP, strings.TrimPrefix(to.url, "http://")}, {KindSync, to.syncAddr},
 			} {
-				l, err := NewLink(fmt.Sprintf("%s->%s/%s", NodeID(i), NodeID(j), k.kind), i, j, k.kind, k.target)
+				l, err := faultproxy.NewLink(fmt.Sprintf("%s->%s/%s", NodeID(i), NodeID(j), k.kind), i, j, k.kind, k.target)
 				if err != nil {
 					return c, err
 				}
@@ -516,7 +518,7 @@ func (c *Cluster) LeaderAmong(ctx context.Context, among []int) (int, error) {
 // live nodes at each poll) or ctx ends.
 func (c *Cluster) WaitLeader(ctx context.Context, among []int) (int, error) {
 	var leader int
-	err := poll(ctx, "a leader is agreed", func(ctx context.Context) error {
+	err := poll.Until(ctx, pollEvery, "a leader is agreed", func(ctx context.Context) error {
 		nodes := among
 		if nodes == nil {
 			nodes = c.Live()
@@ -533,10 +535,10 @@ func (c *Cluster) WaitLeader(ctx context.Context, among []int) (int, error) {
 // has applied the leader's catalog index. It fails early when a node's
 // process has exited on its own.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
-	return poll(ctx, "the cluster is healthy", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "the cluster is healthy", func(ctx context.Context) error {
 		for i, n := range c.nodes {
 			if err := n.proc.ExitedOnItsOwn(); err != nil {
-				return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(i), err, n.proc.LogPath)}
+				return poll.Fatal(fmt.Errorf("%s exited: %v (see %s)", NodeID(i), err, n.proc.LogPath))
 			}
 		}
 		live := c.Live()
@@ -718,31 +720,13 @@ func (c *Cluster) Close() error {
 	return c.closeErr
 }
 
-// fatalPoll ends a poll at once: waiting longer cannot help.
-type fatalPoll struct{ error }
+// pollEvery is how often the harness asks whether what it waits for holds.
+const pollEvery = 100 * time.Millisecond
 
-// poll calls cond every 100 ms until it returns nil or a fatalPoll, or
-// ctx ends (then the last error is reported).
-func poll(ctx context.Context, what string, cond func(context.Context) error) error {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return nil
-		}
-		var fatal fatalPoll
-		if errors.As(err, &fatal) {
-			return fmt.Errorf("waiting until %s: %w", what, fatal.error)
-		}
-		if ctx.Err() == nil || last == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
+// Link is one directed link's fault proxy (package faultproxy); LinkFault
+// is what it does to the bytes. The names stay jepsen's, for the nemeses
+// and tests that use them.
+type (
+	Link      = faultproxy.Link
+	LinkFault = faultproxy.Fault
+)

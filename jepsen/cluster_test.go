@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // binDir holds kvselect and kvsim, built once by TestMain from this
@@ -126,7 +127,7 @@ func Test_ClusterLifecycle(t *testing.T) {
 	// Every inter-node connection runs through the links: the leader's
 	// Raft RPCs to each follower, and each node's replica-sync
 	// subscription to each other node.
-	if err := poll(ctx, "raft and replica sync flow through the links", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "raft and replica sync flow through the links", func(context.Context) error {
 		for i := range c.Size() {
 			for j := range c.Size() {
 				if i == j {
@@ -134,7 +135,7 @@ func Test_ClusterLifecycle(t *testing.T) {
 				}
 				ls := c.Links(i, j)
 				if len(ls) != 3 || ls[0].Kind != KindRaft || ls[1].Kind != KindHTTP || ls[2].Kind != KindSync {
-					return fatalPoll{fmt.Errorf("links %d->%d: %v", i, j, ls)}
+					return poll.Fatal(fmt.Errorf("links %d->%d: %v", i, j, ls))
 				}
 				if i == leader && ls[0].Conns() == 0 {
 					return fmt.Errorf("no raft connection on %s", ls[0].Name)
@@ -287,7 +288,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 	if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": 1, "token_ids": prompt.TokenIDs}); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, "the nodes with their links index the prompt", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "the nodes with their links index the prompt", func(context.Context) error {
 		for _, i := range others(c, cut) {
 			if n, err := held(i); err != nil || n != 4 {
 				return fmt.Errorf("%s holds %d blocks (%v)", NodeID(i), n, err)
@@ -301,7 +302,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 		t.Fatalf("%s, cut off from the worker, holds %d blocks (%v)", NodeID(cut), n, err)
 	}
 	c.CutWorkers(cut, false)
-	if err := poll(ctx, "the node cut off catches up", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "the node cut off catches up", func(context.Context) error {
 		if n, err := held(cut); err != nil || n != 4 {
 			return fmt.Errorf("%s holds %d blocks (%v)", NodeID(cut), n, err)
 		}

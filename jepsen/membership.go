@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // memberRemoveRejoin is a membership change (SPEC §3.5, README "How a
@@ -82,7 +83,7 @@ func (n *memberRemoveRejoin) Inject(ctx context.Context, c *Cluster) error {
 func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int) error {
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
-	return poll(wctx, "a node removes "+NodeID(victim), func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, "a node removes "+NodeID(victim), func(ctx context.Context) error {
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
 		rctx, cancel := context.WithTimeout(ctx, 2*OpTimeout)
@@ -92,7 +93,7 @@ func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int)
 			return fmt.Errorf("remove through %s: %w", NodeID(via), err)
 		}
 		if slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == NodeID(victim) }) {
-			return fatalPoll{fmt.Errorf("remove through %s answered members %+v, still listing %s", NodeID(via), st.Members, NodeID(victim))}
+			return poll.Fatal(fmt.Errorf("remove through %s answered members %+v, still listing %s", NodeID(via), st.Members, NodeID(victim)))
 		}
 		return nil
 	})
@@ -103,7 +104,7 @@ func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int)
 func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim int) error {
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
-	err := poll(wctx, NodeID(victim)+" stops after its removal", func(context.Context) error {
+	err := poll.Until(wctx, pollEvery, NodeID(victim)+" stops after its removal", func(context.Context) error {
 		if c.Running(victim) {
 			return fmt.Errorf("%s still runs", NodeID(victim))
 		}
@@ -116,7 +117,7 @@ func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim i
 		return fmt.Errorf("%s exited with %v after its removal, want status 0 (see %s)", NodeID(victim), exit, c.LogPath(victim))
 	}
 	rest := others(c, victim)
-	return poll(wctx, "the others list two members", func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, "the others list two members", func(ctx context.Context) error {
 		li, err := c.LeaderAmong(ctx, rest)
 		if err != nil {
 			return err
@@ -164,9 +165,9 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
 	req := api.JoinRequest{ID: member.ID, RaftAddr: member.RaftAddr, HTTPAddr: member.HTTPAddr}
-	err := poll(wctx, "a node adds "+NodeID(victim)+" back", func(ctx context.Context) error {
+	err := poll.Until(wctx, pollEvery, "a node adds "+NodeID(victim)+" back", func(ctx context.Context) error {
 		if err := c.nodes[victim].proc.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(victim), err, c.LogPath(victim))}
+			return poll.Fatal(fmt.Errorf("%s exited: %v (see %s)", NodeID(victim), err, c.LogPath(victim)))
 		}
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
@@ -181,7 +182,7 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 	if err != nil {
 		return err
 	}
-	return poll(wctx, NodeID(victim)+" is a voter again", func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, NodeID(victim)+" is a voter again", func(ctx context.Context) error {
 		li, err := c.LeaderAmong(ctx, c.Live())
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Nemesis is one kind of fault. Inject applies it to a healthy cluster;
@@ -407,7 +408,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 				return err
 			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := poll(pctx, NodeID(victim)+" applies a new message", func(ctx context.Context) error {
+			err := poll.Until(pctx, pollEvery, NodeID(victim)+" applies a new message", func(ctx context.Context) error {
 				seq, _, err := c.listenerState(ctx, victim, w)
 				if err == nil && seq == seq0 {
 					err = fmt.Errorf("%s still at seq %d of worker %d", NodeID(victim), seq, w)
@@ -428,7 +429,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 		restart,
 		func() error { return serve(1) }, // the new one's seq 0 shows the restart
 		func() error {
-			return poll(ctx, NodeID(victim)+" sees the engine restart", func(ctx context.Context) error {
+			return poll.Until(ctx, pollEvery, NodeID(victim)+" sees the engine restart", func(ctx context.Context) error {
 				got, err := c.listenerRestarts(ctx, victim, w)
 				if err == nil && got <= before {
 					err = fmt.Errorf("%s counted %d restarts of worker %d", NodeID(victim), got, w)
@@ -563,7 +564,7 @@ func (c *Cluster) leaderAfterStepDown(ctx context.Context, old int, oldTerm uint
 	defer cancel()
 	var next int
 	var term uint64
-	err := poll(wctx, "another node leads after a step-down", func(ctx context.Context) error {
+	err := poll.Until(wctx, pollEvery, "another node leads after a step-down", func(ctx context.Context) error {
 		var err error
 		if next, err = c.Leader(ctx); err != nil {
 			return err
@@ -696,7 +697,7 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 		}()
 	}
 	var snap uint64
-	err = poll(ctx, "the leader compacts its log past the isolated follower", func(context.Context) error {
+	err = poll.Until(ctx, pollEvery, "the leader compacts its log past the isolated follower", func(context.Context) error {
 		li, err := c.LeaderAmong(ctx, majority)
 		if err != nil {
 			return err
@@ -730,7 +731,7 @@ func (n *snapshotCatchUp) Heal(ctx context.Context, c *Cluster) error {
 		// Caught up (Recover waits for its catalog index), so the install
 		// is in its log; give the line a moment to be written.
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = poll(wctx, NodeID(f)+" logs the snapshot it installed", func(context.Context) error {
+		err = poll.Until(wctx, pollEvery, NodeID(f)+" logs the snapshot it installed", func(context.Context) error {
 			return snapshotInstalledSince(c.LogPath(f), from)
 		})
 		cancel()

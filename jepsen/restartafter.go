@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // RestartAfterDown is how long restart-after-60s keeps its follower down:
@@ -121,7 +122,7 @@ func (n *restartAfter) Heal(ctx context.Context, c *Cluster) error {
 
 // waitRecovered waits until node i's /ready no longer says recovering.
 func (c *Cluster) waitRecovered(ctx context.Context, i int) error {
-	return poll(ctx, NodeID(i)+" ends its index recovery", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, NodeID(i)+" ends its index recovery", func(ctx context.Context) error {
 		r, err := c.nodes[i].cl.Ready(ctx) // a 503 (no schedulable worker) is no error
 		if err != nil {
 			return err
@@ -136,7 +137,7 @@ func (c *Cluster) waitRecovered(ctx context.Context, i int) error {
 // indexAgrees waits until every node answers the same /overlap_scores
 // rows for p, with cached blocks in them.
 func indexAgrees(ctx context.Context, c *Cluster, p api.Prompt) error {
-	return poll(ctx, "every node holds the probe", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "every node holds the probe", func(ctx context.Context) error {
 		var first string
 		for i := range c.Size() {
 			s, err := c.nodes[i].cl.OverlapScores(ctx, p)

@@ -16,6 +16,8 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
+	"github.com/kvselect/kvselect/internal/faultproxy"
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
 
@@ -56,13 +58,13 @@ func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
 	if err := c.sim.Start(); err != nil {
 		return err
 	}
-	return poll(ctx, "kvsim lists its workers", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "kvsim lists its workers", func(ctx context.Context) error {
 		if err := c.sim.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
+			return poll.Fatal(fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.simControl+"/workers", nil)
 		if err != nil {
-			return fatalPoll{err}
+			return poll.Fatal(err)
 		}
 		resp, err := simClient.Do(req)
 		if err != nil {
@@ -129,7 +131,7 @@ func (c *Cluster) addWorkerLinks(i int, addrs []workerAddr) (string, error) {
 		if a.rank != 0 {
 			name += fmt.Sprintf("/r%d", a.rank)
 		}
-		l, err := NewLink(name, i, -1, a.kind, a.addr)
+		l, err := faultproxy.NewLink(name, i, -1, a.kind, a.addr)
 		if err != nil {
 			return "", err
 		}
@@ -158,9 +160,9 @@ func (c *Cluster) registerSim(ctx context.Context) error {
 // waitWorkersFollowed waits until every live node's listeners for
 // kvsim's workers are all active.
 func (c *Cluster) waitWorkersFollowed(ctx context.Context) error {
-	return poll(ctx, "every node follows every kvsim worker", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "every node follows every kvsim worker", func(ctx context.Context) error {
 		if err := c.sim.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
+			return poll.Fatal(fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath))
 		}
 		for _, i := range c.Live() {
 			ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
