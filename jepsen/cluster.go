@@ -21,6 +21,7 @@ import (
 	"github.com/kvselect/kvselect/internal/childproc"
 	"github.com/kvselect/kvselect/internal/faultproxy"
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Config describes the cluster StartCluster runs.
@@ -128,6 +129,7 @@ type Cluster struct {
 	simRegs     []api.WorkerPatch // kvsim's workers, as it registers them
 	// simControl is kvsim's control API base URL ("" without kvsim).
 	simControl string
+	simCtl     *kvsim.ControlClient
 
 	evMu   sync.Mutex
 	events []NemesisEvent

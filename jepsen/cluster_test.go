@@ -285,7 +285,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 	}
 	const cut = 0
 	c.CutWorkers(cut, true)
-	if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": 1, "token_ids": prompt.TokenIDs}); err != nil {
+	if _, err := c.Sim().Prompt(ctx, 1, 0, prompt.TokenIDs); err != nil {
 		t.Fatal(err)
 	}
 	if err := poll.Until(ctx, pollEvery, "the nodes with their links index the prompt", func(context.Context) error {

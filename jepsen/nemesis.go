@@ -16,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Nemesis is one kind of fault. Inject applies it to a healthy cluster;
@@ -385,13 +386,13 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 			// The index check looks at these prompts too: a block one
 			// node kept from the old engine shows in their rows only.
 			c.AddIndexProbe(api.Prompt{ModelName: c.cfg.Model, TokenIDs: toks})
-			if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": w, "token_ids": toks}); err != nil {
+			if _, err := c.Sim().Prompt(ctx, w, 0, toks); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	restart := func() error { return c.SimPost(ctx, "/restart", map[string]any{"worker_id": w}) }
+	restart := func() error { return c.Sim().Restart(ctx, w, kvsim.AllRanks) }
 	// live publishes until the victim has applied one more message. A
 	// node that has just reconnected (after restart-all, say) may not
 	// have its subscription in place yet, and a PUB drops what it

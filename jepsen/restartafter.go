@@ -68,7 +68,7 @@ func (n *restartAfter) Inject(ctx context.Context, c *Cluster) error {
 		}
 		p := api.Prompt{ModelName: c.cfg.Model, TokenIDs: toks}
 		c.AddIndexProbe(p)
-		if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": ids[cycle%len(ids)], "token_ids": toks}); err != nil {
+		if _, err := c.Sim().Prompt(ctx, ids[cycle%len(ids)], 0, toks); err != nil {
 			c.RecordEvent(n.name, PhaseInject, detail+"; serving the probe failed: "+err.Error())
 			return err
 		}

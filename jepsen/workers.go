@@ -1,11 +1,8 @@
 package jepsen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -19,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/internal/faultproxy"
 	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/internal/zmqx"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Link kinds of a node's connections to a worker: its KV event stream
@@ -52,6 +50,7 @@ type workerAddr struct {
 func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
 	control := fmt.Sprintf("127.0.0.1:%d", controlPort)
 	c.simControl = "http://" + control
+	c.simCtl = &kvsim.ControlClient{BaseURL: c.simControl, HTTP: simClient}
 	c.sim = &childproc.Proc{Tag: "jepsen", Name: "kvsim", Path: filepath.Join(c.cfg.Bin, "kvsim"), LogPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
 		Args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
 			"--cache-blocks", strconv.Itoa(SimCacheBlocks), "--log-level", "info"}}
@@ -62,17 +61,8 @@ func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
 		if err := c.sim.ExitedOnItsOwn(); err != nil {
 			return poll.Fatal(fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath))
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.simControl+"/workers", nil)
+		regs, err := c.simCtl.Workers(ctx)
 		if err != nil {
-			return poll.Fatal(err)
-		}
-		resp, err := simClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var regs []api.WorkerPatch
-		if err := json.NewDecoder(resp.Body).Decode(&regs); err != nil {
 			return err
 		}
 		if len(regs) != c.cfg.Workers {
@@ -225,36 +215,12 @@ func (c *Cluster) allWorkerLinks() []*Link {
 	return out
 }
 
-// SimPost sends one control call to kvsim (path "/prompt", "/reset" or
-// "/restart", body as its control API takes it) and reports whether it
-// was answered 200.
-func (c *Cluster) SimPost(ctx context.Context, path string, body any) error {
-	return simPost(ctx, simClient, c.simControl, path, body)
-}
+// Sim is the client of kvsim's control API (nil when no kvsim runs):
+// prompts, resets and engine restarts of its workers.
+func (c *Cluster) Sim() *kvsim.ControlClient { return c.simCtl }
 
 // simClient bounds every call to kvsim's control API.
 var simClient = &http.Client{Timeout: 2 * time.Second}
-
-func simPost(ctx context.Context, hc *http.Client, simURL, path string, body any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, simURL+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("kvsim %s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
-}
 
 // listenerRestarts is how many engine restarts node i has counted on
 // worker w's listeners.

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,7 +16,12 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvsim"
 )
+
+// pollEvery is how often the soak asks whether what it waits for holds.
+const pollEvery = 50 * time.Millisecond
 
 // The soak's model, block size and worker layout.
 const (
@@ -44,6 +46,7 @@ type soakSim struct {
 	name     string
 	proc     *childproc.Proc
 	control  string // base URL of its control API
+	ctl      *kvsim.ControlClient
 	firstID  uint64
 	workers  int
 	dp       int
@@ -133,6 +136,7 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 	for i, l := range layout {
 		s := &soakSim{name: l.name, firstID: l.firstID, workers: l.workers, dp: l.dp, register: l.register,
 			control: fmt.Sprintf("http://127.0.0.1:%d", ports[3*n+i])}
+		s.ctl = &kvsim.ControlClient{BaseURL: s.control, HTTP: f.hc}
 		args := []string{"--workers", strconv.Itoa(s.workers), "--first-worker-id", strconv.FormatUint(s.firstID, 10),
 			"--dp-size", strconv.Itoa(s.dp), "--block-size", strconv.Itoa(soakBlockSize),
 			"--cache-blocks", strconv.Itoa(cacheBlocks), "--model", soakModel,
@@ -163,34 +167,10 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 	return nil
 }
 
-// pollFor calls cond every 50 ms until it returns nil, failing with its
-// last error after timeout or when ctx ends.
-func pollFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() == nil || last == nil {
-			last = err // not the deadline cutting a call short
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
 // waitCluster waits until every node knows the leader, all three members'
 // HTTP addresses, and follows the two other nodes' replica sync.
 func (f *fleet) waitCluster(ctx context.Context) error {
-	return pollFor(ctx, 60*time.Second, "the cluster forms", func(ctx context.Context) error {
+	return poll.Within(ctx, 60*time.Second, pollEvery, "the cluster forms", func(ctx context.Context) error {
 		for _, node := range f.nodes {
 			if _, ok := node.proc.Running(); !ok {
 				return fmt.Errorf("%s exited: %v (see %s)", node.id, node.proc.ExitErr(), node.proc.LogPath)
@@ -225,34 +205,15 @@ func (f *fleet) waitCluster(ctx context.Context) error {
 	})
 }
 
-// registrations returns what a kvsim process registers for its workers
-// (its control API's GET /workers).
-func (f *fleet) registrations(ctx context.Context, s *soakSim) ([]api.WorkerPatch, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.control+"/workers", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s GET /workers: HTTP %d", s.name, resp.StatusCode)
-	}
-	var regs []api.WorkerPatch
-	return regs, json.NewDecoder(resp.Body).Decode(&regs)
-}
-
 // waitFollowed waits until every node has an active listener on every
 // rank of s's workers at the endpoints s now publishes on. For the churn
 // fleet, id is the catalog id its worker is registered under.
 func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
-	return pollFor(ctx, 60*time.Second, "every node follows "+s.name, func(ctx context.Context) error {
+	return poll.Within(ctx, 60*time.Second, pollEvery, "every node follows "+s.name, func(ctx context.Context) error {
 		if _, ok := s.proc.Running(); !ok {
 			return fmt.Errorf("%s exited: %v (see %s)", s.name, s.proc.ExitErr(), s.proc.LogPath)
 		}
-		regs, err := f.registrations(ctx, s)
+		regs, err := s.ctl.Workers(ctx)
 		if err != nil {
 			return err
 		}
@@ -284,29 +245,6 @@ func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
 		}
 		return nil
 	})
-}
-
-// simPost posts a JSON body to a kvsim control route.
-func (f *fleet) simPost(ctx context.Context, s *soakSim, path string, body any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.control+path, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s POST %s: HTTP %d: %s", s.name, path, resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	return nil
 }
 
 // simFor returns the kvsim process serving kvselect worker id and the id
