@@ -17,6 +17,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/internal/proccluster"
 )
 
 // binDir holds kvselect and kvsim, built once by TestMain from this
@@ -88,13 +89,13 @@ func mustStartCluster(t *testing.T, ctx context.Context, cfg Config) *Cluster {
 // pids are the running children (nodes and kvsim).
 func (c *Cluster) pids() []int {
 	var out []int
-	for _, n := range c.nodes {
-		if pid, ok := n.proc.Running(); ok {
+	for _, n := range c.Nodes() {
+		if pid, ok := n.Proc.Running(); ok {
 			out = append(out, pid)
 		}
 	}
 	if c.sim != nil {
-		if pid, ok := c.sim.Running(); ok {
+		if pid, ok := c.sim.Proc.Running(); ok {
 			out = append(out, pid)
 		}
 	}
@@ -272,7 +273,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 		prompt.TokenIDs[j] = uint32(500 + j)
 	}
 	held := func(i int) (uint32, error) {
-		s, err := c.nodes[i].cl.OverlapScores(ctx, prompt)
+		s, err := c.Node(i).Client.OverlapScores(ctx, prompt)
 		if err != nil {
 			return 0, err
 		}
@@ -315,6 +316,9 @@ func Test_WorkerLinkCut(t *testing.T) {
 // Test_NodeArgs: the nodes run with the settings the checkers rely on:
 // the trailing logs snapshot-catch-up reads, an expiry far past the run,
 // and the token on every route.
+// Test_NodeArgs: the options the harness gives every node become the
+// flags the snapshot nemesis and the checks rely on, and kvselect accepts
+// them.
 func Test_NodeArgs(t *testing.T) {
 	cfg := Config{Bin: "bin", Dir: t.TempDir()}
 	if err := cfg.fill(); err != nil {
@@ -323,22 +327,27 @@ func Test_NodeArgs(t *testing.T) {
 	if cfg.TrailingLogs != DefaultTrailingLogs || cfg.ActiveRequestExpiry != LoadExpiry || len(cfg.Token) != 64 {
 		t.Fatalf("defaults %+v", cfg)
 	}
-	path, err := writeTokenFile(cfg.Dir, cfg.Token)
+	path, err := proccluster.WriteTokenFile(cfg.Dir, cfg.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || filepath.Base(path) != TokenFile {
 		t.Fatalf("token file %v, %v", fi, err)
 	}
 	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != cfg.Token {
 		t.Fatalf("token file holds %q", b)
 	}
-	node := &clusterNode{id: "n1", url: "http://127.0.0.1:1000", raftAddr: "127.0.0.1:1001", syncAddr: "127.0.0.1:1002"}
-	args := strings.Join(nodeArgs(cfg, node, []string{"n1=127.0.0.1:1001"}, path), " ")
+	o := proccluster.NodeOptions{ID: "n1", AuthTokenFile: path}
+	nodeOptions(cfg)(0, &o)
+	args, err := o.CheckedArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, " ") + " "
 	for _, want := range []string{"--raft-trailing-logs 64 ", "--active-request-expiry-secs 3600 ",
 		"--auth-token-file " + path + " ", "--auth-scope all "} {
-		if !strings.Contains(args+" ", want) {
-			t.Errorf("node args lack %q: %s", want, args)
+		if !strings.Contains(joined, want) {
+			t.Errorf("node args lack %q: %s", want, joined)
 		}
 	}
 	if LoadExpiry < 10*time.Minute {

@@ -54,7 +54,7 @@ func (n *memberRemoveRejoin) Inject(ctx context.Context, c *Cluster) error {
 	}
 	fs := others(c, leader)
 	victim := fs[rand.N(len(fs))]
-	st, err := c.status(ctx, leader)
+	st, err := c.Status(ctx, leader)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int)
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
 		rctx, cancel := context.WithTimeout(ctx, 2*OpTimeout)
-		st, err := c.nodes[via].cl.Remove(rctx, NodeID(victim))
+		st, err := c.Node(via).Client.Remove(rctx, NodeID(victim))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("remove through %s: %w", NodeID(via), err)
@@ -113,7 +113,7 @@ func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim i
 	if err != nil {
 		return err
 	}
-	if exit := c.nodes[victim].proc.ExitErr(); exit != nil {
+	if exit := c.Node(victim).Proc.ExitErr(); exit != nil {
 		return fmt.Errorf("%s exited with %v after its removal, want status 0 (see %s)", NodeID(victim), exit, c.LogPath(victim))
 	}
 	rest := others(c, victim)
@@ -122,7 +122,7 @@ func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim i
 		if err != nil {
 			return err
 		}
-		st, err := c.status(ctx, li)
+		st, err := c.Status(ctx, li)
 		if err != nil {
 			return err
 		}
@@ -159,20 +159,20 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 	if c.Running(victim) {
 		return fmt.Errorf("%s still runs: it was never removed", NodeID(victim))
 	}
-	if err := c.nodes[victim].proc.Start(); err != nil {
+	if err := c.Node(victim).Proc.Start(); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
 	req := api.JoinRequest{ID: member.ID, RaftAddr: member.RaftAddr, HTTPAddr: member.HTTPAddr}
 	err := poll.Until(wctx, pollEvery, "a node adds "+NodeID(victim)+" back", func(ctx context.Context) error {
-		if err := c.nodes[victim].proc.ExitedOnItsOwn(); err != nil {
+		if err := c.Node(victim).Proc.ExitedOnItsOwn(); err != nil {
 			return poll.Fatal(fmt.Errorf("%s exited: %v (see %s)", NodeID(victim), err, c.LogPath(victim)))
 		}
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
 		jctx, cancel := context.WithTimeout(ctx, 2*OpTimeout)
-		_, err := c.nodes[via].cl.Join(jctx, req)
+		_, err := c.Node(via).Client.Join(jctx, req)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("join through %s: %w", NodeID(via), err)
@@ -187,7 +187,7 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 		if err != nil {
 			return err
 		}
-		st, err := c.status(ctx, li)
+		st, err := c.Status(ctx, li)
 		if err != nil {
 			return err
 		}

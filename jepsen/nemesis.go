@@ -498,7 +498,7 @@ func (n leaderTransfer) Inject(ctx context.Context, c *Cluster) error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = c.nodes[leader].cl.StepDown(sctx)
+		_, err = c.Node(leader).Client.StepDown(sctx)
 		cancel()
 		if err != nil {
 			// A transfer whose target does not win within an election
@@ -549,7 +549,7 @@ func (c *Cluster) leaderAndTerm(ctx context.Context) (int, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	st, err := c.status(ctx, leader)
+	st, err := c.Status(ctx, leader)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", NodeID(leader), err)
 	}
@@ -570,7 +570,7 @@ func (c *Cluster) leaderAfterStepDown(ctx context.Context, old int, oldTerm uint
 		if next, err = c.Leader(ctx); err != nil {
 			return err
 		}
-		st, err := c.status(ctx, next)
+		st, err := c.Status(ctx, next)
 		if err != nil {
 			return err
 		}
@@ -651,7 +651,7 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 	logFrom := fileSize(c.LogPath(f))
 	c.Isolate(f)
 	// Read after the cut: nothing reaches the follower past this.
-	st, err := c.status(ctx, f)
+	st, err := c.Status(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func (n *restartAfter) Heal(ctx context.Context, c *Cluster) error {
 // waitRecovered waits until node i's /ready no longer says recovering.
 func (c *Cluster) waitRecovered(ctx context.Context, i int) error {
 	return poll.Until(ctx, pollEvery, NodeID(i)+" ends its index recovery", func(ctx context.Context) error {
-		r, err := c.nodes[i].cl.Ready(ctx) // a 503 (no schedulable worker) is no error
+		r, err := c.Node(i).Client.Ready(ctx) // a 503 (no schedulable worker) is no error
 		if err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func indexAgrees(ctx context.Context, c *Cluster, p api.Prompt) error {
 	return poll.Until(ctx, pollEvery, "every node holds the probe", func(ctx context.Context) error {
 		var first string
 		for i := range c.Size() {
-			s, err := c.nodes[i].cl.OverlapScores(ctx, p)
+			s, err := c.Node(i).Client.OverlapScores(ctx, p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", NodeID(i), err)
 			}
