@@ -24,13 +24,12 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kvselect/kvselect/api"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/internal/schemacheck"
+	"go.yaml.in/yaml/v3"
 )
 
 var (

@@ -79,6 +79,13 @@ type WorkerAddr struct {
 	Addr   string // host:port as the worker registered it
 }
 
+func (cfg *Config) scheme() string {
+	if cfg.HTTPS {
+		return "https"
+	}
+	return "http"
+}
+
 func (cfg *Config) fill() error {
 	if cfg.Bin == "" || cfg.Dir == "" {
 		return fmt.Errorf("%w: Bin and Dir are required", ErrConfig)
@@ -204,10 +211,7 @@ func start(cfg Config) (_ *Cluster, err error) {
 			return c, err
 		}
 	}
-	scheme := "http"
-	if cfg.HTTPS {
-		scheme = "https"
-	}
+	scheme := cfg.scheme()
 	var initial []string
 	for i := range n {
 		node := &Node{
@@ -260,6 +264,33 @@ func start(cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	return c, nil
+}
+
+// AddNode starts node n<Size+1> on fresh loopback ports, with its own
+// data dir and log in Config.Dir and no cluster flags: opts adds them
+// (Join, say; none bootstraps a cluster of its own). It has no links.
+// Call it from one goroutine, while nothing else uses the Cluster.
+func (c *Cluster) AddNode(opts func(*NodeOptions)) (*Node, error) {
+	ports, lns, err := childproc.ReservePorts(2)
+	childproc.CloseAll(lns)
+	if err != nil {
+		return nil, err
+	}
+	i := len(c.nodes)
+	node := &Node{ID: NodeID(i), HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
+	node.URL = c.cfg.scheme() + "://" + node.HTTPAddr
+	if node.Client, err = client.New(client.Config{Addrs: []string{node.URL}, Pinned: true, HTTPClient: c.cfg.HTTPClient, Token: c.cfg.Token}); err != nil {
+		return nil, err
+	}
+	node.Opts = NodeOptions{ID: node.ID, Bind: "127.0.0.1", HTTPPort: ports[0], RaftAddr: node.RaftAddr,
+		DataDir: filepath.Join(c.cfg.Dir, node.ID)}
+	if opts != nil {
+		opts(&node.Opts)
+	}
+	node.Proc = &childproc.Proc{Tag: c.cfg.Tag, Name: node.ID, Path: c.cfg.Bin, LogPath: filepath.Join(c.cfg.Dir, node.ID+".log")}
+	c.nodes = append(c.nodes, node)
+	return node, c.StartNode(i)
 }
 
 // addPeerLinks makes one Link per (from, to, kind).
