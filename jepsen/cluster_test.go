@@ -105,12 +105,7 @@ func (c *Cluster) pids() []int {
 func dumpLogs(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, p := range logs {
-		b, _ := os.ReadFile(p)
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 30 {
-			lines = lines[len(lines)-30:]
-		}
-		t.Logf("== %s (last %d lines)\n%s", filepath.Base(p), len(lines), strings.Join(lines, "\n"))
+		t.Logf("== %s (last 30 lines)\n%s", filepath.Base(p), proccluster.Tail(p, 30, ""))
 	}
 }
 

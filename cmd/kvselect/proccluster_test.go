@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -173,38 +171,15 @@ func (c *procCluster) showLogsOnFailure() {
 		return
 	}
 	for _, node := range c.nodes {
-		c.t.Logf("--- tail of %s (%s):\n%s", node.id, node.logPath, tail(node.logPath, 40))
+		c.t.Logf("--- tail of %s (%s):\n%s", node.id, node.logPath, proccluster.Tail(node.logPath, 40, reconnectNoise))
 	}
 }
 
 // reconnectNoise marks the warning each node logs on every failed dial of
 // a worker's KV event endpoint; the test's workers point at a closed port,
-// so these would drown everything else in the log tails.
+// so these would drown everything else in the log tails, which leave them
+// out.
 const reconnectNoise = "kv events connection failed"
-
-// tail returns the last n lines of the file at path, leaving out
-// reconnect warnings but saying how many there were.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	noise := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), reconnectNoise) {
-			noise++
-			continue
-		}
-		if lines = append(lines, sc.Text()); len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return fmt.Sprintf("(%d %q warnings left out)\n%s", noise, reconnectNoise, strings.Join(lines, "\n"))
-}
 
 // eventually polls cond until it returns nil and fails the test with the
 // last error after timeout. It also fails at once when a node has exited

@@ -456,24 +456,35 @@ func (c *Cluster) Exited() error {
 }
 
 // Tail is the last lines of node i's log.
-func (c *Cluster) Tail(i, lines int) string { return Tail(c.nodes[i].Proc.LogPath, lines) }
+func (c *Cluster) Tail(i, lines int) string { return Tail(c.nodes[i].Proc.LogPath, lines, "") }
 
 // Tail is the last lines of the file at path (or why it cannot be read).
-func Tail(path string, lines int) string {
+// With skip, lines holding it are left out (noise, such as a reconnect
+// warning logged every few milliseconds) and counted in a first line.
+func Tail(path string, lines int, skip string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return err.Error()
 	}
 	defer f.Close()
 	var out []string
+	skipped := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
+		if skip != "" && strings.Contains(sc.Text(), skip) {
+			skipped++
+			continue
+		}
 		if out = append(out, sc.Text()); len(out) > lines {
 			out = out[1:]
 		}
 	}
-	return strings.Join(out, "\n")
+	text := strings.Join(out, "\n")
+	if skip != "" {
+		text = fmt.Sprintf("(%d %q lines left out)\n%s", skipped, skip, text)
+	}
+	return text
 }
 
 // Close stops every node (resumed, then SIGTERM, SIGKILL after a few
