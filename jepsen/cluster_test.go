@@ -345,6 +345,21 @@ func Test_NodeArgs(t *testing.T) {
 			t.Errorf("node args lack %q: %s", want, joined)
 		}
 	}
+	// The snapshot nemesis reads the trailing logs back from a node's
+	// options, where ExtraArgs may override the harness's value.
+	for _, tt := range []struct {
+		extra []string
+		want  uint64
+	}{{nil, DefaultTrailingLogs}, {[]string{"--raft-trailing-logs", "16"}, 16}} {
+		o := proccluster.NodeOptions{ID: "n1"}
+		c := cfg
+		c.ExtraArgs = tt.extra
+		nodeOptions(c)(0, &o)
+		eff, err := o.Effective()
+		if err != nil || eff.Cluster.TrailingLogs != tt.want {
+			t.Errorf("ExtraArgs %q: trailing logs %d, %v; want %d", tt.extra, eff.Cluster.TrailingLogs, err, tt.want)
+		}
+	}
 	if LoadExpiry < 10*time.Minute {
 		t.Errorf("expiry %v is not far longer than a run", LoadExpiry)
 	}

@@ -622,12 +622,13 @@ const (
 // did so by installing the leader's snapshot ("Installed remote
 // snapshot" in its log since the inject): a claim the nemesis proves.
 //
-// The cluster runs with --raft-snapshot-interval 1s and
-// --raft-trailing-logs Config.TrailingLogs: after a snapshot at index s
-// the leader keeps entries from s - TrailingLogs + 1 on, so once s passes
-// the follower's index by TrailingLogs plus snapshotMargin (entries the
-// follower may hold past what it applied) the follower can only catch up
-// from the snapshot.
+// The leader runs with --raft-snapshot-interval 1s and some
+// --raft-trailing-logs t (Config.TrailingLogs unless ExtraArgs says
+// otherwise), which the nemesis reads back from the leader's own command
+// line: after a snapshot at index s the leader keeps entries from
+// s - t + 1 on, so once s passes the follower's index by t plus
+// snapshotMargin (entries the follower may hold past what it applied)
+// the follower can only catch up from the snapshot.
 type snapshotCatchUp struct {
 	mu        sync.Mutex
 	follower  int
@@ -656,7 +657,12 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	behind := max(st.AppliedIndex, st.CommitIndex)
-	need := behind + c.cfg.TrailingLogs + snapshotMargin
+	eff, err := c.Node(leader).Opts.Effective()
+	if err != nil {
+		return err
+	}
+	trailing := eff.Cluster.TrailingLogs
+	need := behind + trailing + snapshotMargin
 	n.mu.Lock()
 	n.follower, n.logFrom, n.compacted = f, logFrom, false
 	n.mu.Unlock()
@@ -705,13 +711,13 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 		}
 		if snap = latestSnapshotIndex(filepath.Join(c.cfg.Dir, NodeID(li))); snap <= need {
 			return fmt.Errorf("%s's latest snapshot is at %d, want past %d (follower at %d, %d trailing logs)",
-				NodeID(li), snap, need, behind, c.cfg.TrailingLogs)
+				NodeID(li), snap, need, behind, trailing)
 		}
 		return nil
 	})
 	cancel()
 	wg.Wait()
-	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d, keeping %d trailing logs", NodeID(f), behind, writes, snap, c.cfg.TrailingLogs)
+	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d, keeping %d trailing logs", NodeID(f), behind, writes, snap, trailing)
 	if err == nil {
 		n.mu.Lock()
 		n.compacted = true

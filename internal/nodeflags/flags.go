@@ -53,8 +53,15 @@ func Parse(args []string) (server.Config, error) {
 // at once, in kvselect's own words, rather than from a process that
 // exits. Token files named must exist, as they must for the node.
 func Check(args []string) error {
-	_, err := parse(args, false)
+	_, err := Config(args)
 	return err
+}
+
+// Config is the node Config a command line alone makes, the environment
+// left out: what a harness started a node with, read back from its
+// arguments rather than from a copy of a value.
+func Config(args []string) (server.Config, error) {
+	return parse(args, false)
 }
 
 // parse is Parse; useEnv false leaves the environment out.

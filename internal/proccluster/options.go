@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/nodeflags"
+	"github.com/kvselect/kvselect/server"
 )
 
 // NodeOptions is a kvselect node's command line as fields. Args turns it
@@ -91,6 +92,11 @@ func (o NodeOptions) Args() []string {
 	add("log-level", o.LogLevel)
 	return append(a, o.Extra...)
 }
+
+// Effective is the node Config kvselect makes of Args (Extra included,
+// so a flag repeated there wins as it does in the node): what a harness
+// reads a setting back from, rather than keep a copy that may drift.
+func (o NodeOptions) Effective() (server.Config, error) { return nodeflags.Config(o.Args()) }
 
 // CheckedArgs is Args checked against kvselect's own flag definitions
 // (nodeflags.Check): a flag that does not exist, a value that does not
