@@ -15,7 +15,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/internal/tcpproxy"
+	"github.com/kvselect/kvselect/internal/faultproxy"
 )
 
 func worker(id uint64) fsm.Worker {
@@ -412,7 +412,7 @@ func Test_PeerDialRoutesRaftThroughProxy(t *testing.T) {
 
 func peerDialThroughProxy(t *testing.T, token string) {
 	peers, lns := bindPeers(t, 2)
-	proxy := tcpproxy.Start(t, peers[1].RaftAddr)
+	proxy := faultproxy.Start(t, peers[1].RaftAddr)
 	var nodes []*Node
 	for i, p := range peers {
 		cfg := TestConfig(p.ID, t.TempDir())
@@ -451,7 +451,7 @@ func peerDialThroughProxy(t *testing.T, token string) {
 			t.Fatal(err)
 		}
 	}
-	if proxy.Conns() == 0 {
+	if proxy.Accepted() == 0 {
 		t.Fatal("n1 never dialled n2 through the proxy")
 	}
 	for _, m := range nodes[0].Status().Members {

@@ -22,7 +22,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/internal/tcpproxy"
+	"github.com/kvselect/kvselect/internal/faultproxy"
 )
 
 // holder is a node's tokens as a token file holds them: one line, or two
@@ -301,7 +301,7 @@ func Test_RaftHandshakeRefusesForgeries(t *testing.T) {
 func Test_RaftHandshakeRefusesImpostors(t *testing.T) {
 	const deadline = 300 * time.Millisecond
 	acceptor, _ := authStream(t, "tok", streamConfig{})
-	proxy := tcpproxy.Start(t, acceptor.Addr().String())
+	proxy := faultproxy.Start(t, acceptor.Addr().String())
 	impostor := func(t *testing.T, behave func(conn net.Conn)) string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -3,10 +3,9 @@ package jepsen
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
-	"path/filepath"
 
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/proccluster"
 )
 
 // The suite runs with authentication on (SPEC §13): every node gets an
@@ -18,7 +17,7 @@ import (
 // authenticated index recovery all run under the faults.
 
 // TokenFile is the token's file in the run directory (mode 0600).
-const TokenFile = "auth-token"
+const TokenFile = proccluster.TokenFile
 
 // NewToken returns a random admin token: 32 bytes, hex.
 func NewToken() (string, error) {
@@ -27,17 +26,6 @@ func NewToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
-}
-
-// writeTokenFile writes token into dir's TokenFile, readable by its owner
-// only, and returns the file's path.
-func writeTokenFile(dir, token string) (string, error) {
-	path := filepath.Join(dir, TokenFile)
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	// WriteFile keeps the mode of a file an earlier run left.
-	return path, os.Chmod(path, 0o600)
 }
 
 // Endpoints are the nodes the workload and the checkers talk to, directly

@@ -10,7 +10,8 @@ import (
 // DefaultTrailingLogs is the nodes' --raft-trailing-logs (Config.
 // TrailingLogs): the entries a leader keeps after a snapshot. It is low
 // so that snapshot-catch-up compacts past an isolated follower within
-// seconds of writes; the nemesis reads the cluster's value, never a copy.
+// seconds of writes; the nemesis reads the value back from the leader's
+// command line (proccluster.NodeOptions.Effective), never a copy.
 const DefaultTrailingLogs = 64
 
 // LoadExpiry is the nodes' --active-request-expiry-secs: an hour, far

@@ -15,6 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Verdict is a checker's answer. A checker that could not decide (a
@@ -482,7 +483,7 @@ func untilAgreed(ctx context.Context, ep Endpoints, what string, probe func(cont
 	if err != nil {
 		return err
 	}
-	return poll(ctx, what+" agrees on every node", func(ctx context.Context) error { return agreement(ctx, clients, ep.URLs, what, probe) })
+	return poll.Until(ctx, pollEvery, what+" agrees on every node", func(ctx context.Context) error { return agreement(ctx, clients, ep.URLs, what, probe) })
 }
 
 func agreement(ctx context.Context, clients []*client.Client, urls []string, what string, probe func(context.Context, *client.Client) (string, error)) error {
@@ -569,7 +570,7 @@ func CheckLoadsZero(ctx context.Context, ep Endpoints, within time.Duration) err
 	if err != nil {
 		return err
 	}
-	err = poll(wctx, "every load is zero", func(ctx context.Context) error { return loadsZero(ctx, clients, ep.URLs) })
+	err = poll.Until(wctx, pollEvery, "every load is zero", func(ctx context.Context) error { return loadsZero(ctx, clients, ep.URLs) })
 	if err == nil {
 		return nil
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/internal/proccluster"
 )
 
 // binDir holds kvselect and kvsim, built once by TestMain from this
@@ -87,13 +89,13 @@ func mustStartCluster(t *testing.T, ctx context.Context, cfg Config) *Cluster {
 // pids are the running children (nodes and kvsim).
 func (c *Cluster) pids() []int {
 	var out []int
-	for _, n := range c.nodes {
-		if pid, ok := n.proc.Running(); ok {
+	for _, n := range c.Nodes() {
+		if pid, ok := n.Proc.Running(); ok {
 			out = append(out, pid)
 		}
 	}
 	if c.sim != nil {
-		if pid, ok := c.sim.Running(); ok {
+		if pid, ok := c.sim.Proc.Running(); ok {
 			out = append(out, pid)
 		}
 	}
@@ -103,12 +105,7 @@ func (c *Cluster) pids() []int {
 func dumpLogs(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, p := range logs {
-		b, _ := os.ReadFile(p)
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		if len(lines) > 30 {
-			lines = lines[len(lines)-30:]
-		}
-		t.Logf("== %s (last %d lines)\n%s", filepath.Base(p), len(lines), strings.Join(lines, "\n"))
+		t.Logf("== %s (last 30 lines)\n%s", filepath.Base(p), proccluster.Tail(p, 30, ""))
 	}
 }
 
@@ -126,7 +123,7 @@ func Test_ClusterLifecycle(t *testing.T) {
 	// Every inter-node connection runs through the links: the leader's
 	// Raft RPCs to each follower, and each node's replica-sync
 	// subscription to each other node.
-	if err := poll(ctx, "raft and replica sync flow through the links", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "raft and replica sync flow through the links", func(context.Context) error {
 		for i := range c.Size() {
 			for j := range c.Size() {
 				if i == j {
@@ -134,7 +131,7 @@ func Test_ClusterLifecycle(t *testing.T) {
 				}
 				ls := c.Links(i, j)
 				if len(ls) != 3 || ls[0].Kind != KindRaft || ls[1].Kind != KindHTTP || ls[2].Kind != KindSync {
-					return fatalPoll{fmt.Errorf("links %d->%d: %v", i, j, ls)}
+					return poll.Fatal(fmt.Errorf("links %d->%d: %v", i, j, ls))
 				}
 				if i == leader && ls[0].Conns() == 0 {
 					return fmt.Errorf("no raft connection on %s", ls[0].Name)
@@ -271,7 +268,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 		prompt.TokenIDs[j] = uint32(500 + j)
 	}
 	held := func(i int) (uint32, error) {
-		s, err := c.nodes[i].cl.OverlapScores(ctx, prompt)
+		s, err := c.Node(i).Client.OverlapScores(ctx, prompt)
 		if err != nil {
 			return 0, err
 		}
@@ -284,10 +281,10 @@ func Test_WorkerLinkCut(t *testing.T) {
 	}
 	const cut = 0
 	c.CutWorkers(cut, true)
-	if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": 1, "token_ids": prompt.TokenIDs}); err != nil {
+	if _, err := c.Sim().Prompt(ctx, 1, 0, prompt.TokenIDs); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, "the nodes with their links index the prompt", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "the nodes with their links index the prompt", func(context.Context) error {
 		for _, i := range others(c, cut) {
 			if n, err := held(i); err != nil || n != 4 {
 				return fmt.Errorf("%s holds %d blocks (%v)", NodeID(i), n, err)
@@ -301,7 +298,7 @@ func Test_WorkerLinkCut(t *testing.T) {
 		t.Fatalf("%s, cut off from the worker, holds %d blocks (%v)", NodeID(cut), n, err)
 	}
 	c.CutWorkers(cut, false)
-	if err := poll(ctx, "the node cut off catches up", func(context.Context) error {
+	if err := poll.Until(ctx, pollEvery, "the node cut off catches up", func(context.Context) error {
 		if n, err := held(cut); err != nil || n != 4 {
 			return fmt.Errorf("%s holds %d blocks (%v)", NodeID(cut), n, err)
 		}
@@ -314,6 +311,9 @@ func Test_WorkerLinkCut(t *testing.T) {
 // Test_NodeArgs: the nodes run with the settings the checkers rely on:
 // the trailing logs snapshot-catch-up reads, an expiry far past the run,
 // and the token on every route.
+// Test_NodeArgs: the options the harness gives every node become the
+// flags the snapshot nemesis and the checks rely on, and kvselect accepts
+// them.
 func Test_NodeArgs(t *testing.T) {
 	cfg := Config{Bin: "bin", Dir: t.TempDir()}
 	if err := cfg.fill(); err != nil {
@@ -322,22 +322,42 @@ func Test_NodeArgs(t *testing.T) {
 	if cfg.TrailingLogs != DefaultTrailingLogs || cfg.ActiveRequestExpiry != LoadExpiry || len(cfg.Token) != 64 {
 		t.Fatalf("defaults %+v", cfg)
 	}
-	path, err := writeTokenFile(cfg.Dir, cfg.Token)
+	path, err := proccluster.WriteTokenFile(cfg.Dir, cfg.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 || filepath.Base(path) != TokenFile {
 		t.Fatalf("token file %v, %v", fi, err)
 	}
 	if b, _ := os.ReadFile(path); strings.TrimSpace(string(b)) != cfg.Token {
 		t.Fatalf("token file holds %q", b)
 	}
-	node := &clusterNode{id: "n1", url: "http://127.0.0.1:1000", raftAddr: "127.0.0.1:1001", syncAddr: "127.0.0.1:1002"}
-	args := strings.Join(nodeArgs(cfg, node, []string{"n1=127.0.0.1:1001"}, path), " ")
+	o := proccluster.NodeOptions{ID: "n1", AuthTokenFile: path}
+	nodeOptions(cfg)(0, &o)
+	args, err := o.CheckedArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(args, " ") + " "
 	for _, want := range []string{"--raft-trailing-logs 64 ", "--active-request-expiry-secs 3600 ",
 		"--auth-token-file " + path + " ", "--auth-scope all "} {
-		if !strings.Contains(args+" ", want) {
-			t.Errorf("node args lack %q: %s", want, args)
+		if !strings.Contains(joined, want) {
+			t.Errorf("node args lack %q: %s", want, joined)
+		}
+	}
+	// The snapshot nemesis reads the trailing logs back from a node's
+	// options, where ExtraArgs may override the harness's value.
+	for _, tt := range []struct {
+		extra []string
+		want  uint64
+	}{{nil, DefaultTrailingLogs}, {[]string{"--raft-trailing-logs", "16"}, 16}} {
+		o := proccluster.NodeOptions{ID: "n1"}
+		c := cfg
+		c.ExtraArgs = tt.extra
+		nodeOptions(c)(0, &o)
+		eff, err := o.Effective()
+		if err != nil || eff.Cluster.TrailingLogs != tt.want {
+			t.Errorf("ExtraArgs %q: trailing logs %d, %v; want %d", tt.extra, eff.Cluster.TrailingLogs, err, tt.want)
 		}
 	}
 	if LoadExpiry < 10*time.Minute {

@@ -2,20 +2,23 @@
 // kvselect processes and a kvsim fleet, breaks them the way production
 // breaks, and judges the outcome as a gate, not a report.
 //
-// A Cluster (cluster.go) starts N kvselect nodes on loopback with their
-// own data dirs and log files, every one with an admin token
+// A Cluster (cluster.go) is a proccluster.Cluster, the process harness
+// the process tests and the soak share, set up for faults: it starts N
+// kvselect nodes on loopback with their own data dirs and log files, every one with an admin token
 // (--auth-token-file, --auth-scope all: every route but /health, /ready,
 // /readyz and /openapi.json needs it, and it keys the replica-sync MAC),
 // an active-request expiry of an hour (LoadExpiry) and
 // --raft-trailing-logs Config.TrailingLogs. Every request the harness
 // makes carries the token (auth.go), so forwarding, replica sync and
 // index recovery run authenticated under the faults. Every directed
-// inter-node connection goes through its own Link (proxy.go), a TCP proxy
-// whose fault changes at run time: blackhole, delay with jitter, or drop.
+// inter-node connection goes through its own Link (package faultproxy),
+// a TCP proxy whose fault changes at run time: blackhole, delay with
+// jitter, or drop.
 // Node i reaches node j only through the three links i->j (Raft, HTTP
 // forwarding, replica sync), named on i's command line with --peer-dial,
 // and each kvsim worker's KV event and replay endpoints only through its
-// own links (workers.go), named with --kv-dial; clients talk to the nodes
+// own links (workers.go; kvsim is driven through kvsim.ControlClient),
+// named with --kv-dial; clients talk to the nodes
 // directly. Partitions, one-way partitions, latency and flaky links are
 // settings of those links; kill (SIGKILL), stop (SIGTERM), pause
 // (SIGSTOP/SIGCONT) and restart act on the processes.

@@ -14,6 +14,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Leases (SPEC §3.7) in the workload. Lease clients register workers of
@@ -250,7 +251,7 @@ func CheckLeasesLapse(ctx context.Context, ep Endpoints, within time.Duration) e
 	if err != nil {
 		return err
 	}
-	return poll(ctx, "every lease has lapsed on every node", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "every lease has lapsed on every node", func(ctx context.Context) error {
 		for i, c := range clients {
 			ws, err := c.Workers(ctx, client.WorkersOptions{ModelName: LeaseModelName})
 			if err != nil {

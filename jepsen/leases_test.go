@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // lease builds a lease op on worker 1 over [call, ret] milliseconds; gone
@@ -134,7 +135,7 @@ func Test_RunLeaseClients(t *testing.T) {
 			defer watch.Wait()
 			defer cancel()
 			watch.Go(func() {
-				poll(ctx, "a lapse is recorded", func(context.Context) error {
+				poll.Until(ctx, pollEvery, "a lapse is recorded", func(context.Context) error {
 					for _, op := range h.Ops() {
 						if op.NotFound {
 							cancel()

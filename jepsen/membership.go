@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // memberRemoveRejoin is a membership change (SPEC §3.5, README "How a
@@ -53,7 +54,7 @@ func (n *memberRemoveRejoin) Inject(ctx context.Context, c *Cluster) error {
 	}
 	fs := others(c, leader)
 	victim := fs[rand.N(len(fs))]
-	st, err := c.status(ctx, leader)
+	st, err := c.Status(ctx, leader)
 	if err != nil {
 		return err
 	}
@@ -82,17 +83,17 @@ func (n *memberRemoveRejoin) Inject(ctx context.Context, c *Cluster) error {
 func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int) error {
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
-	return poll(wctx, "a node removes "+NodeID(victim), func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, "a node removes "+NodeID(victim), func(ctx context.Context) error {
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
 		rctx, cancel := context.WithTimeout(ctx, 2*OpTimeout)
-		st, err := c.nodes[via].cl.Remove(rctx, NodeID(victim))
+		st, err := c.Node(via).Client.Remove(rctx, NodeID(victim))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("remove through %s: %w", NodeID(via), err)
 		}
 		if slices.ContainsFunc(st.Members, func(m api.Member) bool { return m.ID == NodeID(victim) }) {
-			return fatalPoll{fmt.Errorf("remove through %s answered members %+v, still listing %s", NodeID(via), st.Members, NodeID(victim))}
+			return poll.Fatal(fmt.Errorf("remove through %s answered members %+v, still listing %s", NodeID(via), st.Members, NodeID(victim)))
 		}
 		return nil
 	})
@@ -103,7 +104,7 @@ func (n *memberRemoveRejoin) remove(ctx context.Context, c *Cluster, victim int)
 func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim int) error {
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
-	err := poll(wctx, NodeID(victim)+" stops after its removal", func(context.Context) error {
+	err := poll.Until(wctx, pollEvery, NodeID(victim)+" stops after its removal", func(context.Context) error {
 		if c.Running(victim) {
 			return fmt.Errorf("%s still runs", NodeID(victim))
 		}
@@ -112,16 +113,16 @@ func (n *memberRemoveRejoin) awaitExit(ctx context.Context, c *Cluster, victim i
 	if err != nil {
 		return err
 	}
-	if exit := c.nodes[victim].proc.ExitErr(); exit != nil {
+	if exit := c.Node(victim).Proc.ExitErr(); exit != nil {
 		return fmt.Errorf("%s exited with %v after its removal, want status 0 (see %s)", NodeID(victim), exit, c.LogPath(victim))
 	}
 	rest := others(c, victim)
-	return poll(wctx, "the others list two members", func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, "the others list two members", func(ctx context.Context) error {
 		li, err := c.LeaderAmong(ctx, rest)
 		if err != nil {
 			return err
 		}
-		st, err := c.status(ctx, li)
+		st, err := c.Status(ctx, li)
 		if err != nil {
 			return err
 		}
@@ -158,20 +159,20 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 	if c.Running(victim) {
 		return fmt.Errorf("%s still runs: it was never removed", NodeID(victim))
 	}
-	if err := c.nodes[victim].proc.Start(); err != nil {
+	if err := c.Node(victim).Proc.Start(); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, memberChangeBound)
 	defer cancel()
 	req := api.JoinRequest{ID: member.ID, RaftAddr: member.RaftAddr, HTTPAddr: member.HTTPAddr}
-	err := poll(wctx, "a node adds "+NodeID(victim)+" back", func(ctx context.Context) error {
-		if err := c.nodes[victim].proc.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("%s exited: %v (see %s)", NodeID(victim), err, c.LogPath(victim))}
+	err := poll.Until(wctx, pollEvery, "a node adds "+NodeID(victim)+" back", func(ctx context.Context) error {
+		if err := c.Node(victim).Proc.ExitedOnItsOwn(); err != nil {
+			return poll.Fatal(fmt.Errorf("%s exited: %v (see %s)", NodeID(victim), err, c.LogPath(victim)))
 		}
 		rest := others(c, victim)
 		via := rest[rand.N(len(rest))]
 		jctx, cancel := context.WithTimeout(ctx, 2*OpTimeout)
-		_, err := c.nodes[via].cl.Join(jctx, req)
+		_, err := c.Node(via).Client.Join(jctx, req)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("join through %s: %w", NodeID(via), err)
@@ -181,12 +182,12 @@ func (n *memberRemoveRejoin) rejoin(ctx context.Context, c *Cluster, victim int,
 	if err != nil {
 		return err
 	}
-	return poll(wctx, NodeID(victim)+" is a voter again", func(ctx context.Context) error {
+	return poll.Until(wctx, pollEvery, NodeID(victim)+" is a voter again", func(ctx context.Context) error {
 		li, err := c.LeaderAmong(ctx, c.Live())
 		if err != nil {
 			return err
 		}
-		st, err := c.status(ctx, li)
+		st, err := c.Status(ctx, li)
 		if err != nil {
 			return err
 		}

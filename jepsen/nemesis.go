@@ -15,6 +15,8 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Nemesis is one kind of fault. Inject applies it to a healthy cluster;
@@ -384,13 +386,13 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 			// The index check looks at these prompts too: a block one
 			// node kept from the old engine shows in their rows only.
 			c.AddIndexProbe(api.Prompt{ModelName: c.cfg.Model, TokenIDs: toks})
-			if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": w, "token_ids": toks}); err != nil {
+			if _, err := c.Sim().Prompt(ctx, w, 0, toks); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	restart := func() error { return c.SimPost(ctx, "/restart", map[string]any{"worker_id": w}) }
+	restart := func() error { return c.Sim().Restart(ctx, w, kvsim.AllRanks) }
 	// live publishes until the victim has applied one more message. A
 	// node that has just reconnected (after restart-all, say) may not
 	// have its subscription in place yet, and a PUB drops what it
@@ -407,7 +409,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 				return err
 			}
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := poll(pctx, NodeID(victim)+" applies a new message", func(ctx context.Context) error {
+			err := poll.Until(pctx, pollEvery, NodeID(victim)+" applies a new message", func(ctx context.Context) error {
 				seq, _, err := c.listenerState(ctx, victim, w)
 				if err == nil && seq == seq0 {
 					err = fmt.Errorf("%s still at seq %d of worker %d", NodeID(victim), seq, w)
@@ -428,7 +430,7 @@ func (n *workerLinkCut) Inject(ctx context.Context, c *Cluster) error {
 		restart,
 		func() error { return serve(1) }, // the new one's seq 0 shows the restart
 		func() error {
-			return poll(ctx, NodeID(victim)+" sees the engine restart", func(ctx context.Context) error {
+			return poll.Until(ctx, pollEvery, NodeID(victim)+" sees the engine restart", func(ctx context.Context) error {
 				got, err := c.listenerRestarts(ctx, victim, w)
 				if err == nil && got <= before {
 					err = fmt.Errorf("%s counted %d restarts of worker %d", NodeID(victim), got, w)
@@ -496,7 +498,7 @@ func (n leaderTransfer) Inject(ctx context.Context, c *Cluster) error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = c.nodes[leader].cl.StepDown(sctx)
+		_, err = c.Node(leader).Client.StepDown(sctx)
 		cancel()
 		if err != nil {
 			// A transfer whose target does not win within an election
@@ -547,7 +549,7 @@ func (c *Cluster) leaderAndTerm(ctx context.Context) (int, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	st, err := c.status(ctx, leader)
+	st, err := c.Status(ctx, leader)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: %w", NodeID(leader), err)
 	}
@@ -563,12 +565,12 @@ func (c *Cluster) leaderAfterStepDown(ctx context.Context, old int, oldTerm uint
 	defer cancel()
 	var next int
 	var term uint64
-	err := poll(wctx, "another node leads after a step-down", func(ctx context.Context) error {
+	err := poll.Until(wctx, pollEvery, "another node leads after a step-down", func(ctx context.Context) error {
 		var err error
 		if next, err = c.Leader(ctx); err != nil {
 			return err
 		}
-		st, err := c.status(ctx, next)
+		st, err := c.Status(ctx, next)
 		if err != nil {
 			return err
 		}
@@ -620,12 +622,13 @@ const (
 // did so by installing the leader's snapshot ("Installed remote
 // snapshot" in its log since the inject): a claim the nemesis proves.
 //
-// The cluster runs with --raft-snapshot-interval 1s and
-// --raft-trailing-logs Config.TrailingLogs: after a snapshot at index s
-// the leader keeps entries from s - TrailingLogs + 1 on, so once s passes
-// the follower's index by TrailingLogs plus snapshotMargin (entries the
-// follower may hold past what it applied) the follower can only catch up
-// from the snapshot.
+// The leader runs with --raft-snapshot-interval 1s and some
+// --raft-trailing-logs t (Config.TrailingLogs unless ExtraArgs says
+// otherwise), which the nemesis reads back from the leader's own command
+// line: after a snapshot at index s the leader keeps entries from
+// s - t + 1 on, so once s passes the follower's index by t plus
+// snapshotMargin (entries the follower may hold past what it applied)
+// the follower can only catch up from the snapshot.
 type snapshotCatchUp struct {
 	mu        sync.Mutex
 	follower  int
@@ -649,12 +652,17 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 	logFrom := fileSize(c.LogPath(f))
 	c.Isolate(f)
 	// Read after the cut: nothing reaches the follower past this.
-	st, err := c.status(ctx, f)
+	st, err := c.Status(ctx, f)
 	if err != nil {
 		return err
 	}
 	behind := max(st.AppliedIndex, st.CommitIndex)
-	need := behind + c.cfg.TrailingLogs + snapshotMargin
+	eff, err := c.Node(leader).Opts.Effective()
+	if err != nil {
+		return err
+	}
+	trailing := eff.Cluster.TrailingLogs
+	need := behind + trailing + snapshotMargin
 	n.mu.Lock()
 	n.follower, n.logFrom, n.compacted = f, logFrom, false
 	n.mu.Unlock()
@@ -696,20 +704,20 @@ func (n *snapshotCatchUp) Inject(ctx context.Context, c *Cluster) error {
 		}()
 	}
 	var snap uint64
-	err = poll(ctx, "the leader compacts its log past the isolated follower", func(context.Context) error {
+	err = poll.Until(ctx, pollEvery, "the leader compacts its log past the isolated follower", func(context.Context) error {
 		li, err := c.LeaderAmong(ctx, majority)
 		if err != nil {
 			return err
 		}
 		if snap = latestSnapshotIndex(filepath.Join(c.cfg.Dir, NodeID(li))); snap <= need {
 			return fmt.Errorf("%s's latest snapshot is at %d, want past %d (follower at %d, %d trailing logs)",
-				NodeID(li), snap, need, behind, c.cfg.TrailingLogs)
+				NodeID(li), snap, need, behind, trailing)
 		}
 		return nil
 	})
 	cancel()
 	wg.Wait()
-	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d, keeping %d trailing logs", NodeID(f), behind, writes, snap, c.cfg.TrailingLogs)
+	detail := fmt.Sprintf("isolate %s at index %d; %d writes; leader snapshot at %d, keeping %d trailing logs", NodeID(f), behind, writes, snap, trailing)
 	if err == nil {
 		n.mu.Lock()
 		n.compacted = true
@@ -730,7 +738,7 @@ func (n *snapshotCatchUp) Heal(ctx context.Context, c *Cluster) error {
 		// Caught up (Recover waits for its catalog index), so the install
 		// is in its log; give the line a moment to be written.
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = poll(wctx, NodeID(f)+" logs the snapshot it installed", func(context.Context) error {
+		err = poll.Until(wctx, pollEvery, NodeID(f)+" logs the snapshot it installed", func(context.Context) error {
 			return snapshotInstalledSince(c.LogPath(f), from)
 		})
 		cancel()

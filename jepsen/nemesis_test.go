@@ -158,7 +158,7 @@ func Test_NemesesInjectAndHeal(t *testing.T) {
 		if live := c.Live(); len(live) != c.Size() {
 			t.Fatalf("%s: live %v after heal", n.Name(), live)
 		}
-		for _, l := range append(c.AllLinks(), c.allWorkerLinks()...) {
+		for _, l := range append(c.AllLinks(), c.AllWorkerLinks()...) {
 			if !l.Fault().Passes() {
 				t.Fatalf("%s: %s is %v after heal", n.Name(), l.Name, l.Fault())
 			}

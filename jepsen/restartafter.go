@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // RestartAfterDown is how long restart-after-60s keeps its follower down:
@@ -67,7 +68,7 @@ func (n *restartAfter) Inject(ctx context.Context, c *Cluster) error {
 		}
 		p := api.Prompt{ModelName: c.cfg.Model, TokenIDs: toks}
 		c.AddIndexProbe(p)
-		if err := c.SimPost(ctx, "/prompt", map[string]any{"worker_id": ids[cycle%len(ids)], "token_ids": toks}); err != nil {
+		if _, err := c.Sim().Prompt(ctx, ids[cycle%len(ids)], 0, toks); err != nil {
 			c.RecordEvent(n.name, PhaseInject, detail+"; serving the probe failed: "+err.Error())
 			return err
 		}
@@ -121,8 +122,8 @@ func (n *restartAfter) Heal(ctx context.Context, c *Cluster) error {
 
 // waitRecovered waits until node i's /ready no longer says recovering.
 func (c *Cluster) waitRecovered(ctx context.Context, i int) error {
-	return poll(ctx, NodeID(i)+" ends its index recovery", func(ctx context.Context) error {
-		r, err := c.nodes[i].cl.Ready(ctx) // a 503 (no schedulable worker) is no error
+	return poll.Until(ctx, pollEvery, NodeID(i)+" ends its index recovery", func(ctx context.Context) error {
+		r, err := c.Node(i).Client.Ready(ctx) // a 503 (no schedulable worker) is no error
 		if err != nil {
 			return err
 		}
@@ -136,10 +137,10 @@ func (c *Cluster) waitRecovered(ctx context.Context, i int) error {
 // indexAgrees waits until every node answers the same /overlap_scores
 // rows for p, with cached blocks in them.
 func indexAgrees(ctx context.Context, c *Cluster, p api.Prompt) error {
-	return poll(ctx, "every node holds the probe", func(ctx context.Context) error {
+	return poll.Until(ctx, pollEvery, "every node holds the probe", func(ctx context.Context) error {
 		var first string
 		for i := range c.Size() {
-			s, err := c.nodes[i].cl.OverlapScores(ctx, p)
+			s, err := c.Node(i).Client.OverlapScores(ctx, p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", NodeID(i), err)
 			}

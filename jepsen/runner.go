@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // RunConfig is one scenario: a fresh cluster, the workload, and one
@@ -81,7 +82,7 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 		func() error { return RunSelectionClients(load, ep, base, h, open) },
 		func() error { return RunLeaseClients(load, ep, base, leaseClients, h) },
 		func() error { return RunThresholdClient(load, ep, base, c.SimRanks(), h, open) },
-		func() error { return servePrompts(load, c.SimURL(), c.WorkerIDs()) },
+		func() error { return servePrompts(load, c.Sim(), c.WorkerIDs()) },
 	}
 	var wg sync.WaitGroup
 	loadErrs := make([]error, len(loads))
@@ -217,21 +218,18 @@ func windows(events []NemesisEvent) []Window {
 // clears a cache: a clear would wipe a divergence before the index check
 // could see it (clears are covered by ingest's tests and the soak).
 // kvsim may be unreachable for a moment; that is not a failure.
-func servePrompts(ctx context.Context, simURL string, workers []uint64) error {
+func servePrompts(ctx context.Context, sim *kvsim.ControlClient, workers []uint64) error {
 	prompts := SelectionPrompts()
 	for i := 0; ; i++ {
-		body := map[string]any{"worker_id": workers[i%len(workers)]}
+		toks := prompts[i%len(prompts)].TokenIDs
 		if i%3 == 2 {
-			toks := make([]uint32, 128)
+			toks = make([]uint32, 128)
 			for j := range toks {
 				toks[j] = uint32(1_000_000 + 1000*i + j)
 			}
-			body["token_ids"] = toks
-		} else {
-			body["token_ids"] = prompts[i%len(prompts)].TokenIDs
 		}
 		// kvsim may be busy for a moment; the next call tries again.
-		_ = simPost(ctx, simClient, simURL, "/prompt", body)
+		_, _ = sim.Prompt(ctx, workers[i%len(workers)], 0, toks)
 		if !backoff.Sleep(ctx, 100*time.Millisecond) {
 			return nil
 		}

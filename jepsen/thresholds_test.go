@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 func Test_BusyWindows_UnexplainedBusy(t *testing.T) {
@@ -167,7 +168,7 @@ func Test_RunThresholdClient(t *testing.T) {
 			defer watch.Wait()
 			defer cancel()
 			watch.Go(func() {
-				poll(ctx, "two probes", func(context.Context) error {
+				poll.Until(ctx, pollEvery, "two probes", func(context.Context) error {
 					n := 0
 					for _, op := range h.Ops() {
 						n += boolInt(op.Kind == KindBusyProbe)

@@ -1,29 +1,27 @@
 package jepsen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
-	"github.com/kvselect/kvselect/internal/zmqx"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // Link kinds of a node's connections to a worker: its KV event stream
 // and its replay endpoint.
 const (
-	KindKV     = "kv"
-	KindReplay = "replay"
+	KindKV     = proccluster.KindKV
+	KindReplay = proccluster.KindReplay
 )
 
 // SimCacheBlocks is each kvsim rank's cache: small enough that the
@@ -36,121 +34,36 @@ const SimCacheBlocks = 32
 // checked for them (TightDecodeThreshold).
 const SimTotalKVBlocks = SimCacheBlocks
 
-// workerAddr is one TCP address a node dials for a worker rank.
-type workerAddr struct {
-	worker uint64
-	rank   uint32
-	kind   string // KindKV or KindReplay
-	addr   string // host:port as registered
-}
-
 // startSim starts kvsim with cfg.Workers workers and learns their
 // registrations from its control API. Nothing is registered yet: the
 // nodes must first be started with --kv-dial for the workers' addresses.
-func (c *Cluster) startSim(ctx context.Context, controlPort int) error {
-	control := fmt.Sprintf("127.0.0.1:%d", controlPort)
-	c.simControl = "http://" + control
-	c.sim = &childproc.Proc{Tag: "jepsen", Name: "kvsim", Path: filepath.Join(c.cfg.Bin, "kvsim"), LogPath: filepath.Join(c.cfg.Dir, "kvsim.log"),
-		Args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model, "--control", control,
-			"--cache-blocks", strconv.Itoa(SimCacheBlocks), "--log-level", "info"}}
-	if err := c.sim.Start(); err != nil {
+func (c *Cluster) startSim(ctx context.Context) error {
+	ports, lns, err := childproc.ReservePorts(1)
+	childproc.CloseAll(lns)
+	if err != nil {
 		return err
 	}
-	return poll(ctx, "kvsim lists its workers", func(ctx context.Context) error {
-		if err := c.sim.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.simControl+"/workers", nil)
-		if err != nil {
-			return fatalPoll{err}
-		}
-		resp, err := simClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var regs []api.WorkerPatch
-		if err := json.NewDecoder(resp.Body).Decode(&regs); err != nil {
-			return err
-		}
-		if len(regs) != c.cfg.Workers {
-			return fmt.Errorf("kvsim lists %d workers, want %d", len(regs), c.cfg.Workers)
-		}
-		c.simRegs = regs
-		return nil
-	})
-}
-
-// simAddrs are the addresses a node dials for kvsim's workers: each
-// rank's event stream and, when the worker has one, its replay endpoint.
-func (c *Cluster) simAddrs() ([]workerAddr, error) {
-	var out []workerAddr
-	for _, reg := range c.simRegs {
-		if reg.WorkerID == nil || reg.KVEventsEndpoints == nil {
-			return nil, fmt.Errorf("kvsim registration without worker_id or kv_events_endpoints: %+v", reg)
-		}
-		eps := *reg.KVEventsEndpoints
-		ranks := make([]uint32, 0, len(eps))
-		for r := range eps {
-			ranks = append(ranks, r)
-		}
-		slices.Sort(ranks)
-		for _, r := range ranks {
-			eps := map[string]string{KindKV: eps[r]}
-			if reg.ReplayEndpoint != nil && *reg.ReplayEndpoint != "" {
-				ep, err := zmqx.RankEndpoint(*reg.ReplayEndpoint, r)
-				if err != nil {
-					return nil, err
-				}
-				eps[KindReplay] = ep
-			}
-			for _, kind := range []string{KindKV, KindReplay} {
-				ep, ok := eps[kind]
-				if !ok {
-					continue
-				}
-				addr, ok := strings.CutPrefix(ep, "tcp://")
-				if !ok {
-					return nil, fmt.Errorf("worker %d endpoint %q is not tcp", *reg.WorkerID, ep)
-				}
-				out = append(out, workerAddr{worker: *reg.WorkerID, rank: r, kind: kind, addr: addr})
-			}
-		}
+	c.sim = proccluster.NewSim(proccluster.SimConfig{Bin: filepath.Join(c.cfg.Bin, "kvsim"), Dir: c.cfg.Dir, Tag: "jepsen",
+		Control: fmt.Sprintf("127.0.0.1:%d", ports[0]), HTTPClient: simClient,
+		Args: []string{"--workers", strconv.Itoa(c.cfg.Workers), "--model", c.cfg.Model,
+			"--cache-blocks", strconv.Itoa(SimCacheBlocks), "--log-level", "info"}})
+	if err := c.sim.Proc.Start(); err != nil {
+		return err
 	}
-	return out, nil
-}
-
-// addWorkerLinks gives node i one Link per worker address and returns
-// its --kv-dial value.
-func (c *Cluster) addWorkerLinks(i int, addrs []workerAddr) (string, error) {
-	var dial []string
-	for _, a := range addrs {
-		name := fmt.Sprintf("%s->w%d/%s", NodeID(i), a.worker, a.kind)
-		if a.rank != 0 {
-			name += fmt.Sprintf("/r%d", a.rank)
-		}
-		l, err := NewLink(name, i, -1, a.kind, a.addr)
-		if err != nil {
-			return "", err
-		}
-		c.workerLinks[i] = append(c.workerLinks[i], l)
-		dial = append(dial, a.addr+"="+l.Addr())
-	}
-	return strings.Join(dial, ","), nil
+	c.simRegs, err = c.sim.WaitWorkers(ctx, c.cfg.Workers)
+	return err
 }
 
 // registerSim registers kvsim's workers through the leader and waits
 // until every live node listens to every worker rank.
 func (c *Cluster) registerSim(ctx context.Context) error {
-	leader, err := c.WaitLeader(ctx, nil)
-	if err != nil {
-		return err
-	}
-	for _, reg := range c.simRegs {
+	regs := make([]api.WorkerPatch, len(c.simRegs))
+	for i, reg := range c.simRegs {
 		reg.TotalKVBlocks = api.Ptr(uint64(SimTotalKVBlocks))
-		if _, err := c.nodes[leader].cl.UpsertWorker(ctx, reg); err != nil {
-			return fmt.Errorf("register kvsim worker %d: %w", *reg.WorkerID, err)
-		}
+		regs[i] = reg
+	}
+	if err := c.Register(ctx, regs); err != nil {
+		return fmt.Errorf("register kvsim's workers: %w", err)
 	}
 	return c.waitWorkersFollowed(ctx)
 }
@@ -158,12 +71,12 @@ func (c *Cluster) registerSim(ctx context.Context) error {
 // waitWorkersFollowed waits until every live node's listeners for
 // kvsim's workers are all active.
 func (c *Cluster) waitWorkersFollowed(ctx context.Context) error {
-	return poll(ctx, "every node follows every kvsim worker", func(ctx context.Context) error {
-		if err := c.sim.ExitedOnItsOwn(); err != nil {
-			return fatalPoll{fmt.Errorf("kvsim exited: %v (see %s)", err, c.sim.LogPath)}
+	return poll.Until(ctx, pollEvery, "every node follows every kvsim worker", func(ctx context.Context) error {
+		if err := c.sim.Exited(); err != nil {
+			return poll.Fatal(err)
 		}
 		for _, i := range c.Live() {
-			ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
+			ws, err := c.Node(i).Client.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
 			if err != nil {
 				return err
 			}
@@ -200,59 +113,25 @@ func (c *Cluster) simRanks() int {
 	return n
 }
 
-// WorkerLinks are node i's links to kvsim's workers.
-func (c *Cluster) WorkerLinks(i int) []*Link { return c.workerLinks[i] }
-
-// CutWorkers blackholes node i's links to every worker (cut is true) or
-// lets them pass again. While cut, node i misses every KV event; when
-// they pass, its listeners reconnect and must replay what they missed.
-func (c *Cluster) CutWorkers(i int, cut bool) {
-	for _, l := range c.workerLinks[i] {
-		f := l.Fault()
-		f.Blackhole = cut
-		l.SetFault(f)
+// Sim is the client of kvsim's control API (nil when no kvsim runs):
+// prompts, resets and engine restarts of its workers.
+func (c *Cluster) Sim() *kvsim.ControlClient {
+	if c.sim == nil {
+		return nil
 	}
+	return c.sim.Control
 }
 
-// allWorkerLinks are every node's links to the workers.
-func (c *Cluster) allWorkerLinks() []*Link {
-	var out []*Link
-	for i := range c.nodes {
-		out = append(out, c.workerLinks[i]...)
+// SimURL is kvsim's control API base URL ("" when no kvsim runs).
+func (c *Cluster) SimURL() string {
+	if c.sim == nil {
+		return ""
 	}
-	return out
-}
-
-// SimPost sends one control call to kvsim (path "/prompt", "/reset" or
-// "/restart", body as its control API takes it) and reports whether it
-// was answered 200.
-func (c *Cluster) SimPost(ctx context.Context, path string, body any) error {
-	return simPost(ctx, simClient, c.simControl, path, body)
+	return c.sim.URL
 }
 
 // simClient bounds every call to kvsim's control API.
 var simClient = &http.Client{Timeout: 2 * time.Second}
-
-func simPost(ctx context.Context, hc *http.Client, simURL, path string, body any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, simURL+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("kvsim %s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
-}
 
 // listenerRestarts is how many engine restarts node i has counted on
 // worker w's listeners.
@@ -264,7 +143,7 @@ func (c *Cluster) listenerRestarts(ctx context.Context, i int, w uint64) (uint64
 // listenerState is node i's view of worker w's event streams: the highest
 // sequence number applied, and the engine restarts counted, over its ranks.
 func (c *Cluster) listenerState(ctx context.Context, i int, w uint64) (lastSeq, restarts uint64, err error) {
-	ws, err := c.nodes[i].cl.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
+	ws, err := c.Node(i).Client.Workers(ctx, client.WorkersOptions{ModelName: c.cfg.Model})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // fakeCatalog is one linearizable catalog (a map under a lock) served by
@@ -351,7 +352,7 @@ func Test_SelectionClients_UnsettledFreeIsOpen(t *testing.T) {
 	defer watch.Wait()
 	defer cancel()
 	watch.Go(func() {
-		poll(ctx, "a free given up", func(context.Context) error {
+		poll.Until(ctx, pollEvery, "a free given up", func(context.Context) error {
 			if len(open.All()) == 0 {
 				return context.DeadlineExceeded
 			}

@@ -41,5 +41,7 @@
 // traces a router was not tuned on.
 //
 // The command cmd/kvsim wraps this package with flags, an HTTP control API
-// and signal handling. DESIGN.md explains the invariants.
+// and signal handling. The control API's paths and bodies are defined
+// here (control.go), with ControlClient, the one client of it that test
+// harnesses and tools use. DESIGN.md explains the invariants.
 package kvsim

@@ -69,5 +69,5 @@ func Test_CutOffNodeKeepsSelecting(t *testing.T) {
 	if err != nil || !info.Replayed || again.WorkerID != sel.WorkerID || again.DPRank != sel.DPRank {
 		t.Fatalf("retry = %+v %v (first %+v), info %+v", again, err, sel, info)
 	}
-	proxies[c.Index(victim)].Heal()
+	proxies[c.Index(victim)].Pass()
 }

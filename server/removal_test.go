@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/internal/tcpproxy"
+	"github.com/kvselect/kvselect/internal/faultproxy"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -114,22 +114,22 @@ func Test_RemovedFollowerIsNotReady(t *testing.T) {
 // startRaftProxiedCluster starts n nodes that reach each other's Raft
 // port through a proxy per node, so a test can cut every link into one
 // node (proxies[i].Cut) while its HTTP stays reachable.
-func startRaftProxiedCluster(t *testing.T, n int) (*servertest.Cluster, []*tcpproxy.Proxy) {
+func startRaftProxiedCluster(t *testing.T, n int) (*servertest.Cluster, []*faultproxy.Link) {
 	t.Helper()
 	proxies := newProxies(t, n)
 	return servertest.StartCluster(t, n, viaRaftProxies(proxies)), proxies
 }
 
-func newProxies(t *testing.T, n int) []*tcpproxy.Proxy {
-	proxies := make([]*tcpproxy.Proxy, n)
+func newProxies(t *testing.T, n int) []*faultproxy.Link {
+	proxies := make([]*faultproxy.Link, n)
 	for i := range proxies {
-		proxies[i] = tcpproxy.Start(t, "")
+		proxies[i] = faultproxy.Start(t, "")
 	}
 	return proxies
 }
 
 // viaRaftProxies makes node i reach node j's Raft port through proxies[j].
-func viaRaftProxies(proxies []*tcpproxy.Proxy) func(i int, cfg *server.Config) {
+func viaRaftProxies(proxies []*faultproxy.Link) func(i int, cfg *server.Config) {
 	return func(i int, cfg *server.Config) {
 		cfg.Cluster.PeerDial = map[string]cluster.PeerDial{}
 		for j, p := range cfg.Cluster.InitialCluster {

@@ -16,7 +16,7 @@ import (
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/internal/tcpproxy"
+	"github.com/kvselect/kvselect/internal/faultproxy"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/server"
@@ -32,7 +32,7 @@ type syncCluster struct {
 	sim   *kvsim.Sim
 	token string // the admin token, when the nodes have one
 	// proxies[i] is before node i's Raft port (syncOptions.raftProxies).
-	proxies []*tcpproxy.Proxy
+	proxies []*faultproxy.Link
 }
 
 // testAntiEntropyPeriod is the tests' anti-entropy period: short, so that
@@ -59,7 +59,7 @@ func startSyncCluster(t *testing.T) *syncCluster {
 func startSyncClusterWith(t *testing.T, o syncOptions) *syncCluster {
 	t.Helper()
 	n := cmp.Or(o.nodes, 3)
-	var proxies []*tcpproxy.Proxy
+	var proxies []*faultproxy.Link
 	if o.raftProxies {
 		proxies = newProxies(t, n)
 	}

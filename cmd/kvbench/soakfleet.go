@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +15,13 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/kvsim"
 )
+
+// pollEvery is how often the soak asks whether what it waits for holds.
+const pollEvery = 50 * time.Millisecond
 
 // The soak's model, block size and worker layout.
 const (
@@ -43,7 +45,7 @@ type soakNode struct {
 type soakSim struct {
 	name     string
 	proc     *childproc.Proc
-	control  string // base URL of its control API
+	ctl      *kvsim.ControlClient
 	firstID  uint64
 	workers  int
 	dp       int
@@ -66,6 +68,7 @@ func (s *soakSim) owns(id uint64) (uint64, bool) {
 // the catalog.
 type fleet struct {
 	dir   string
+	pc    *proccluster.Cluster // the nodes' processes
 	nodes []*soakNode
 	sims  []*soakSim // registered by kvsim, restartable
 	churn *soakSim   // registered by the soak under rotating ids
@@ -97,52 +100,45 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 		{name: "kvsim-churn", firstID: churnWorkerID, workers: 1, dp: 2},
 	}
 	const n = 3
-	ports, lns, err := childproc.ReservePorts(3*n + len(layout))
-	childproc.CloseAll(lns)
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	f.pc, err = proccluster.StartHealthy(sctx, proccluster.Config{Bin: filepath.Join(binDir, "kvselect"), Dir: dir, Nodes: n, Tag: "soak",
+		Options: func(_ int, o *proccluster.NodeOptions) { o.LogLevel = "warn" }})
 	if err != nil {
 		return err
 	}
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[n+i]))
-	}
-	for i := range n {
-		id := "n" + strconv.Itoa(i+1)
-		node := &soakNode{id: id, url: fmt.Sprintf("http://127.0.0.1:%d", ports[i])}
-		node.proc = &childproc.Proc{Tag: "soak", Name: id, Path: filepath.Join(binDir, "kvselect"), LogPath: filepath.Join(dir, id+".log"), Args: []string{
-			"--node-id", id, "--bind", "127.0.0.1", "--port", strconv.Itoa(ports[i]),
-			"--raft-addr", "127.0.0.1:" + strconv.Itoa(ports[n+i]), "--data-dir", filepath.Join(dir, id),
-			"--initial-cluster", strings.Join(initial, ","), "--replica-sync-port", strconv.Itoa(ports[2*n+i]),
-			"--log-level", "warn",
-		}}
+	for _, pn := range f.pc.Nodes() {
+		// The load's clients follow the leader and retry, unlike the
+		// harness's pinned ones.
+		node := &soakNode{id: pn.ID, url: pn.URL, proc: pn.Proc}
 		if node.cl, err = client.New(client.Config{Addrs: []string{node.url}}); err != nil {
 			return err
 		}
 		f.nodes = append(f.nodes, node)
 	}
-	for _, node := range f.nodes {
-		if err := node.proc.Start(); err != nil {
-			return err
-		}
+	if err := f.waitMesh(ctx); err != nil {
+		return err
 	}
-	if err := f.waitCluster(ctx); err != nil {
+	ports, lns, err := childproc.ReservePorts(len(layout))
+	childproc.CloseAll(lns)
+	if err != nil {
 		return err
 	}
 	f.logf("cluster of %d nodes up, replica sync meshed (logs and data in %s)", n, dir)
 
 	for i, l := range layout {
-		s := &soakSim{name: l.name, firstID: l.firstID, workers: l.workers, dp: l.dp, register: l.register,
-			control: fmt.Sprintf("http://127.0.0.1:%d", ports[3*n+i])}
+		s := &soakSim{name: l.name, firstID: l.firstID, workers: l.workers, dp: l.dp, register: l.register}
 		args := []string{"--workers", strconv.Itoa(s.workers), "--first-worker-id", strconv.FormatUint(s.firstID, 10),
 			"--dp-size", strconv.Itoa(s.dp), "--block-size", strconv.Itoa(soakBlockSize),
-			"--cache-blocks", strconv.Itoa(cacheBlocks), "--model", soakModel,
-			"--control", strings.TrimPrefix(s.control, "http://"), "--log-level", "warn"}
+			"--cache-blocks", strconv.Itoa(cacheBlocks), "--model", soakModel, "--log-level", "warn"}
 		if s.register {
 			// Each fleet registers through another node: two of them
 			// are followers, which forward the writes to the leader.
 			args = append(args, "--register", f.nodes[i%n].url)
 		}
-		s.proc = &childproc.Proc{Tag: "soak", Name: s.name, Path: filepath.Join(binDir, "kvsim"), Args: args, LogPath: filepath.Join(dir, s.name+".log")}
+		sim := proccluster.NewSim(proccluster.SimConfig{Bin: filepath.Join(binDir, "kvsim"), Name: s.name, Dir: dir, Tag: "soak",
+			Control: fmt.Sprintf("127.0.0.1:%d", ports[i]), Args: args, HTTPClient: f.hc})
+		s.proc, s.ctl = sim.Proc, sim.Control
 		if s.register {
 			f.sims = append(f.sims, s)
 		} else {
@@ -163,50 +159,14 @@ func startFleet(ctx context.Context, binDir string, cacheBlocks int, f *fleet) e
 	return nil
 }
 
-// pollFor calls cond every 50 ms until it returns nil, failing with its
-// last error after timeout or when ctx ends.
-func pollFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return nil
+// waitMesh waits until every node follows the two other nodes' replica
+// sync (the harness has waited for the cluster itself).
+func (f *fleet) waitMesh(ctx context.Context) error {
+	return poll.Within(ctx, 60*time.Second, pollEvery, "replica sync meshes", func(ctx context.Context) error {
+		if err := f.pc.Exited(); err != nil {
+			return poll.Fatal(err)
 		}
-		if ctx.Err() == nil || last == nil {
-			last = err // not the deadline cutting a call short
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting until %s: %w (last: %v)", what, ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
-}
-
-// waitCluster waits until every node knows the leader, all three members'
-// HTTP addresses, and follows the two other nodes' replica sync.
-func (f *fleet) waitCluster(ctx context.Context) error {
-	return pollFor(ctx, 60*time.Second, "the cluster forms", func(ctx context.Context) error {
 		for _, node := range f.nodes {
-			if _, ok := node.proc.Running(); !ok {
-				return fmt.Errorf("%s exited: %v (see %s)", node.id, node.proc.ExitErr(), node.proc.LogPath)
-			}
-			st, err := node.cl.ClusterStatus(ctx)
-			if err != nil {
-				return err
-			}
-			if st.Leader.HTTPAddr == "" || len(st.Members) != len(f.nodes) {
-				return fmt.Errorf("%s: leader %q, %d members", node.id, st.Leader.ID, len(st.Members))
-			}
-			for _, m := range st.Members {
-				if m.HTTPAddr == "" {
-					return fmt.Errorf("%s does not know %s's address yet", node.id, m.ID)
-				}
-			}
 			rs, err := node.cl.ReplicaSyncStatus(ctx)
 			if err != nil {
 				return err
@@ -225,34 +185,15 @@ func (f *fleet) waitCluster(ctx context.Context) error {
 	})
 }
 
-// registrations returns what a kvsim process registers for its workers
-// (its control API's GET /workers).
-func (f *fleet) registrations(ctx context.Context, s *soakSim) ([]api.WorkerPatch, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.control+"/workers", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s GET /workers: HTTP %d", s.name, resp.StatusCode)
-	}
-	var regs []api.WorkerPatch
-	return regs, json.NewDecoder(resp.Body).Decode(&regs)
-}
-
 // waitFollowed waits until every node has an active listener on every
 // rank of s's workers at the endpoints s now publishes on. For the churn
 // fleet, id is the catalog id its worker is registered under.
 func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
-	return pollFor(ctx, 60*time.Second, "every node follows "+s.name, func(ctx context.Context) error {
+	return poll.Within(ctx, 60*time.Second, pollEvery, "every node follows "+s.name, func(ctx context.Context) error {
 		if _, ok := s.proc.Running(); !ok {
 			return fmt.Errorf("%s exited: %v (see %s)", s.name, s.proc.ExitErr(), s.proc.LogPath)
 		}
-		regs, err := f.registrations(ctx, s)
+		regs, err := s.ctl.Workers(ctx)
 		if err != nil {
 			return err
 		}
@@ -286,29 +227,6 @@ func (f *fleet) waitFollowed(ctx context.Context, s *soakSim, id uint64) error {
 	})
 }
 
-// simPost posts a JSON body to a kvsim control route.
-func (f *fleet) simPost(ctx context.Context, s *soakSim, path string, body any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.control+path, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s POST %s: HTTP %d: %s", s.name, path, resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	return nil
-}
-
 // simFor returns the kvsim process serving kvselect worker id and the id
 // it knows the worker by.
 func (f *fleet) simFor(id uint64) (*soakSim, uint64, bool) {
@@ -337,29 +255,17 @@ func (f *fleet) restartSim(ctx context.Context, s *soakSim) error {
 	return nil
 }
 
-// stopAll stops the kvsim processes, then the nodes all at once (SIGTERM,
-// then SIGKILL after a grace period). Every child is reaped when it
-// returns.
+// stopAll stops the kvsim processes, then the nodes (SIGTERM, SIGKILL
+// after a few seconds), and waits until every one is reaped.
 func (f *fleet) stopAll() {
 	var wg sync.WaitGroup
-	stop := func(p *childproc.Proc, grace time.Duration) {
-		if p == nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.Stop(syscall.SIGTERM, grace)
-		}()
-	}
 	for _, s := range append(f.sims[:len(f.sims):len(f.sims)], f.churn) {
-		if s != nil {
-			stop(s.proc, 5*time.Second)
+		if s != nil && s.proc != nil {
+			wg.Go(func() { s.proc.Stop(syscall.SIGTERM, 5*time.Second) })
 		}
 	}
 	wg.Wait()
-	for _, node := range f.nodes {
-		stop(node.proc, 10*time.Second)
+	if f.pc != nil {
+		f.pc.Close()
 	}
-	wg.Wait()
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/kvsim"
 )
 
 // soakStats counts what the soak did, by operation, and what failed, by
@@ -304,7 +306,7 @@ func (l *load) serve(ctx context.Context, sel *api.Selection, tokens []uint32) {
 		l.st.count("kvsim_prompt_skipped_restarting")
 		return
 	}
-	err := l.f.simPost(ctx, s, "/prompt", map[string]any{"worker_id": kid, "dp_rank": sel.DPRank, "token_ids": tokens})
+	_, err := s.ctl.Prompt(ctx, kid, int(sel.DPRank), tokens)
 	l.st.record(ctx, "kvsim_prompt", err, !s.up.Load()) // it went down meanwhile
 }
 
@@ -349,14 +351,14 @@ func (l *load) lifecycle(ctx context.Context, op string, b booking, i int, call 
 			// Never booked, or booked and not yet mirrored here: wait
 			// out replica sync's lag like any booking before deciding.
 			l.st.count("lag_retries")
-			if sleepCtx(ctx, 10*time.Millisecond) != nil {
+			if poll.Sleep(ctx, 10*time.Millisecond) != nil {
 				return
 			}
 			continue
 		}
 		if client.CodeOf(err) == api.CodeNotFound && !lost && i != b.node && time.Now().Before(deadline) {
 			l.st.count("lag_retries")
-			if sleepCtx(ctx, 10*time.Millisecond) != nil {
+			if poll.Sleep(ctx, 10*time.Millisecond) != nil {
 				return
 			}
 			continue
@@ -394,7 +396,7 @@ func (l *load) read(cctx, ctx context.Context, rng *rand.Rand, cl *client.Client
 // registerChurn registers the churn worker under its first id and waits
 // until every node follows it.
 func (l *load) registerChurn(ctx context.Context) error {
-	regs, err := l.f.registrations(ctx, l.f.churn)
+	regs, err := l.f.churn.ctl.Workers(ctx)
 	if err != nil {
 		return err
 	}
@@ -469,7 +471,7 @@ func (l *load) churnLoop(ctx context.Context, every time.Duration) {
 
 // waitApplied waits until every node has applied catalog index idx.
 func (l *load) waitApplied(ctx context.Context, idx uint64) error {
-	return pollFor(ctx, callTimeout, "every node applies the delete", func(ctx context.Context) error {
+	return poll.Within(ctx, callTimeout, pollEvery, "every node applies the delete", func(ctx context.Context) error {
 		for _, node := range l.f.nodes {
 			st, err := node.cl.ClusterStatus(ctx)
 			if err != nil {
@@ -518,12 +520,12 @@ func (l *load) engineLoop(ctx context.Context, every time.Duration, seed uint64)
 		if !s.up.Load() {
 			continue
 		}
-		op, path := "kvsim_engine_restart", "/restart"
+		op, act := "kvsim_engine_restart", s.ctl.Restart
 		if k%2 == 1 {
-			op, path = "kvsim_reset", "/reset"
+			op, act = "kvsim_reset", s.ctl.Reset
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		err := l.f.simPost(cctx, s, path, map[string]any{"worker_id": s.firstID + uint64(rng.IntN(s.workers))})
+		err := act(cctx, s.firstID+uint64(rng.IntN(s.workers)), kvsim.AllRanks)
 		cancel()
 		l.st.record(ctx, op, err, !s.up.Load())
 	}
@@ -553,7 +555,7 @@ func (l *load) retireChurn(ctx context.Context) error {
 
 // waitIdle waits until no node holds any reservation of the soak's model.
 func (l *load) waitIdle(ctx context.Context, timeout time.Duration) error {
-	return pollFor(ctx, timeout, "every node's load is back to zero", func(ctx context.Context) error {
+	return poll.Within(ctx, timeout, pollEvery, "every node's load is back to zero", func(ctx context.Context) error {
 		var busy []string
 		for _, node := range l.f.nodes {
 			pls, err := node.cl.Loads(ctx, soakModel, "")
@@ -618,15 +620,4 @@ func (l *load) indexDivergence(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -61,7 +61,7 @@ func Test_SIGHUPReloadsAuthToken(t *testing.T) {
 	}
 	hup := func() {
 		t.Helper()
-		if err := node.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if err := node.Proc.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,12 +24,12 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kvselect/kvselect/api"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/internal/schemacheck"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -481,11 +481,11 @@ func Test_DeployManifest(t *testing.T) {
 			}
 		}
 		for k, v := range vars {
-			if strings.HasPrefix(k, env.Prefix+"_") {
+			if strings.HasPrefix(k, nodeflags.Env.Prefix+"_") {
 				t.Setenv(k, v)
 			}
 		}
-		cfg, err := parseConfig(local)
+		cfg, err := nodeflags.Parse(local)
 		if err != nil {
 			t.Fatalf("kvselect refuses the manifest's arguments: %v", err)
 		}

@@ -1,25 +1,24 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/internal/proccluster"
 )
 
 // buildKvselect compiles this package into a temporary directory. Only the
@@ -34,25 +33,23 @@ func buildKvselect(t *testing.T) string {
 	return bin
 }
 
-// procNode is one kvselect process. Its addresses, data dir and flags stay
-// the same across restarts. Only the test goroutine touches it, except
-// for the waiter goroutine that sets exitErr before closing done.
+// procNode is one kvselect process of the harness (proccluster.Node),
+// with what the tests add: a token and an HTTPS client for its polls.
+// Only the test goroutine touches it.
 type procNode struct {
-	id       string
-	httpAddr string
-	args     []string
-	logPath  string
+	*proccluster.Node
+	i            int    // index in the cluster
+	id, httpAddr string // the Node's, under the tests' names
+	logPath      string
 	// token, when set, goes on the harness's own status polls (a node
 	// with --auth-token-file guards /cluster/status).
 	token string
 	// https, when set, is the client of a node that serves HTTPS (it
 	// trusts the node's CA); its URLs are then https.
 	https *http.Client
-
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once the process has exited and been reaped
-	exitErr error         // cmd.Wait's result, read after done
-	wantUp  bool          // the test expects the process to be running
+	// mayExit, when set, says the test expects the process to exit on
+	// its own: eventually does not fail on it.
+	mayExit bool
 }
 
 // url is the node's HTTP base URL followed by path.
@@ -73,20 +70,17 @@ func (n *procNode) pollClient() *http.Client {
 
 // exited reports whether the process has exited.
 func (n *procNode) exited() bool {
-	select {
-	case <-n.done:
-		return true
-	default:
-		return false
-	}
+	_, running := n.Proc.Running()
+	return !running
 }
 
 // procCluster is a cluster of real kvselect processes n1..nN on loopback,
-// formed with --initial-cluster. Every process is killed and reaped when
-// the test ends, and on failure each node's log tail is shown.
+// formed with --initial-cluster, run by the process harness. Every
+// process is stopped and reaped when the test ends, and on failure each
+// node's log tail is shown.
 type procCluster struct {
 	t     *testing.T
-	bin   string
+	pc    *proccluster.Cluster
 	nodes []*procNode
 }
 
@@ -94,138 +88,80 @@ type procCluster struct {
 // each with extra flags appended. It does not wait for the cluster to form.
 func startProcCluster(t *testing.T, bin string, n int, extra ...string) *procCluster {
 	t.Helper()
-	root := t.TempDir()
-	c := &procCluster{t: t, bin: bin}
-	ports := freePorts(t, 2*n)
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("n%d=127.0.0.1:%d", i+1, ports[n+i]))
+	return startProcs(t, bin, n, func(o *proccluster.NodeOptions) { o.Extra = extra })
+}
+
+// startProcs starts n nodes with the harness's options, changed by opts.
+func startProcs(t *testing.T, bin string, n int, opts func(*proccluster.NodeOptions)) *procCluster {
+	t.Helper()
+	pc, err := proccluster.Start(proccluster.Config{Bin: bin, Dir: t.TempDir(), Nodes: n, Tag: "test",
+		Options: func(_ int, o *proccluster.NodeOptions) {
+			o.ReplicaSyncPort = 0 // the node's default: a port the OS chooses
+			opts(o)
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range n {
-		id := "n" + strconv.Itoa(i+1)
-		node := &procNode{
-			id:       id,
-			httpAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])),
-			logPath:  filepath.Join(root, id+".log"),
-		}
-		node.args = append([]string{
-			"--node-id", id,
-			"--bind", "127.0.0.1",
-			"--port", strconv.Itoa(ports[i]),
-			"--raft-addr", "127.0.0.1:" + strconv.Itoa(ports[n+i]),
-			"--data-dir", filepath.Join(root, id),
-			"--initial-cluster", strings.Join(initial, ","),
-		}, extra...)
-		c.nodes = append(c.nodes, node)
+	c := &procCluster{t: t, pc: pc}
+	for i, node := range pc.Nodes() {
+		c.nodes = append(c.nodes, c.wrap(i, node))
 	}
-	// Cleanups run last-in first-out: kill every process, then show logs.
+	// Cleanups run last-in first-out: stop every process, then show logs.
 	t.Cleanup(c.showLogsOnFailure)
-	t.Cleanup(c.killAll)
-	for _, node := range c.nodes {
-		c.start(node)
-	}
+	t.Cleanup(func() { pc.Close() })
 	return c
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago. All listeners stay open until every port is chosen, so the kernel
-// cannot hand out the same port twice.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+func (c *procCluster) wrap(i int, node *proccluster.Node) *procNode {
+	return &procNode{Node: node, i: i, id: node.ID, httpAddr: node.HTTPAddr, logPath: node.Proc.LogPath}
 }
 
-// childEnv is the test's environment without the variables kvselect reads
-// its settings from, so the command line alone configures the nodes.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KVSELECT_") && !strings.HasPrefix(kv, "DYN_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// start runs node's process, appending its output to its log file.
+// start runs node's process again with its options.
 func (c *procCluster) start(node *procNode) {
 	c.t.Helper()
-	f, err := os.OpenFile(node.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	fmt.Fprintf(f, "=== test: start %s %s\n", node.id, strings.Join(node.args, " "))
-	cmd := exec.Command(c.bin, node.args...)
-	cmd.Stdout, cmd.Stderr, cmd.Env = f, f, childEnv()
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	if err := c.pc.StartNode(node.i); err != nil {
 		c.t.Fatalf("start %s: %v", node.id, err)
 	}
-	done := make(chan struct{})
-	node.cmd, node.done, node.wantUp = cmd, done, true
-	go func() {
-		node.exitErr = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
 }
 
 // kill sends SIGKILL to node and waits until it is gone.
-func (c *procCluster) kill(node *procNode) {
+func (c *procCluster) kill(node *procNode) { c.pc.Kill(node.i) }
+
+// signal sends sig to node.
+func (c *procCluster) signal(node *procNode, sig syscall.Signal) {
 	c.t.Helper()
-	node.wantUp = false
-	if err := node.cmd.Process.Kill(); err != nil && !node.exited() {
-		c.t.Fatalf("kill %s: %v", node.id, err)
+	if err := node.Proc.Signal(sig); err != nil {
+		c.t.Fatal(err)
 	}
-	<-node.done
 }
 
 // terminateAll sends SIGTERM to every running node at once and checks
 // that each shuts down gracefully, exiting with status 0 within timeout.
-// Nodes that already exited as the test expected are left out.
+// Nodes that already exited are left out.
 func (c *procCluster) terminateAll(timeout time.Duration) {
 	c.t.Helper()
 	var running []*procNode
 	for _, node := range c.nodes {
-		if !node.wantUp && node.exited() {
-			continue
+		if !node.exited() {
+			running = append(running, node)
 		}
-		running = append(running, node)
 	}
 	for _, node := range running {
-		node.wantUp = false
-		if err := node.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := node.Proc.Signal(syscall.SIGTERM); err != nil {
 			c.t.Errorf("SIGTERM %s: %v", node.id, err)
 		}
 	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for _, node := range running {
-		select {
-		case <-node.done:
-			if node.exitErr != nil {
-				c.t.Errorf("%s did not exit cleanly after SIGTERM: %v", node.id, node.exitErr)
+	poll.Eventually(c.t, timeout, "every node exits after SIGTERM", func() error {
+		for _, node := range running {
+			if !node.exited() {
+				return fmt.Errorf("%s still running", node.id)
 			}
-		case <-deadline.C:
-			c.t.Fatalf("%s still running %v after SIGTERM", node.id, timeout)
 		}
-	}
-}
-
-func (c *procCluster) killAll() {
-	for _, node := range c.nodes {
-		if node.done != nil && !node.exited() {
-			_ = node.cmd.Process.Kill()
-			<-node.done
+		return nil
+	})
+	for _, node := range running {
+		if err := node.Proc.ExitErr(); err != nil {
+			c.t.Errorf("%s did not exit cleanly after SIGTERM: %v", node.id, err)
 		}
 	}
 }
@@ -235,65 +171,32 @@ func (c *procCluster) showLogsOnFailure() {
 		return
 	}
 	for _, node := range c.nodes {
-		c.t.Logf("--- tail of %s (%s):\n%s", node.id, node.logPath, tail(node.logPath, 40))
+		c.t.Logf("--- tail of %s (%s):\n%s", node.id, node.logPath, proccluster.Tail(node.logPath, 40, reconnectNoise))
 	}
 }
 
 // reconnectNoise marks the warning each node logs on every failed dial of
 // a worker's KV event endpoint; the test's workers point at a closed port,
-// so these would drown everything else in the log tails.
+// so these would drown everything else in the log tails, which leave them
+// out.
 const reconnectNoise = "kv events connection failed"
 
-// tail returns the last n lines of the file at path, leaving out
-// reconnect warnings but saying how many there were.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	noise := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), reconnectNoise) {
-			noise++
-			continue
-		}
-		if lines = append(lines, sc.Text()); len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return fmt.Sprintf("(%d %q warnings left out)\n%s", noise, reconnectNoise, strings.Join(lines, "\n"))
-}
-
 // eventually polls cond until it returns nil and fails the test with the
-// last error after timeout. It also fails at once when a node the test
-// expects to run has exited, or when another goroutine failed the test.
+// last error after timeout. It also fails at once when a node has exited
+// on its own (unless mayExit), or when another goroutine failed the test.
 func (c *procCluster) eventually(what string, timeout time.Duration, cond func() error) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	poll.Eventually(c.t, timeout, what, func() error {
 		for _, node := range c.nodes {
-			if node.wantUp && node.exited() {
-				c.t.Fatalf("waiting until %s: %s exited: %v", what, node.id, node.exitErr)
+			if err := node.Proc.ExitedOnItsOwn(); err != nil && !node.mayExit {
+				return poll.Fatal(fmt.Errorf("%s exited: %w", node.id, err))
 			}
 		}
 		if c.t.Failed() {
-			c.t.FailNow()
+			return poll.Fatal(errors.New("the test failed meanwhile"))
 		}
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting until %s: %v", timeout, what, err)
-		}
-		<-tick.C
-	}
+		return cond()
+	})
 }
 
 // waitAgreement waits until every node reports the same leader, the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func Test_SelectionReadinessWithoutQuorum(t *testing.T) {
 	// still streaming: it has caught up with the leader the two elect,
 	// but is not selection-ready until the dump is read.
 	peer := startSlowDumpPeer(t)
-	back.args = append(back.args, "--indexer-peers="+peer.url())
+	back.Opts.Extra = append(slices.Clip(back.Opts.Extra), "--indexer-peers="+peer.url())
 	c.start(back)
 	c.eventually(back.id+" has caught up and is recovering", 60*time.Second, func() error {
 		r, err := probeReadyz(back, true)

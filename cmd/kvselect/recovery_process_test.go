@@ -305,7 +305,7 @@ func Test_RestartedFollowerRecoversAfterLeaderBackoff(t *testing.T) {
 			other = node
 		}
 	}
-	raftAddr := follower.args[slices.Index(follower.args, "--raft-addr")+1]
+	raftAddr := follower.RaftAddr
 	leaderFrom := logSize(t, leader)
 	c.kill(follower)
 	// More than the replay buffers hold while it is down: only a dump

@@ -3,17 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/proccluster"
 )
 
 // Test_ReplicaSyncProcesses runs real kvselect processes started the way
@@ -71,34 +69,27 @@ func Test_ReplicaSyncProcesses(t *testing.T) {
 // ports and data dir, and no cluster flag at all.
 func startLoneProc(t *testing.T, bin string, extra ...string) *procCluster {
 	t.Helper()
-	c := &procCluster{t: t, bin: bin}
-	t.Cleanup(c.showLogsOnFailure)
-	t.Cleanup(c.killAll)
-	c.startNew(nil, extra...)
-	return c
+	return startProcs(t, bin, 1, func(o *proccluster.NodeOptions) { o.InitialCluster = nil; o.Extra = extra })
 }
 
 // addJoiner starts node n<len+1>, which joins the cluster through via.
 func (c *procCluster) addJoiner(via *procNode, extra ...string) *procNode {
 	c.t.Helper()
-	return c.startNew([]string{"--join", via.url("")}, extra...)
+	return c.startNew([]string{via.url("")}, extra...)
 }
 
-// startNew starts node n<len+1> on fresh loopback ports with the cluster
-// flags given and extra.
-func (c *procCluster) startNew(clusterFlags []string, extra ...string) *procNode {
+// startNew starts node n<len+1> on fresh loopback ports, joining through
+// the members at join (none: it bootstraps a cluster of its own), with
+// extra flags.
+func (c *procCluster) startNew(join []string, extra ...string) *procNode {
 	c.t.Helper()
-	ports := freePorts(c.t, 2)
-	id := "n" + strconv.Itoa(len(c.nodes)+1)
-	root := c.t.TempDir()
-	node := &procNode{id: id, httpAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), logPath: filepath.Join(root, id+".log")}
-	node.args = append(append([]string{
-		"--node-id", id, "--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
-		"--raft-addr", "127.0.0.1:" + strconv.Itoa(ports[1]), "--data-dir", filepath.Join(root, id),
-	}, clusterFlags...), extra...)
-	c.nodes = append(c.nodes, node)
-	c.start(node)
-	return node
+	node, err := c.pc.AddNode(func(o *proccluster.NodeOptions) { o.Join, o.Extra = join, extra })
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pn := c.wrap(len(c.nodes), node)
+	c.nodes = append(c.nodes, pn)
+	return pn
 }
 
 // waitLog waits until one line of node's log holds every part of want.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/childproc"
 )
 
 func Test_ParseSlotTrackerConfig(t *testing.T) {
@@ -54,7 +56,7 @@ func Test_ParseSlotTrackerConfig(t *testing.T) {
 // started, and exits 0 on SIGTERM.
 func Test_SlotTrackerProcess(t *testing.T) {
 	cmd := exec.Command(buildKvselect(t), "slot-tracker", "--bind", "127.0.0.1", "--port", "0", "--log-format", "json")
-	cmd.Env = childEnv()
+	cmd.Env = childproc.Env()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func Test_TLSProcesses(t *testing.T) {
 		t.Fatalf("serves %s, want %s", got, first.Serial)
 	}
 	second := ca.Issue(t, "node") // rewrites the files every node reads
-	if err := follower.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := follower.Proc.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	c.eventually("after SIGHUP the node serves the new certificate", 10*time.Second, func() error {

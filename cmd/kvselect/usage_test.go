@@ -5,14 +5,16 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kvselect/kvselect/internal/nodeflags"
 )
 
 // captureHelp sends the help to a buffer for the rest of the test.
 func captureHelp(t *testing.T) *bytes.Buffer {
 	var buf bytes.Buffer
-	old := helpOut
-	helpOut = &buf
-	t.Cleanup(func() { helpOut = old })
+	old := nodeflags.HelpOut
+	nodeflags.HelpOut = &buf
+	t.Cleanup(func() { nodeflags.HelpOut = old })
 	return &buf
 }
 
@@ -41,16 +43,16 @@ func Test_BadCommandLine(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			help := captureHelp(t)
 			err := run(tt.args)
-			if err == nil || err.Error() != tt.want || exitCode(err) != exitUsage {
-				t.Fatalf("run = %v (exit %d)\nwant %s (exit %d)", err, exitCode(err), tt.want, exitUsage)
+			if err == nil || err.Error() != tt.want || nodeflags.ExitCode(err) != nodeflags.ExitUsage {
+				t.Fatalf("run = %v (exit %d)\nwant %s (exit %d)", err, nodeflags.ExitCode(err), tt.want, nodeflags.ExitUsage)
 			}
 			if strings.Contains(err.Error(), "\n") || help.Len() > 0 {
 				t.Fatalf("more than one line, or help printed:\n%s", help)
 			}
 		})
 	}
-	if got := exitCode(errors.New("--threads must be at least 1")); got != exitError {
-		t.Fatalf("a bad value is exit %d, want %d", got, exitError)
+	if got := nodeflags.ExitCode(errors.New("--threads must be at least 1")); got != nodeflags.ExitError {
+		t.Fatalf("a bad value is exit %d, want %d", got, nodeflags.ExitError)
 	}
 }
 
@@ -78,7 +80,7 @@ func Test_HelpCommand(t *testing.T) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
-	for name := range testOnlyFlags {
+	for name := range nodeflags.TestOnly {
 		if strings.Contains(byFlag, "  -"+name+" ") {
 			t.Errorf("--help lists the test-only flag --%s", name)
 		}

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/kvsim"
@@ -18,56 +17,78 @@ import (
 // maxControlBody bounds control API request bodies.
 const maxControlBody = 8 << 20
 
-// controlAPI is the HTTP control surface of a running Sim:
+// controlAPI is the HTTP control surface of a running Sim; package kvsim
+// defines its paths and bodies (kvsim.PathWorkers, kvsim.PromptRequest,
+// …) and its client, kvsim.ControlClient.
 //
-//	GET  /workers               → the registrations of every worker
-//	GET  /workers/{id}          → that worker's registration
-//	POST /workers/{id}/prompt   {"dp_rank" (default 0), "token_ids"} → ServeResult
-//	POST /prompt                {"worker_id", "dp_rank" (default 0), "token_ids"} → ServeResult
-//	POST /reset                 {"worker_id", "dp_rank" (optional: every rank)}
-//	POST /restart               {"worker_id", "dp_rank" (optional: every rank)}
-//
-// /workers/{id} is the endpoint each worker registers with kvselect, so a
-// caller that got a worker from /select sends the request to
-// selection.endpoint + "/prompt", as it would to a real engine.
-//
-// Errors are {"error": "..."}: 400 for a bad body, 404 for an unknown
-// worker, rank or route, 405 for a wrong method.
+// Errors are a kvsim.ErrorBody: 400 for a bad body, 404 for an unknown
+// worker, rank or route, 405 (with Allow) for a wrong method.
 type controlAPI struct {
 	sim *kvsim.Sim
 	log *slog.Logger
 }
 
-// handler routes requests by exact path, then method.
+// handler routes by ServeMux patterns; jsonMisses turns the mux's own
+// plain-text 404 and 405 into the API's JSON errors.
 func (c *controlAPI) handler() http.Handler {
-	routes := map[string]map[string]http.HandlerFunc{
-		"/workers": {http.MethodGet: c.listWorkers},
-		"/prompt":  {http.MethodPost: c.prompt},
-		"/reset":   {http.MethodPost: c.rankAction((*kvsim.Worker).Reset)},
-		"/restart": {http.MethodPost: c.rankAction((*kvsim.Worker).Restart)},
-	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+kvsim.PathWorkers, c.listWorkers)
+	mux.HandleFunc("GET "+kvsim.PathWorkers+"/{id}", c.getWorker)
+	mux.HandleFunc("POST "+kvsim.PathWorkers+"/{id}/prompt", c.workerPrompt)
+	mux.HandleFunc("POST "+kvsim.PathPrompt, c.prompt)
+	mux.HandleFunc("POST "+kvsim.PathReset, c.rankAction((*kvsim.Worker).Reset))
+	mux.HandleFunc("POST "+kvsim.PathRestart, c.rankAction((*kvsim.Worker).Restart))
+	return jsonMisses(mux)
+}
+
+// jsonMisses serves r by mux, unless no pattern matches: then the mux's
+// answer (404, or 405 with its Allow header) is kept but its body is the
+// API's JSON error.
+func jsonMisses(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		methods, ok := routes[r.URL.Path]
-		if !ok {
-			methods, ok = c.workerRoutes(r.URL.Path)
-		}
-		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s", r.URL.Path))
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
 			return
 		}
-		h, ok := methods[r.Method]
-		if !ok {
-			allowed := make([]string, 0, len(methods))
-			for m := range methods {
-				allowed = append(allowed, m)
-			}
-			sort.Strings(allowed)
-			w.Header().Set("Allow", strings.Join(allowed, ", "))
+		miss := &statusOnly{header: http.Header{}}
+		h.ServeHTTP(miss, r)
+		if miss.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", miss.header.Get("Allow"))
 			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		h(w, r)
+		if miss.status != http.StatusNotFound { // a redirect to the clean path, say
+			maps.Copy(w.Header(), miss.header)
+			w.WriteHeader(miss.status)
+			return
+		}
+		noRoute(w, r)
 	})
+}
+
+// statusOnly is a ResponseWriter that keeps the status and headers of
+// the mux's own answer and drops its body.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (s *statusOnly) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+}
+
+func noRoute(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s", r.URL.Path))
 }
 
 func (c *controlAPI) listWorkers(w http.ResponseWriter, _ *http.Request) {
@@ -78,42 +99,29 @@ func (c *controlAPI) listWorkers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, regs)
 }
 
-// workerRoutes routes /workers/{id} and /workers/{id}/prompt, the paths
-// under each worker's registered endpoint.
-func (c *controlAPI) workerRoutes(path string) (map[string]http.HandlerFunc, bool) {
-	rest, ok := strings.CutPrefix(path, "/workers/")
+// pathWorker is the {id} of /workers/{id}; a path whose id is not a
+// number is no route.
+func pathWorker(w http.ResponseWriter, r *http.Request) (uint64, bool) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		noRoute(w, r)
+		return 0, false
+	}
+	return id, true
+}
+
+func (c *controlAPI) getWorker(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathWorker(w, r)
 	if !ok {
-		return nil, false
+		return
 	}
-	idText, sub, hasSub := strings.Cut(rest, "/")
-	id, err := strconv.ParseUint(idText, 10, 64)
-	switch {
-	case err != nil:
-		return nil, false
-	case !hasSub:
-		return map[string]http.HandlerFunc{http.MethodGet: c.getWorker(id)}, true
-	case sub == "prompt":
-		return map[string]http.HandlerFunc{http.MethodPost: c.workerPrompt(id)}, true
+	if wk, ok := c.worker(w, &id); ok {
+		writeJSON(w, http.StatusOK, wk.Registration().Body())
 	}
-	return nil, false
-}
-
-func (c *controlAPI) getWorker(id uint64) http.HandlerFunc {
-	return func(w http.ResponseWriter, _ *http.Request) {
-		if wk, ok := c.worker(w, &id); ok {
-			writeJSON(w, http.StatusOK, wk.Registration().Body())
-		}
-	}
-}
-
-type promptRequest struct {
-	WorkerID *uint64  `json:"worker_id"`
-	DPRank   int      `json:"dp_rank"`
-	TokenIDs []uint32 `json:"token_ids"`
 }
 
 func (c *controlAPI) prompt(w http.ResponseWriter, r *http.Request) {
-	var req promptRequest
+	var req kvsim.PromptRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
@@ -122,22 +130,17 @@ func (c *controlAPI) prompt(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// workerPromptRequest is a prompt sent to a worker's own endpoint: the
-// worker is in the path.
-type workerPromptRequest struct {
-	DPRank   int      `json:"dp_rank"`
-	TokenIDs []uint32 `json:"token_ids"`
-}
-
-func (c *controlAPI) workerPrompt(id uint64) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var req workerPromptRequest
-		if !decodeBody(w, r, &req) {
-			return
-		}
-		if wk, ok := c.worker(w, &id); ok {
-			serve(w, wk, req.DPRank, req.TokenIDs)
-		}
+func (c *controlAPI) workerPrompt(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathWorker(w, r)
+	if !ok {
+		return
+	}
+	var req kvsim.WorkerPromptRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if wk, ok := c.worker(w, &id); ok {
+		serve(w, wk, req.DPRank, req.TokenIDs)
 	}
 }
 
@@ -151,16 +154,11 @@ func serve(w http.ResponseWriter, wk *kvsim.Worker, rank int, tokens []uint32) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-type rankRequest struct {
-	WorkerID *uint64 `json:"worker_id"`
-	DPRank   *int    `json:"dp_rank"`
-}
-
 // rankAction serves /reset and /restart: act on one rank, or on every rank
 // when dp_rank is absent.
 func (c *controlAPI) rankAction(act func(*kvsim.Worker, int) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req rankRequest
+		var req kvsim.RankRequest
 		if !decodeBody(w, r, &req) {
 			return
 		}
@@ -232,7 +230,7 @@ func writeSimError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+	writeJSON(w, status, kvsim.ErrorBody{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

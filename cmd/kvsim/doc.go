@@ -38,7 +38,9 @@
 // is the label kvsim://<advertise host>/workers/{id}.
 //
 // Errors are {"error": "..."} with 400 (bad body), 404 (unknown worker,
-// rank or route) or 405 (wrong method).
+// rank or route) or 405 (wrong method, with Allow; a GET route also
+// answers HEAD). Package kvsim defines the paths and bodies once, and
+// kvsim.ControlClient calls them (the jepsen harness and kvbench soak do).
 //
 // Signals: SIGHUP resets every rank of every worker; SIGINT and SIGTERM
 // shut down cleanly. Every flag can also be set through the environment

@@ -512,3 +512,50 @@ func Test_RunFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// Test_ControlClient: kvsim.ControlClient and this server agree on every
+// path and body, and an error answer reaches the caller as ErrControl
+// with kvsim's message.
+func Test_ControlClient(t *testing.T) {
+	sim := mustStartSim(t, kvsim.Config{Workers: 2, DPSize: 2, BlockSize: 4})
+	srv := httptest.NewServer((&controlAPI{sim: sim, log: discard}).handler())
+	defer srv.Close()
+	ctx := context.Background()
+	cc := &kvsim.ControlClient{BaseURL: srv.URL, HTTP: srv.Client()}
+
+	regs, err := cc.Workers(ctx)
+	if err != nil || len(regs) != 2 {
+		t.Fatalf("Workers = %d registrations, %v", len(regs), err)
+	}
+	reg, err := cc.Worker(ctx, 2)
+	if err != nil || reg.WorkerID == nil || *reg.WorkerID != 2 {
+		t.Fatalf("Worker(2) = %+v, %v", reg, err)
+	}
+	res, err := cc.Prompt(ctx, 2, 1, []uint32{1, 2, 3, 4, 5, 6, 7, 8})
+	if err != nil || res.StoredBlocks != 2 {
+		t.Fatalf("Prompt = %+v, %v", res, err)
+	}
+	if err := cc.Reset(ctx, 2, 1); err != nil || sim.Worker(2).CachedBlocks(1) != 0 {
+		t.Fatalf("Reset: %v, %d blocks left", err, sim.Worker(2).CachedBlocks(1))
+	}
+	if err := cc.Restart(ctx, 1, kvsim.AllRanks); err != nil {
+		t.Fatalf("Restart every rank: %v", err)
+	}
+	_, err = cc.Prompt(ctx, 9, 0, []uint32{1})
+	if !errors.Is(err, kvsim.ErrControl) || !strings.Contains(err.Error(), "unknown worker_id 9") {
+		t.Fatalf("Prompt to an unknown worker: %v", err)
+	}
+	if _, err := cc.Worker(ctx, 9); !errors.Is(err, kvsim.ErrControl) {
+		t.Fatalf("Worker(9): %v", err)
+	}
+	for path, allow := range map[string]string{kvsim.PathPrompt: "POST", "/workers/1/prompt": "POST", kvsim.PathReset: "POST"} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != allow {
+			t.Fatalf("GET %s = %d, Allow %q; want 405, Allow %q", path, resp.StatusCode, resp.Header.Get("Allow"), allow)
+		}
+	}
+}

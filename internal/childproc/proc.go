@@ -121,6 +121,21 @@ func (p *Proc) SetPaused(pause bool) error {
 	return nil
 }
 
+// Signal sends sig to the current run (SIGHUP to reload, say). Unlike
+// Stop it does not mark the run as stopped by the harness: an exit it
+// causes counts as the process's own.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || isClosed(p.done) {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return nil
+}
+
 // Stop sends sig (and SIGCONT, so a paused process sees it) and waits up
 // to grace for the exit, then kills. It returns once the run is reaped.
 func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) {

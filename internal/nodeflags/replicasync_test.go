@@ -1,4 +1,4 @@
-package main
+package nodeflags
 
 import (
 	"strings"
@@ -47,7 +47,7 @@ func Test_ReplicaSyncFlags(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := parseConfig(tc.args)
+			cfg, err := Parse(tc.args)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want one that names %q", err, tc.err)

@@ -1,8 +1,9 @@
-package jepsen
+package faultproxy
 
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // echoServer answers each line with the same line until the client
@@ -113,7 +116,7 @@ func Test_LinkBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l.SetFault(LinkFault{Blackhole: true})
+	l.SetFault(Fault{Blackhole: true})
 	if _, err := before.roundTrip("cut", 5*time.Second); err == nil || isTimeout(err) {
 		t.Fatalf("a connection open at the blackhole: err %v, want it cut", err)
 	}
@@ -136,7 +139,7 @@ func Test_LinkDelay(t *testing.T) {
 	l := mustNewLink(t, echoServer(t))
 	c := dialLink(t, l)
 	const delay = 100 * time.Millisecond
-	l.SetFault(LinkFault{Delay: delay, Jitter: 20 * time.Millisecond})
+	l.SetFault(Fault{Delay: delay, Jitter: 20 * time.Millisecond})
 	start := time.Now()
 	if got, err := c.roundTrip("slow", 5*time.Second); err != nil || got != "slow" {
 		t.Fatalf("delayed round trip: %q, %v", got, err)
@@ -157,7 +160,7 @@ func Test_LinkDrop(t *testing.T) {
 	if _, err := c.roundTrip("up", 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	l.SetFault(LinkFault{DropProb: 1})
+	l.SetFault(Fault{DropProb: 1})
 	if _, err := c.roundTrip("dropped", 5*time.Second); err == nil || isTimeout(err) {
 		t.Fatalf("open connection on a link dropping everything: err %v, want it cut", err)
 	}
@@ -201,10 +204,10 @@ func Test_LinkCloseLeavesNothingRunning(t *testing.T) {
 	}
 	// A chunk stuck in an hour's delay, then a connection held by a
 	// blackhole: Close must end both.
-	l.SetFault(LinkFault{Delay: time.Hour})
+	l.SetFault(Fault{Delay: time.Hour})
 	io.WriteString(clients[0], "stuck\n")
 	time.Sleep(50 * time.Millisecond) // let the chunk reach the delay (not a sync point: either way Close must end it)
-	l.SetFault(LinkFault{Blackhole: true})
+	l.SetFault(Fault{Blackhole: true})
 	dialLink(t, l)
 
 	if err := l.Close(); err != nil {
@@ -218,18 +221,37 @@ func Test_LinkCloseLeavesNothingRunning(t *testing.T) {
 	}
 	// The echo server's goroutines for the proxied connections end once
 	// the proxy closed its side; then only the test's own remain.
-	waitFor(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= base })
+	poll.Eventually(t, 5*time.Second, "only the test's own goroutines remain", func() error {
+		if n := runtime.NumGoroutine(); n > base {
+			buf := make([]byte, 1<<20)
+			return fmt.Errorf("%d goroutines, want at most %d:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+		}
+		return nil
+	})
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("condition not met within %v; goroutines:\n%s", timeout, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
+// Test_LinkCutAndTarget: Cut resets connections at once, open and new,
+// until Pass; a target named after Start is used by the next connection;
+// Accepted counts every connection.
+func Test_LinkCutAndTarget(t *testing.T) {
+	l := Start(t, "")
+	l.SetTarget(echoServer(t))
+	c := dialLink(t, l)
+	if got, err := c.roundTrip("up", 5*time.Second); err != nil || got != "up" {
+		t.Fatalf("through a late target: %q, %v", got, err)
+	}
+	l.Cut()
+	if _, err := c.roundTrip("cut", 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("an open connection after Cut: err %v, want it reset", err)
+	}
+	if _, err := dialLink(t, l).roundTrip("cut", 5*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("a new connection after Cut: err %v, want it reset", err)
+	}
+	l.Pass()
+	if got, err := dialLink(t, l).roundTrip("healed", 5*time.Second); err != nil || got != "healed" {
+		t.Fatalf("after Pass: %q, %v", got, err)
+	}
+	if n := l.Accepted(); n != 3 {
+		t.Fatalf("Accepted = %d, want 3", n)
 	}
 }

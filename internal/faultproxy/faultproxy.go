@@ -1,4 +1,4 @@
-package jepsen
+package faultproxy
 
 import (
 	"errors"
@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
 )
 
-// LinkFault is what a Link does to the bytes it carries. The zero value
+// Fault is what a Link does to the bytes it carries. The zero value
 // passes everything through unchanged.
-type LinkFault struct {
+type Fault struct {
 	// Blackhole forwards nothing in either direction: existing
 	// connections are cut and new ones are accepted but held silent (the
 	// dialer sees a connection that never answers, as behind a dead
@@ -28,10 +30,10 @@ type LinkFault struct {
 }
 
 // Passes reports whether the fault leaves the link untouched.
-func (f LinkFault) Passes() bool { return f == LinkFault{} }
+func (f Fault) Passes() bool { return f == Fault{} }
 
 // String describes the fault for logs and nemesis events.
-func (f LinkFault) String() string {
+func (f Fault) String() string {
 	switch {
 	case f.Passes():
 		return "pass"
@@ -53,25 +55,27 @@ func (f LinkFault) String() string {
 
 // Link is a TCP proxy for one directed link: connections one node dials
 // to one port of another (for example n1's Raft RPCs to n2). It listens
-// on a loopback port the kernel picks and forwards to Target. Its fault
-// can change at any time from any goroutine.
+// on a loopback port the kernel picks and forwards to its target. Its
+// fault (and its target) can change at any time from any goroutine.
 //
-// Concurrency: mu guards fault, conns and held. The accept goroutine and
-// two copy goroutines per connection belong to the Link; Close stops them
-// all and waits for them.
+// Concurrency: mu guards fault, conns and held; target and accepted are
+// atomic. The accept goroutine and two copy goroutines per connection
+// belong to the Link; Close stops them all and waits for them.
 type Link struct {
-	Name   string // e.g. "n1->n2/raft"
-	From   int    // index of the dialing node
-	To     int    // index of the node listened for
-	Kind   string // "raft", "http" or "sync"
-	Target string // host:port forwarded to
+	Name string // e.g. "n1->n2/raft"
+	From int    // index of the dialing node (-1: none, as in a test)
+	To   int    // index of the node listened for (-1: not a node, e.g. a worker)
+	Kind string // what the link carries: "raft", "http", "sync", "kv", …
+
+	target   atomic.Pointer[string] // host:port forwarded to
+	accepted atomic.Int64
 
 	ln   net.Listener
 	done chan struct{}
 	wg   sync.WaitGroup
 
 	mu     sync.Mutex
-	fault  LinkFault
+	fault  Fault
 	conns  map[*linkConn]struct{} // forwarding connections
 	held   map[net.Conn]struct{}  // accepted while blackholed
 	closed bool
@@ -97,31 +101,55 @@ func NewLink(name string, from, to int, kind, target string) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link %s: %w", name, err)
 	}
-	l := &Link{Name: name, From: from, To: to, Kind: kind, Target: target, ln: ln,
+	l := &Link{Name: name, From: from, To: to, Kind: kind, ln: ln,
 		done: make(chan struct{}), conns: map[*linkConn]struct{}{}, held: map[net.Conn]struct{}{}}
+	l.SetTarget(target)
 	l.wg.Add(1)
 	go l.accept()
 	return l, nil
 }
 
+// Start is NewLink for a test: a link to target (which SetTarget may name
+// later, before the first connection) that the test's cleanup closes.
+func Start(t testing.TB, target string) *Link {
+	t.Helper()
+	l, err := NewLink(t.Name(), -1, -1, "tcp", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// Target is the host:port the link forwards new connections to.
+func (l *Link) Target() string { return *l.target.Load() }
+
+// SetTarget names where new connections go; open ones keep theirs.
+func (l *Link) SetTarget(target string) { l.target.Store(&target) }
+
+// Accepted counts the connections accepted so far, whatever became of
+// them.
+func (l *Link) Accepted() int64 { return l.accepted.Load() }
+
 // Addr is the proxy's listening address (host:port), the one to dial.
 func (l *Link) Addr() string { return l.ln.Addr().String() }
 
 // Fault is the link's current fault.
-func (l *Link) Fault() LinkFault {
+func (l *Link) Fault() Fault {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.fault
 }
 
-// SetFault changes what the link does. Turning a blackhole on cuts every
-// connection; turning it off closes the connections held meanwhile, so
-// their dialers reconnect through a working link.
-func (l *Link) SetFault(f LinkFault) {
+// SetFault changes what the link does. Turning a blackhole on, or drops
+// of every chunk, cuts every connection; turning a blackhole off closes
+// the connections held meanwhile, so their dialers reconnect through a
+// working link.
+func (l *Link) SetFault(f Fault) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.fault = f
-	if f.Blackhole {
+	if f.Blackhole || f.DropProb >= 1 {
 		for c := range l.conns {
 			c.close()
 		}
@@ -134,7 +162,12 @@ func (l *Link) SetFault(f LinkFault) {
 }
 
 // Pass heals the link.
-func (l *Link) Pass() { l.SetFault(LinkFault{}) }
+func (l *Link) Pass() { l.SetFault(Fault{}) }
+
+// Cut closes every connection and every one accepted until Pass, as a
+// node that went away would: dialers see a reset at once rather than the
+// silence of a blackhole.
+func (l *Link) Cut() { l.SetFault(Fault{DropProb: 1}) }
 
 // Conns is the number of connections currently forwarded (held ones
 // excluded).
@@ -182,6 +215,7 @@ func (l *Link) accept() {
 			}
 			continue
 		}
+		l.accepted.Add(1)
 		l.wg.Add(1)
 		go l.serve(down)
 	}
@@ -208,7 +242,7 @@ func (l *Link) serve(down net.Conn) {
 		return
 	}
 	d := net.Dialer{Timeout: 5 * time.Second}
-	up, err := d.Dial("tcp", l.Target)
+	up, err := d.Dial("tcp", l.Target())
 	if err != nil {
 		down.Close() // the target is down: the dialer sees a reset
 		return

@@ -1,4 +1,4 @@
-package main
+package nodeflags
 
 import (
 	"maps"
@@ -15,7 +15,7 @@ import (
 
 func Test_ParseConfigPrecedence(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
-		cfg, err := parseConfig(nil)
+		cfg, err := Parse(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		t.Setenv("KVSELECT_ROUTER_TEMPERATURE", "0.25") // KVSELECT_ wins over DYN_
 		t.Setenv("DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT", "0.5")
 		t.Setenv("DYN_ROUTER_ASSUME_KV_REUSE", "false")
-		cfg, err := parseConfig([]string{"--port", "9001"})
+		cfg, err := Parse([]string{"--port", "9001"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		}
 	})
 	t.Run("policy", func(t *testing.T) {
-		cfg, err := parseConfig([]string{"--policy", "two-tier"})
+		cfg, err := Parse([]string{"--policy", "two-tier"})
 		if err != nil || cfg.Scheduler.Policy.Name != "two-tier" {
 			t.Fatalf("--policy two-tier = %+v %v", cfg.Scheduler.Policy, err)
 		}
@@ -57,7 +57,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 			{"--prefill-load-scale", "-1"},                          // out of range
 			{"--predicted-ttft-default-tokens-per-s", "0"},          // not positive
 		} {
-			if _, err := parseConfig(args); err == nil {
+			if _, err := Parse(args); err == nil {
 				t.Errorf("%q accepted", args)
 			}
 		}
@@ -67,18 +67,18 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		if err := os.WriteFile(path, []byte("abc\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := parseConfig([]string{"--auth-token-file", path})
+		cfg, err := Parse([]string{"--auth-token-file", path})
 		if err != nil || cfg.AuthToken != "abc" || cfg.AuthScope != httpd.ScopeAll {
 			t.Fatalf("token config = %q %q %v", cfg.AuthToken, cfg.AuthScope, err)
 		}
-		cfg, err = parseConfig([]string{"--auth-token-file", path, "--auth-scope", "admin"})
+		cfg, err = Parse([]string{"--auth-token-file", path, "--auth-scope", "admin"})
 		if err != nil || cfg.AuthScope != httpd.ScopeAdmin {
 			t.Fatalf("--auth-scope admin = %q %v", cfg.AuthScope, err)
 		}
 	})
 	t.Run("cluster flags", func(t *testing.T) {
 		t.Setenv("KVSELECT_JOIN", "http://10.0.0.1:8092, http://10.0.0.2:8092")
-		cfg, err := parseConfig([]string{"--peer-dial", "n2=127.0.0.1:9101/127.0.0.1:9201", "--leader-wait", "2s"})
+		cfg, err := Parse([]string{"--peer-dial", "n2=127.0.0.1:9101/127.0.0.1:9201", "--leader-wait", "2s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,15 +86,15 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 			cfg.Cluster.PeerDial["n2"].HTTP != "127.0.0.1:9201" || cfg.Cluster.LeaderWait != 2*time.Second {
 			t.Fatalf("cluster config = %+v", cfg.Cluster)
 		}
-		cfg, err = parseConfig([]string{"--kv-dial", "127.0.0.1:5557=127.0.0.1:6001"})
+		cfg, err = Parse([]string{"--kv-dial", "127.0.0.1:5557=127.0.0.1:6001"})
 		if err != nil || cfg.Ingest.Dial["127.0.0.1:5557"] != "127.0.0.1:6001" {
 			t.Fatalf("kv dial = %v, %v", cfg.Ingest.Dial, err)
 		}
-		cfg, err = parseConfig([]string{"--max-reservations", "10", "--max-reserved-blocks", "640"})
+		cfg, err = Parse([]string{"--max-reservations", "10", "--max-reserved-blocks", "640"})
 		if err != nil || cfg.Scheduler.MaxReservations != 10 || cfg.Scheduler.MaxReservedBlocks != 640 {
 			t.Fatalf("bounds = %d %d, %v", cfg.Scheduler.MaxReservations, cfg.Scheduler.MaxReservedBlocks, err)
 		}
-		cfg, err = parseConfig([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
+		cfg, err = Parse([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
 		if err != nil || len(cfg.Cluster.InitialCluster) != 2 || cfg.Cluster.InitialCluster[1].RaftAddr != "h2:7000" {
 			t.Fatalf("initial cluster = %+v, %v", cfg.Cluster.InitialCluster, err)
 		}
@@ -106,7 +106,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		{"--max-reservations", "-5"},
 	} {
 		t.Run("rejects "+strings.Join(bad, " "), func(t *testing.T) {
-			if _, err := parseConfig(bad); err == nil {
+			if _, err := Parse(bad); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -114,7 +114,7 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 	for _, v := range []string{"eighty", "99999", "-1"} {
 		t.Run("bad environment KVSELECT_PORT="+v, func(t *testing.T) {
 			t.Setenv("KVSELECT_PORT", v)
-			if _, err := parseConfig(nil); err == nil || !strings.Contains(err.Error(), "KVSELECT_PORT") ||
+			if _, err := Parse(nil); err == nil || !strings.Contains(err.Error(), "KVSELECT_PORT") ||
 				!strings.Contains(err.Error(), "--port") {
 				t.Fatalf("err = %v", err)
 			}
@@ -138,7 +138,7 @@ func Test_IndexerPeersFlag(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("KVSELECT_INDEXER_PEERS", tc.env)
 			}
-			cfg, err := parseConfig(tc.args)
+			cfg, err := Parse(tc.args)
 			if tc.err {
 				if err == nil || !strings.Contains(err.Error(), "--indexer-peers") {
 					t.Fatalf("err = %v", err)
@@ -201,7 +201,7 @@ func Test_AuthTokenFile(t *testing.T) {
 				if flag == "selection-token-file" {
 					args = append(args, "--auth-token-file", file("admin", "admin-token", 0o600))
 				}
-				cfg, err := parseConfig(args)
+				cfg, err := Parse(args)
 				got, also, from := cfg.AuthToken, cfg.AuthTokenAlso, cfg.AuthTokenFile
 				if flag == "selection-token-file" {
 					got, also, from = cfg.SelectionToken, cfg.SelectionTokenAlso, cfg.SelectionTokenFile
@@ -251,13 +251,13 @@ func Test_AuthAndTLSFlags(t *testing.T) {
 		{"TLS", []string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-ca-file", "ca.pem"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig(tt.args)
+			_, err := Parse(tt.args)
 			if tt.problem == "" && err != nil || tt.problem != "" && (err == nil || !strings.Contains(err.Error(), tt.problem)) {
-				t.Fatalf("parseConfig(%q) = %v, want %q", tt.args, err, tt.problem)
+				t.Fatalf("Parse(%q) = %v, want %q", tt.args, err, tt.problem)
 			}
 		})
 	}
-	cfg, err := parseConfig([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,http://b:8092"})
+	cfg, err := Parse([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,http://b:8092"})
 	if err != nil || cfg.TLS == nil || cfg.TLS.CertFile != "c.pem" || strings.Join(cfg.Recovery.Peers, " ") != "https://a:8092 http://b:8092" {
 		t.Fatalf("TLS config %+v, peers %q, %v", cfg.TLS, cfg.Recovery.Peers, err)
 	}
