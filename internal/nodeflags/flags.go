@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"os"
 	"strconv"
@@ -71,6 +70,10 @@ func parse(args []string, useEnv bool) (server.Config, error) {
 		hostname = "kvselect"
 	}
 	fs := flag.NewFlagSet("kvselect", flag.ContinueOnError)
+	// The flags' defaults are the packages' (DefaultConfig), but for
+	// --threads: 4, the flag's default since it came, where a Config
+	// built in code gets GOMAXPROCS.
+	ingestDefaults := ingest.DefaultConfig()
 	var (
 		port          = fs.Int("port", 8092, "HTTP port")
 		bind          = fs.String("bind", "0.0.0.0", "address the HTTP API binds")
@@ -88,10 +91,10 @@ func parse(args []string, useEnv bool) (server.Config, error) {
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat     = fs.String("log-format", "text", "text or json")
 		threads       = fs.Int("threads", 4, "KV event decode/apply workers (listeners beyond this wait their turn)")
-		kvBackoffMax  = fs.Duration("kv-reconnect-max", 5*time.Second, "longest delay between reconnects to a worker's KV event endpoint")
-		kvReplayWait  = fs.Duration("kv-replay-timeout", 10*time.Second, "how long one replay request to a worker may take")
-		staleAfter    = fs.Duration("stale-listener-after", 30*time.Second, "a rank whose KV event listener stays down this long is shown stale and not selected by this node (the catalog keeps it)")
-		kvQueueBytes  = fs.Int64("kv-queue-bytes", 64<<20, "live KV event bytes one listener buffers while it applies or replays; past it messages are dropped, then replayed or counted lost")
+		kvBackoffMax  = fs.Duration("kv-reconnect-max", ingestDefaults.BackoffMax, "longest delay between reconnects to a worker's KV event endpoint")
+		kvReplayWait  = fs.Duration("kv-replay-timeout", ingestDefaults.ReplayTimeout, "how long one replay request to a worker may take")
+		staleAfter    = fs.Duration("stale-listener-after", ingestDefaults.StaleAfter, "a rank whose KV event listener stays down this long is shown stale and not selected by this node (the catalog keeps it)")
+		kvQueueBytes  = fs.Int64("kv-queue-bytes", ingestDefaults.QueueBytes, "live KV event bytes one listener buffers while it applies or replays; past it messages are dropped, then replayed or counted lost")
 		initial       = fs.String("initial-cluster", "", "members of a new cluster, id=raft-host:port,... (the same on every node; ignored once the data dir holds Raft state)")
 		join          = fs.String("join", "", "HTTP URLs of existing members, comma separated: ask them to add this node as a voter (never bootstraps)")
 		joinTimeout   = fs.Duration("join-timeout", cluster.DefaultConfig().JoinTimeout, "how long --join keeps trying before start-up fails")
@@ -186,9 +189,6 @@ func parse(args []string, useEnv bool) (server.Config, error) {
 	cl.HeartbeatTimeout, cl.ElectionTimeout, cl.LeaderLeaseTimeout = *heartbeat, *election, *lease
 	cl.CommitTimeout, cl.LeaderWait, cl.ApplyTimeout, cl.ForwardTimeout = *commit, *leaderWait, *applyTimeout, *forwardWait
 	cl.SnapshotThreshold, cl.SnapshotInterval, cl.TrailingLogs = *snapshotAt, *snapshotEvery, *trailingLogs
-	if *snapshotEvery <= 0 {
-		return server.Config{}, fmt.Errorf("--raft-snapshot-interval (env %s) must be positive, got %v", envflag.Name(Env.Prefix, "raft-snapshot-interval"), *snapshotEvery)
-	}
 	cl.JoinTimeout = *joinTimeout
 	if cl.RaftAdvertise == "" {
 		cl.RaftAdvertise = *raftAddr
@@ -218,22 +218,11 @@ func parse(args []string, useEnv bool) (server.Config, error) {
 	if len(policyParams) > 0 {
 		sc.Policy.Params = policyParams
 	}
-	if err := scheduler.ValidatePolicy(sc.Policy); err != nil {
-		return server.Config{}, fmt.Errorf("--policy and its parameters (env %s): %w", envflag.Name(Env.Prefix, "policy"), err)
-	}
 	sc.AssumeKVReuse, sc.DefaultTokensPerSecond = *assumeReuse, *tokensPerSec
-	if !(*tokensPerSec > 0) || math.IsInf(*tokensPerSec, 0) {
-		return server.Config{}, fmt.Errorf("--predicted-ttft-default-tokens-per-s (env %s) must be a number > 0, got %v",
-			envflag.Name(Env.Prefix, "predicted-ttft-default-tokens-per-s"), *tokensPerSec)
-	}
 	sc.HostCacheHitWeight, sc.DiskCacheHitWeight = *hostWeight, *diskWeight
 	sc.TrackPrefillTokens = *trackPrefill
 	sc.ActiveRequestExpiry = time.Duration(*expirySecs * float64(time.Second))
 	sc.MaxReservations, sc.MaxReservedBlocks = *maxRes, *maxBlocks
-	if *maxRes < 2 || *maxBlocks < 2 {
-		return server.Config{}, fmt.Errorf("--max-reservations (env %s) and --max-reserved-blocks (env %s) must be at least 2, got %d and %d",
-			envflag.Name(Env.Prefix, "max-reservations"), envflag.Name(Env.Prefix, "max-reserved-blocks"), *maxRes, *maxBlocks)
-	}
 
 	cfg := server.Config{
 		HTTPAddr: net.JoinHostPort(*bind, strconv.Itoa(*port)), Cluster: cl, Scheduler: sc, Logger: logger,
@@ -241,25 +230,22 @@ func parse(args []string, useEnv bool) (server.Config, error) {
 			StaleAfter: *staleAfter},
 		Recovery: server.RecoveryConfig{Peers: recoveryPeers}, InitialThresholds: thresholds,
 	}
-	if cfg.ReplicaSync, err = replicaSyncConfig(*syncOn, *bind, *syncPort, *syncAdvertise, *syncPeers); err != nil {
-		return cfg, err
-	}
-	if *port < 0 || *port > 65535 {
+	if *port < 0 || *port > 65535 { // before Validate, to name the environment variable too
 		return cfg, fmt.Errorf("--port (env %s) must be from 0 to 65535, got %d", envflag.Name(Env.Prefix, "port"), *port)
 	}
-	if *kvQueueBytes < 1<<20 {
-		return cfg, fmt.Errorf("--kv-queue-bytes (env %s) must be at least 1 MiB, got %d", envflag.Name(Env.Prefix, "kv-queue-bytes"), *kvQueueBytes)
-	}
-	if *staleAfter <= 0 {
-		return cfg, fmt.Errorf("--stale-listener-after (env %s) must be positive, got %s", envflag.Name(Env.Prefix, "stale-listener-after"), *staleAfter)
-	}
-	if *threads < 1 {
-		return cfg, fmt.Errorf("--threads (env %s) must be at least 1, got %d", envflag.Name(Env.Prefix, "threads"), *threads)
+	if cfg.ReplicaSync, err = replicaSyncConfig(*syncOn, *bind, *syncPort, *syncAdvertise, *syncPeers); err != nil {
+		return cfg, err
 	}
 	if err := authConfig(&cfg, *authTokenFile, *selTokenFile, *authScope); err != nil {
 		return cfg, err
 	}
 	if err := tlsConfig(&cfg, *tlsCertFile, *tlsKeyFile, *tlsCAFile); err != nil {
+		return cfg, err
+	}
+	// One place checks values: the same Validate server.Start runs, so
+	// a bad flag fails here, before anything starts, with the message a
+	// Config built in code would get.
+	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil

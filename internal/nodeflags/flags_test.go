@@ -94,9 +94,16 @@ func Test_ParseConfigPrecedence(t *testing.T) {
 		if err != nil || cfg.Scheduler.MaxReservations != 10 || cfg.Scheduler.MaxReservedBlocks != 640 {
 			t.Fatalf("bounds = %d %d, %v", cfg.Scheduler.MaxReservations, cfg.Scheduler.MaxReservedBlocks, err)
 		}
-		cfg, err = Parse([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
+	})
+	t.Run("initial cluster", func(t *testing.T) {
+		cfg, err := Parse([]string{"--initial-cluster", "a=h1:7000,b=h2:7000"})
 		if err != nil || len(cfg.Cluster.InitialCluster) != 2 || cfg.Cluster.InitialCluster[1].RaftAddr != "h2:7000" {
 			t.Fatalf("initial cluster = %+v, %v", cfg.Cluster.InitialCluster, err)
+		}
+		// Parse checks the Config as server.Start would.
+		if _, err := Parse([]string{"--initial-cluster", "a=h1:7000", "--join", "http://h2:8092"}); err == nil ||
+			!strings.Contains(err.Error(), "not both") {
+			t.Fatalf("--initial-cluster with --join: err = %v", err)
 		}
 	})
 	for _, bad := range [][]string{
@@ -257,8 +264,13 @@ func Test_AuthAndTLSFlags(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := Parse([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,http://b:8092"})
-	if err != nil || cfg.TLS == nil || cfg.TLS.CertFile != "c.pem" || strings.Join(cfg.Recovery.Peers, " ") != "https://a:8092 http://b:8092" {
+	cfg, err := Parse([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "a:8092,https://b:8092"})
+	if err != nil || cfg.TLS == nil || cfg.TLS.CertFile != "c.pem" || strings.Join(cfg.Recovery.Peers, " ") != "https://a:8092 https://b:8092" {
 		t.Fatalf("TLS config %+v, peers %q, %v", cfg.TLS, cfg.Recovery.Peers, err)
+	}
+	// A plain http peer would be sent the admin token in clear text.
+	if _, err := Parse([]string{"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--indexer-peers", "http://b:8092"}); err == nil ||
+		!strings.Contains(err.Error(), "clear text") {
+		t.Fatalf("http peer on an HTTPS node: err = %v", err)
 	}
 }
