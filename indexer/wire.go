@@ -81,6 +81,11 @@ type WireDecoder struct {
 // should not allocate per event. A hostile stream of distinct strings
 // costs what copying each would anyway, plus a scan of the table.
 func (d *WireDecoder) intern(b []byte) string {
+	if len(b) > internMax {
+		// Not a name events repeat: a plain copy, so that a stream of
+		// long strings cannot keep 16 of them alive past their batch.
+		return string(b)
+	}
 	for _, s := range d.strs {
 		if s == string(b) {
 			return s
@@ -91,6 +96,10 @@ func (d *WireDecoder) intern(b []byte) string {
 	d.next = (d.next + 1) % len(d.strs)
 	return s
 }
+
+// internMax is the longest string intern keeps: event types, media,
+// cache spec kinds and LoRA names are short.
+const internMax = 64
 
 // optStr reads a str or nil (returned as "", false), interned.
 func (d *WireDecoder) optStr() (string, bool, error) {

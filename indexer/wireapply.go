@@ -61,6 +61,12 @@ func (x *Indexer) ApplyWire(rk RankKey, seq uint64, b *WireBatch) (WireStats, er
 	return st, nil
 }
 
+// hbufKeep bounds the hashing buffer a batch keeps between conversions.
+// Events are hashed before their block size is checked against the
+// partition's, so one event claiming a huge block_size must not leave a
+// buffer that size behind (16 KiB tokens: far past any engine's blocks).
+const hbufKeep = 64 << 10
+
 // toEvents converts the batch's events one for one to index events,
 // computing each stored block's local hash from its tokens (SPEC §6.1)
 // for the event's own block_size. The result aliases the batch's scratch
@@ -75,13 +81,17 @@ func (b *WireBatch) toEvents() []Event {
 			// The decoder checked len(Tokens) == len(Hashes)*BlockSize, so
 			// the block size is at most the payload's length.
 			bs := int(w.BlockSize)
-			if cap(b.hbuf) < 4*bs {
-				b.hbuf = make([]byte, 4*bs)
+			hbuf := b.hbuf
+			if cap(hbuf) < 4*bs {
+				hbuf = make([]byte, 4*bs)
+				if 4*bs <= hbufKeep {
+					b.hbuf = hbuf
+				}
 			}
 			seed := LoraSeed(w.LoraName)
 			lo := len(blocks)
 			for j, h := range w.Hashes {
-				local := hashTokens(b.hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
+				local := hashTokens(hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
 				blocks = append(blocks, StoredBlock{Hash: h, Local: local})
 			}
 			ev.Blocks = blocks[lo:len(blocks):len(blocks)]

@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/fsm"
@@ -103,5 +104,41 @@ func Test_ApplyWireBlockSizeChangedAfterDecode(t *testing.T) {
 	st, err := h.x.ApplyWire(RankKey{Worker: 1}, 1, b)
 	if err != nil || st.WrongBlockSize != 1 || st.BlocksStored != 0 {
 		t.Fatalf("stats %+v, err %v", st, err)
+	}
+}
+
+// Test_WireDecoderKeepsNoHostileScratch: what one batch claims must not
+// stay with the decoder after it. Long strings are not interned (a stream
+// of distinct long LoRA names would keep 16 of them alive), and an event
+// claiming a huge block_size, hashed before its size is found wrong,
+// leaves no hashing buffer that size behind.
+func Test_WireDecoderKeepsNoHostileScratch(t *testing.T) {
+	h := newCatalogHarness(t)
+	h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 1)})
+	var d WireDecoder
+	for i := range 20 {
+		name := strings.Repeat(string(rune('a'+i)), 4<<10)
+		ev := []any{"BlockStored", []uint64{7}, nil, make([]uint32, 16), 16, nil, "GPU", name}
+		if _, err := d.Decode(mp(t, []any{1.0, []any{ev}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range d.strs {
+		if len(s) > internMax {
+			t.Fatalf("the decoder keeps a %d-byte string between batches", len(s))
+		}
+	}
+	const huge = 100_000
+	ev := []any{"BlockStored", []uint64{7}, nil, make([]uint32, huge), huge, nil, "GPU"}
+	b, err := d.Decode(mp(t, []any{1.0, []any{ev}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.x.ApplyWire(RankKey{Worker: 1}, 1, b)
+	if err != nil || st.WrongBlockSize != 1 {
+		t.Fatalf("ApplyWire = %+v, %v; want the event dropped for its block size", st, err)
+	}
+	if c := cap(d.batch.hbuf); c > hbufKeep {
+		t.Fatalf("the batch keeps a %d-byte hashing buffer after a %d-token block", c, huge)
 	}
 }
