@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // The suite runs with authentication on (SPEC §13): every node gets an

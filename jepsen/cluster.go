@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/faultproxy"
-	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // Config describes the cluster StartCluster runs.

@@ -17,7 +17,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/poll"
-	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // binDir holds kvselect and kvsim, built once by TestMain from this

@@ -13,8 +13,8 @@ import (
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
 	"github.com/kvselect/kvselect/internal/poll"
-	"github.com/kvselect/kvselect/internal/proccluster"
 	"github.com/kvselect/kvselect/kvsim"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // Link kinds of a node's connections to a worker: its KV event stream

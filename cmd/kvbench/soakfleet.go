@@ -16,8 +16,8 @@ import (
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/childproc"
 	"github.com/kvselect/kvselect/internal/poll"
-	"github.com/kvselect/kvselect/internal/proccluster"
 	"github.com/kvselect/kvselect/kvsim"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // pollEvery is how often the soak asks whether what it waits for holds.

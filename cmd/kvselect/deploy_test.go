@@ -27,8 +27,8 @@ import (
 	"github.com/kvselect/kvselect/api"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
-	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/internal/schemacheck"
+	"github.com/kvselect/kvselect/server/nodeflags"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/internal/version"
 	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/nodeflags"
 )
 
 func main() {

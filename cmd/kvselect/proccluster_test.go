@@ -18,7 +18,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/poll"
-	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // buildKvselect compiles this package into a temporary directory. Only the

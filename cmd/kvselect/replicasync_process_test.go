@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/proccluster"
+	"github.com/kvselect/kvselect/server/proccluster"
 )
 
 // Test_ReplicaSyncProcesses runs real kvselect processes started the way

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/envflag"
-	"github.com/kvselect/kvselect/internal/nodeflags"
+	"github.com/kvselect/kvselect/server/nodeflags"
 	"github.com/kvselect/kvselect/slottracker"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvselect/kvselect/internal/nodeflags"
+	"github.com/kvselect/kvselect/server/nodeflags"
 )
 
 // captureHelp sends the help to a buffer for the rest of the test.

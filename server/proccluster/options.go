@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvselect/kvselect/internal/nodeflags"
 	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/nodeflags"
 )
 
 // NodeOptions is a kvselect node's command line as fields. Args turns it
