@@ -11,6 +11,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Lifecycle says which node hears a booking's prefill_complete and free.
@@ -230,12 +231,8 @@ func (r *KvselectRouter) settleWithin(ctx context.Context, timeout time.Duration
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kvselect nodes did not settle within %s: %s", timeout, missing)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := poll.Sleep(ctx, backoff); err != nil {
+			return err
 		}
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}

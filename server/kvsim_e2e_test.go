@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
@@ -54,15 +56,12 @@ func startE2E(t *testing.T, enc kvsim.Encoding, workers int) *e2e {
 // eventually polls cond until it holds, failing after 10 s.
 func (e *e2e) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting until %s", what)
+	poll.Eventually(e.t, 10*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 type listenerJSON struct {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // recorder is an Apply that keeps what it was given; probes (ids
@@ -97,13 +99,12 @@ func asPrevious(ss ...*Syncer) {
 // eventually polls cond until it holds, failing after 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	poll.Eventually(t, 10*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func active(s *Syncer, endpoint string) bool {
