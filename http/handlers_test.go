@@ -186,6 +186,34 @@ func Test_HandlerOutcomes(t *testing.T) {
 	}
 }
 
+// Test_CatalogWriteFailures: policy and busy threshold writes fail like
+// worker writes when the cluster cannot take them.
+func Test_CatalogWriteFailures(t *testing.T) {
+	writes := []struct{ method, path, body string }{
+		{"PUT", "/policies?model_name=m", `{"model_name":"m","policy":"random"}`},
+		{"DELETE", "/policies?model_name=m", ""},
+		{"POST", "/busy_threshold?model=m", `{"model":"m","active_prefill_tokens_threshold":1}`},
+		{"DELETE", "/busy_threshold?model=m", ""},
+	}
+	for _, tt := range []struct {
+		err  error
+		code api.Code
+	}{
+		{cluster.ErrNoLeader, api.CodeNoLeader},
+		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
+	} {
+		f := newFakeNode()
+		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
+		url := serve(t, f.service())
+		for _, w := range writes {
+			status, hdr, body := call(t, w.method, url+w.path, w.body)
+			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
+				t.Fatalf("%s %s with %v: %d %s", w.method, w.path, tt.err, status, body)
+			}
+		}
+	}
+}
+
 // Test_PrefillCompleteBody: prefill_complete takes no body fields. No body
 // or {} completes the prefill; a field is refused, naming it, before the
 // reservation is touched.

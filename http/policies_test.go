@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/scheduler"
 )
@@ -166,27 +165,5 @@ func Test_PolicyBound(t *testing.T) {
 	}
 	if status, _, body := call(t, "PUT", url+"/policies", `{"model_name":"m","tenant_id":"t0007","policy":"random"}`); status != 409 {
 		t.Fatalf("the FSM's refusal: %d %s", status, body)
-	}
-}
-
-// Test_PolicyWriteFailures: policy writes fail like worker writes when the
-// cluster cannot take them.
-func Test_PolicyWriteFailures(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		code api.Code
-	}{
-		{cluster.ErrNoLeader, api.CodeNoLeader},
-		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
-	} {
-		f := newFakeNode()
-		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
-		url := serve(t, f.service())
-		for _, req := range [][2]string{{"PUT", `{"model_name":"m","policy":"random"}`}, {"DELETE", ""}} {
-			status, hdr, body := call(t, req[0], url+"/policies?model_name=m", req[1])
-			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
-				t.Fatalf("%s with %v: %d %s", req[0], tt.err, status, body)
-			}
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/testlog"
 )
 
 // Test_Readyz judges every kind of cluster status GET /readyz meets, through
@@ -133,12 +133,12 @@ func Test_Readyz(t *testing.T) {
 // the 503 a starting node answers every few seconds is no warning in the
 // log.
 func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
-	var logs bytes.Buffer
+	var logs testlog.Buffer
 	f := newFakeNode()
 	f.status = func() api.ClusterStatus { return api.ClusterStatus{NodeID: "n1", State: api.StateCandidate} }
 	url := serve(t, f.service(func(cfg *Config) {
 		cfg.Auth, cfg.Scope = authtoken.NewHolder("s3cret"), ScopeAll
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = logs.Logger(slog.LevelWarn)
 	}))
 	if status, _, raw := call(t, "GET", url+api.PathReady, ""); status != http.StatusServiceUnavailable {
 		t.Fatalf("/ready without a token under --auth-scope all = %d %s, want 503 (open, no worker)", status, raw)
@@ -149,7 +149,7 @@ func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
 			t.Fatalf("/readyz without a token = %d %s, want 503 not_member", status, raw)
 		}
 	}
-	if logs.Len() > 0 {
+	if logs.String() != "" {
 		t.Fatalf("/readyz's 503 logged:\n%s", logs.String())
 	}
 }

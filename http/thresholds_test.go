@@ -1,15 +1,12 @@
 package http
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -65,28 +62,6 @@ func Test_BusyThresholdRequests(t *testing.T) {
 	}
 	if _, ok := f.Catalog().Thresholds("m"); !ok {
 		t.Fatal("the cleared model lost its record (initial thresholds would apply again)")
-	}
-}
-
-// Test_BusyThresholdWriteFailures: threshold writes fail like worker
-// writes when the cluster cannot take them.
-func Test_BusyThresholdWriteFailures(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		code api.Code
-	}{
-		{cluster.ErrNoLeader, api.CodeNoLeader},
-		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
-	} {
-		f := newFakeNode()
-		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
-		url := serve(t, f.service())
-		for _, req := range [][2]string{{"POST", `{"model":"m","active_prefill_tokens_threshold":1}`}, {"DELETE", ""}} {
-			status, hdr, body := call(t, req[0], url+"/busy_threshold?model=m", req[1])
-			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
-				t.Fatalf("%s with %v: %d %s", req[0], tt.err, status, body)
-			}
-		}
 	}
 }
 
