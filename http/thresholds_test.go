@@ -3,7 +3,6 @@ package http
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
@@ -16,11 +15,7 @@ import (
 func Test_BusyThresholdRequests(t *testing.T) {
 	f := newFakeNode()
 	url := serve(t, f.service())
-	steps := []struct {
-		name, method, path, body string
-		status                   int
-		want                     string // the body, or for errors a part of it
-	}{
+	steps := []step{
 		{"empty list", "GET", "/busy_threshold", "", 200, `{"thresholds":[]}`},
 		{"decode above 1", "POST", "/busy_threshold", `{"model":"m","active_decode_blocks_threshold":1.5}`, 400, `active_decode_blocks_threshold: must be between 0 and 1, got 1.5`},
 		{"decode below 0", "POST", "/busy_threshold", `{"model":"m","active_decode_blocks_threshold":-0.1}`, 400, `active_decode_blocks_threshold: must be between 0 and 1`},
@@ -51,14 +46,7 @@ func Test_BusyThresholdRequests(t *testing.T) {
 		{"wrong method", "PUT", "/busy_threshold", "", 405, `method_not_allowed`},
 	}
 	for _, st := range steps {
-		status, _, body := call(t, st.method, url+st.path, st.body)
-		body = strings.TrimSpace(body)
-		if status != st.status {
-			t.Fatalf("%s: %s %s = %d %s, want %d", st.name, st.method, st.path, status, body, st.status)
-		}
-		if (status == 200 && body != st.want) || (status != 200 && !strings.Contains(body, st.want)) {
-			t.Fatalf("%s: body %s\nwant %s", st.name, body, st.want)
-		}
+		st.run(t, url)
 	}
 	if _, ok := f.Catalog().Thresholds("m"); !ok {
 		t.Fatal("the cleared model lost its record (initial thresholds would apply again)")
