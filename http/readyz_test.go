@@ -100,12 +100,7 @@ func Test_Readyz(t *testing.T) {
 			if status != want || hdr.Get("Content-Type") != "application/json" {
 				t.Fatalf("GET = %d %s %s, want %d", status, hdr.Get("Content-Type"), raw, want)
 			}
-			var got api.Readyz
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&got); err != nil {
-				t.Fatalf("%v: %s", err, raw)
-			}
+			got := decodeReadyz(t, raw)
 			if got.Ready != (tc.reason == "") || got.Reason != tc.reason || got.Member != tc.member || got.Suffrage != tc.suffrage {
 				t.Fatalf("body %s: want ready %v, reason %q, member %v, suffrage %q", raw, tc.reason == "", tc.reason, tc.member, tc.suffrage)
 			}
@@ -235,12 +230,7 @@ func Test_ReadyzForSelection(t *testing.T) {
 			if status != want {
 				t.Fatalf("GET = %d %s, want %d", status, raw, want)
 			}
-			var got api.Readyz
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&got); err != nil {
-				t.Fatalf("%v: %s", err, raw)
-			}
+			got := decodeReadyz(t, raw)
 			if got.Ready != (tc.reason == "") || got.Reason != tc.reason || got.CaughtUp != tc.caughtUp || got.Recovering != tc.recovering {
 				t.Fatalf("body %s: want ready %v, reason %q, caught_up %v, recovering %v", raw, tc.reason == "", tc.reason, tc.caughtUp, tc.recovering)
 			}
@@ -288,4 +278,17 @@ func Test_ReadyzForUnknown(t *testing.T) {
 	if status != http.StatusServiceUnavailable || !strings.Contains(raw, `"reason":"no_leader"`) || !strings.Contains(raw, `"caught_up":true`) {
 		t.Fatalf("plain /readyz without a leader = %d %s, want 503 no_leader (caught_up true)", status, raw)
 	}
+}
+
+// decodeReadyz decodes a /readyz body, failing the test on a field
+// api.Readyz does not declare.
+func decodeReadyz(t *testing.T, raw string) api.Readyz {
+	t.Helper()
+	var got api.Readyz
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	return got
 }
