@@ -276,11 +276,20 @@ func (e *editor) deleteNode(id string) {
 	delete(e.next.nodes, id)
 }
 
-func (e *editor) copyNodes() {
-	if !e.nodesCopied {
-		e.next.nodes = maps.Clone(e.next.nodes)
-		e.nodesCopied = true
+func (e *editor) copyNodes() { ownMap(&e.next.nodes, &e.nodesCopied) }
+
+// ownMap makes *m, a map next may share with earlier catalogs, a private
+// copy the first time the editor writes to it (*copied records that it
+// did), so that no catalog a reader holds ever changes.
+func ownMap[K comparable, V any](m *map[K]V, copied *bool) {
+	if *copied {
+		return
 	}
+	*m = maps.Clone(*m)
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	*copied = true
 }
 
 // finish recomputes the partitions that changed and the lifecycle of their
