@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -107,7 +108,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns production defaults for the given node.
+// DefaultConfig returns production defaults, the one source of every
+// default of Config (the flags take theirs from here).
 func DefaultConfig() Config {
 	return Config{
 		HeartbeatTimeout:   1000 * time.Millisecond,
@@ -126,8 +128,19 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the configuration and fills derived defaults.
-func (c *Config) Validate() error {
+// withDefaults fills the fields whose zero Open takes as a default
+// (Logger, SnapshotsRetained) from DefaultConfig. The timings have no
+// zero default: a zero there is refused by Validate, so a Config starts
+// from DefaultConfig (or TestConfig).
+func (c Config) withDefaults() Config {
+	c.SnapshotsRetained = cmp.Or(c.SnapshotsRetained, DefaultConfig().SnapshotsRetained)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	return c
+}
+
+// Validate checks the configuration. Every error wraps ErrInvalidConfig;
+// Open reports them all at once.
+func (c Config) Validate() error {
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("node id is required"))
@@ -168,11 +181,14 @@ func (c *Config) Validate() error {
 	if c.ApplyTimeout <= 0 || c.BoltOpenTimeout <= 0 {
 		errs = append(errs, errors.New("apply and bolt open timeouts must be positive"))
 	}
-	if c.SnapshotsRetained < 1 {
-		c.SnapshotsRetained = 1
+	if c.SnapshotInterval <= 0 {
+		errs = append(errs, fmt.Errorf("SnapshotInterval (--raft-snapshot-interval) must be positive, got %v", c.SnapshotInterval))
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
+	if c.SnapshotsRetained < 0 {
+		errs = append(errs, fmt.Errorf("SnapshotsRetained must be at least 1, got %d", c.SnapshotsRetained))
+	}
+	for i, err := range errs {
+		errs[i] = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return errors.Join(errs...)
 }

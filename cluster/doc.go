@@ -27,5 +27,12 @@
 // error per failed RPC. A data dir without raft state is bootstrapped as a
 // one-voter cluster; Join, Remove and StepDown change membership on the
 // leader. Removed is closed once this node is out of the committed
-// configuration, so that its owner shuts it down.
+// configuration, so that its owner shuts it down. Beside these it keeps
+// the node's metadata in the catalog (meta.go: HTTP and replica-sync
+// addresses, incarnation), worker leases on the leader (lease.go) and the
+// cluster id and epochs replica sync binds its messages to (identity.go).
+//
+// Config starts from DefaultConfig (TestConfig for in-process tests): its
+// timings have no zero default. Open fills Logger and SnapshotsRetained
+// when zero and refuses what Validate refuses.
 package cluster

@@ -22,6 +22,8 @@ var (
 	// ErrDataDirInUse: another process holds the data dir's Raft store
 	// (a node still running with the same --data-dir).
 	ErrDataDirInUse = errors.New("data dir in use")
+	// ErrInvalidConfig: Config.Validate refused the configuration.
+	ErrInvalidConfig = errors.New("invalid cluster configuration")
 	// ErrClosed: the node is shut down.
 	ErrClosed = errors.New("node closed")
 )

@@ -95,6 +95,7 @@ type Node struct {
 // index order, outside the FSM; Apply returns only once it has seen the
 // write.
 func Open(cfg Config, observer fsm.Observer) (*Node, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		if cfg.RaftListener != nil {
 			cfg.RaftListener.Close()

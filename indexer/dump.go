@@ -393,7 +393,7 @@ func (ix *partIndex) snapshotRank(s *snapshot, r *rankState) {
 
 // MaxDumpEventBlocks bounds the blocks of one dumped event: a longer chain
 // continues in the next event (whose parent is the last block before it),
-// so that no single JSON value of a dump is large (a loader bounds each).
+// so that no single JSON value of a dump is large (LoadDump bounds each).
 const MaxDumpEventBlocks = 4096
 
 // emit adds one block: to the last event when it continues that event's

@@ -11,9 +11,6 @@ var (
 	// ErrMalformedBatch: a KV event payload that cannot be decoded as a
 	// batch; the whole message is dropped and counted.
 	ErrMalformedBatch = errors.New("malformed KV event batch")
-	// ErrBlockSizeChanged: a batch was prepared for a block size the
-	// rank's partition no longer has; prepare it again.
-	ErrBlockSizeChanged = errors.New("partition block size changed")
 	// ErrBadDump: a dump could not be loaded.
 	ErrBadDump = errors.New("invalid index dump")
 )

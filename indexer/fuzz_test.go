@@ -23,7 +23,7 @@ func FuzzLoadDump(f *testing.F) {
 		h := newCatalogHarness(&testing.T{})
 		h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
 		h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
-		if _, err := h.x.Load(keyM, &d); err != nil {
+		if _, err := h.x.LoadPartitionDump(keyM, &d); err != nil {
 			return
 		}
 		if err := h.x.parts[keyM].ix.check(); err != nil {

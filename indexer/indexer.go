@@ -29,7 +29,7 @@ type Indexer struct {
 }
 
 // partition is one index with its locks. apply serialises every change
-// of the partition (a whole batch, load batch, catalog change or
+// of the partition (a whole batch, dump batch, catalog change or
 // compaction); dumps, watermarks and block sizes are read under it. mu is
 // the match lock, a plain sync.RWMutex: Match (and Stats) hold it shared;
 // a writer, holding apply, holds it exclusively only while it changes
@@ -88,10 +88,6 @@ type Batch struct {
 	Seq    uint64
 	HasSeq bool
 	Events []Event
-	// BlockSize, when non-zero, is the block size the events' local
-	// hashes were computed for. If the rank's partition has another one
-	// now, Apply changes nothing and returns ErrBlockSizeChanged.
-	BlockSize uint32
 	// Reset clears the rank (its blocks and watermark) before the events
 	// apply, in the same critical section: an engine restart.
 	Reset bool
@@ -102,23 +98,10 @@ type Batch struct {
 // whole); the outcome of each is counted.
 func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 	var st ApplyStats
-	x.mu.RLock()
-	p := x.byWorker[rk.Worker]
-	x.mu.RUnlock()
-	if p == nil {
-		x.countUnknown(b.Events, &st)
-		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
-	}
-	p.lockApply()
-	r, ok := p.ix.byRank[rk]
+	p, r, ok := x.lockRank(rk)
 	if !ok {
-		p.unlockApply()
 		x.countUnknown(b.Events, &st)
 		return st, fmt.Errorf("%w: worker %d rank %d", ErrUnknownRank, rk.Worker, rk.Rank)
-	}
-	if b.BlockSize != 0 && b.BlockSize != p.blockSize {
-		p.unlockApply()
-		return st, fmt.Errorf("%w: batch for %d, partition has %d", ErrBlockSizeChanged, b.BlockSize, p.blockSize)
 	}
 	if b.Reset {
 		st.BlocksRemoved += p.ix.clearRank(r)
@@ -126,26 +109,69 @@ func (x *Indexer) Apply(rk RankKey, b Batch) (ApplyStats, error) {
 		p.ix.steps.release()
 	}
 	var outcomes [8]Outcome // most batches hold a handful of events
-	out := outcomes[:0]
-	for i := range b.Events {
-		o := p.ix.applyEvent(r, &b.Events[i], &st)
+	out := p.applyEvents(r, b.Events, &st, outcomes[:0])
+	if b.HasSeq {
+		r.seq, r.hasSeq = b.Seq, true
+	}
+	p.finishApply(&st)
+	x.record(b.Events, out, &st)
+	return st, nil
+}
+
+// lockRank finds the partition a rank is indexed in and takes its apply
+// mutex; ok is false, with nothing locked, when the rank is not indexed.
+func (x *Indexer) lockRank(rk RankKey) (p *partition, r *rankState, ok bool) {
+	if p = x.lockWorker(rk.Worker); p == nil {
+		return nil, nil, false
+	}
+	if r, ok = p.ix.byRank[rk]; !ok {
+		p.unlockApply()
+		return nil, nil, false
+	}
+	return p, r, true
+}
+
+// lockWorker finds the partition a worker is indexed in and takes its
+// apply mutex; it returns nil, with nothing locked, when there is none.
+func (x *Indexer) lockWorker(id uint64) *partition {
+	x.mu.RLock()
+	p := x.byWorker[id]
+	x.mu.RUnlock()
+	if p != nil {
+		p.lockApply()
+	}
+	return p
+}
+
+// applyEvents applies events to rank r of p, whose apply mutex the caller
+// holds, and appends each one's outcome to out.
+func (p *partition) applyEvents(r *rankState, evs []Event, st *ApplyStats, out []Outcome) []Outcome {
+	for i := range evs {
+		o := p.ix.applyEvent(r, &evs[i], st)
 		// The next event's checks only read: no step needed for them.
 		p.ix.steps.release()
 		st.Events[o]++
 		out = append(out, o)
 	}
-	if b.HasSeq {
-		r.seq, r.hasSeq = b.Seq, true
-	}
+	return out
+}
+
+// finishApply compacts if the batch removed blocks and releases the apply
+// mutex.
+func (p *partition) finishApply(st *ApplyStats) {
 	if st.BlocksRemoved > 0 {
 		p.ix.maybeCompact()
 	}
 	p.unlockApply()
+}
+
+// record counts the outcomes of a batch in the metrics, outside the
+// partition's locks.
+func (x *Indexer) record(evs []Event, out []Outcome, st *ApplyStats) {
 	for i, o := range out {
-		x.metrics.record(b.Events[i].Kind, o)
+		x.metrics.record(evs[i].Kind, o)
 	}
-	x.metrics.recordStats(&st)
-	return st, nil
+	x.metrics.recordStats(st)
 }
 
 func (x *Indexer) countUnknown(evs []Event, st *ApplyStats) {
@@ -291,19 +317,13 @@ func (x *Indexer) Stats() []PartitionStats {
 // withRank runs fn on a rank's state under its partition's apply mutex;
 // it reports false, without calling fn, when the rank is not indexed.
 func (x *Indexer) withRank(rk RankKey, fn func(p *partition, r *rankState)) bool {
-	x.mu.RLock()
-	p := x.byWorker[rk.Worker]
-	x.mu.RUnlock()
-	if p == nil {
+	p, r, ok := x.lockRank(rk)
+	if !ok {
 		return false
 	}
-	p.lockApply()
 	defer p.unlockApply()
-	r, ok := p.ix.byRank[rk]
-	if ok {
-		fn(p, r)
-	}
-	return ok
+	fn(p, r)
+	return true
 }
 
 // BlockSize returns the block size of the partition a rank is indexed in.

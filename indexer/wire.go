@@ -38,7 +38,11 @@ type WireBatch struct {
 	Malformed int
 	Ignored   int
 
-	hbuf []byte // scratch for hashing a block's tokens, kept across batches
+	// Scratch for ApplyWire's conversion, kept across batches: a block's
+	// tokens as bytes, the index events and their blocks.
+	hbuf   []byte
+	events []Event
+	blocks []StoredBlock
 }
 
 // wireFields holds an event's fields while they are decoded, in either
@@ -65,6 +69,36 @@ type WireDecoder struct {
 	tokens []uint32
 	fields []wireFields
 	batch  WireBatch
+	// strs holds strings events repeat (event types, media, LoRA names,
+	// cache spec kinds), so that decoding them allocates nothing once
+	// they have been seen (intern); next is the slot replaced next.
+	strs [16]string
+	next int
+}
+
+// intern returns b as a string, a copy made only the first time: events
+// repeat the same few strings, and a decoder on the ingestion hot path
+// should not allocate per event. A hostile stream of distinct strings
+// costs what copying each would anyway, plus a scan of the table.
+func (d *WireDecoder) intern(b []byte) string {
+	for _, s := range d.strs {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	d.strs[d.next] = s
+	d.next = (d.next + 1) % len(d.strs)
+	return s
+}
+
+// optStr reads a str or nil (returned as "", false), interned.
+func (d *WireDecoder) optStr() (string, bool, error) {
+	b, ok, err := d.r.OptBytes()
+	if !ok {
+		return "", ok, err
+	}
+	return d.intern(b), true, nil
 }
 
 // Decode decodes one msgpack payload. An error (wrapping
@@ -75,7 +109,7 @@ func (d *WireDecoder) Decode(payload []byte) (*WireBatch, error) {
 	d.r.Reset(payload)
 	d.hashes, d.tokens, d.fields = d.hashes[:0], d.tokens[:0], d.fields[:0]
 	b := &d.batch
-	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf}
+	*b = WireBatch{Events: b.Events[:0], hbuf: b.hbuf, events: b.events, blocks: b.blocks}
 	if err := d.decodeBatch(b); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedBatch, err)
 	}
@@ -235,7 +269,7 @@ func (d *WireDecoder) decodeEvent(f *wireFields) error {
 	if err != nil {
 		return err
 	}
-	f.kind = string(tag)
+	f.kind = d.intern(tag)
 	var order []string
 	switch f.kind {
 	case "BlockStored":
@@ -271,7 +305,7 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 	case "type":
 		var s []byte
 		s, err = r.Str()
-		f.kind = string(s)
+		f.kind = d.intern(s)
 	case "block_hashes":
 		f.hashLo = len(d.hashes)
 		err = d.hashList()
@@ -291,16 +325,16 @@ func (d *WireDecoder) field(f *wireFields, name string) error {
 			f.hasBlockSize = true
 		}
 	case "medium":
-		f.medium, f.hasMedium, err = r.OptStr()
+		f.medium, f.hasMedium, err = d.optStr()
 	case "lora_name":
-		f.lora, _, err = r.OptStr()
+		f.lora, _, err = d.optStr()
 	case "group_idx":
 		if !r.NilNext() {
 			f.group, err = r.Int()
 			f.hasGroup = true
 		}
 	case "kv_cache_spec_kind":
-		f.spec, _, err = r.OptStr()
+		f.spec, _, err = d.optStr()
 	default:
 		err = r.Skip()
 	}
@@ -418,49 +452,4 @@ func MediumTier(medium string) (t Tier, known bool) {
 		return TierDisk, true
 	}
 	return 0, false
-}
-
-// ToEvents converts the batch's events to index events for a partition of
-// the given block size, computing each stored block's local hash from its
-// tokens (SPEC §6.1). A stored event whose block_size differs from the
-// partition's is dropped and counted in the returned invalid count. The
-// returned events alias buf, which is grown and returned for reuse.
-func (b *WireBatch) ToEvents(blockSize uint32, buf []StoredBlock, out []Event) (events []Event, blocks []StoredBlock, invalid int) {
-	events, blocks = out[:0], buf[:0]
-	for i := range b.Events {
-		w := &b.Events[i]
-		ev := Event{Kind: w.Kind, Tier: w.Tier}
-		switch w.Kind {
-		case EventStored:
-			if w.BlockSize != int64(blockSize) {
-				invalid++
-				continue
-			}
-			bs := int(blockSize)
-			if cap(b.hbuf) < 4*bs {
-				b.hbuf = make([]byte, 4*bs)
-			}
-			seed := LoraSeed(w.LoraName)
-			lo := len(blocks)
-			for j, h := range w.Hashes {
-				local := hashTokens(b.hbuf, w.Tokens[j*bs:(j+1)*bs], seed)
-				blocks = append(blocks, StoredBlock{Hash: h, Local: local})
-			}
-			ev.Blocks = blocks[lo:len(blocks):len(blocks)]
-			ev.HasParent, ev.Parent = w.HasParent, w.Parent
-		case EventRemoved:
-			ev.Hashes = w.Hashes
-		}
-		events = append(events, ev)
-	}
-	// Appending may have moved blocks; re-slice every stored event onto
-	// the final array.
-	off := 0
-	for i := range events {
-		if n := len(events[i].Blocks); n > 0 {
-			events[i].Blocks = blocks[off : off+n : off+n]
-			off += n
-		}
-	}
-	return events, blocks, invalid
 }

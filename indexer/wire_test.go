@@ -82,7 +82,7 @@ func TestWireVectorsIndex(t *testing.T) {
 		if err != nil || len(b.Events) != 1 || b.Events[0].Kind != EventStored {
 			continue
 		}
-		evs, _, invalid := b.ToEvents(16, nil, nil)
+		evs, invalid := b.keepBlockSize(b.toEvents(), 16)
 		if invalid != 0 || len(evs) != 1 {
 			t.Fatalf("%s: invalid %d events %d", v.Name, invalid, len(evs))
 		}
@@ -93,7 +93,7 @@ func TestWireVectorsIndex(t *testing.T) {
 		if !slices.Equal(locals, want) {
 			t.Errorf("%s: local hashes %v, want %v", v.Name, locals, want)
 		}
-		if _, _, invalid := b.ToEvents(32, nil, nil); invalid != 1 {
+		if _, invalid := b.keepBlockSize(b.toEvents(), 32); invalid != 1 {
 			t.Errorf("%s: block size mismatch not rejected", v.Name)
 		}
 	}
@@ -264,9 +264,9 @@ func FuzzDecodeWire(f *testing.F) {
 				t.Fatalf("stored event with %d tokens for %d blocks of %d", len(e.Tokens), len(e.Hashes), e.BlockSize)
 			}
 		}
-		evs, _, invalid := b.ToEvents(16, nil, nil)
+		evs, invalid := b.keepBlockSize(b.toEvents(), 16)
 		if len(evs)+invalid != len(b.Events) {
-			t.Fatalf("ToEvents lost events: %d + %d != %d", len(evs), invalid, len(b.Events))
+			t.Fatalf("conversion lost events: %d + %d != %d", len(evs), invalid, len(b.Events))
 		}
 	})
 }

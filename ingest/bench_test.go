@@ -132,8 +132,6 @@ func BenchmarkIngestInProcess(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			var dec indexer.WireDecoder
-			var evs []indexer.Event
-			var blks []indexer.StoredBlock
 			rk := indexer.RankKey{Worker: uint64(r + 1)}
 			for i, pl := range payloads[r] {
 				batch, err := dec.Decode(pl)
@@ -141,8 +139,7 @@ func BenchmarkIngestInProcess(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				evs, blks, _ = batch.ToEvents(benchBlockSize, blks, evs)
-				if _, err := ix.Apply(rk, indexer.Batch{Seq: uint64(i), HasSeq: true, Events: evs}); err != nil {
+				if _, err := ix.ApplyWire(rk, uint64(i), batch); err != nil {
 					b.Error(err)
 					return
 				}

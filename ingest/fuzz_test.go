@@ -105,9 +105,9 @@ func FuzzLiveFrames(f *testing.F) {
 				t.Fatalf("queue holds %d messages, %d bytes", n, bytes)
 			}
 			wm, ok := ix.Watermark(l.spec.rk)
-			if ok != l.hasLast || (ok && (wm != l.last || !shown[wm])) {
+			if ok != l.t.hasLast || (ok && (wm != l.t.last || !shown[wm])) {
 				t.Fatalf("watermark %d (%v), listener at %d (%v): not a sequence number the live stream showed",
-					wm, ok, l.last, l.hasLast)
+					wm, ok, l.t.last, l.t.hasLast)
 			}
 		}
 		l.drain(ctx)
@@ -118,8 +118,8 @@ func FuzzLiveFrames(f *testing.F) {
 		if got := st.Messages + st.DroppedFrames + st.DroppedQueueFull; got != uint64(pushed) {
 			t.Fatalf("%d messages pushed, %d accounted for: %+v", pushed, got, st)
 		}
-		if st.HasSeq && (!l.hasLast || st.LastSeq != l.last) {
-			t.Fatalf("status at %d, listener at %d", st.LastSeq, l.last)
+		if st.HasSeq && (!l.t.hasLast || st.LastSeq != l.t.last) {
+			t.Fatalf("status at %d, listener at %d", st.LastSeq, l.t.last)
 		}
 	})
 }

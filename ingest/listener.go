@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,29 +41,14 @@ type listener struct {
 	// q holds live messages between the receiver and the run goroutine.
 	q *liveQueue
 
-	// Owned by the run goroutine.
-	last    uint64
-	hasLast bool
-	// After the replay on connect applied [dupLo, dupHi], live messages in
-	// that range repeat it: they are duplicates, not an engine restart
-	// (see recover). The window closes once the live stream reaches dupHi.
-	window       bool
-	dupLo, dupHi uint64
-	// digest identifies the payload applied at last (hasDigest: one was
-	// applied by this listener since the rank's last reset). A replay
-	// asked from last must bring the same payload back; another one means
-	// the engine restarted while we were away and has counted past last
-	// since (see recover).
-	digest    uint64
-	hasDigest bool
-
-	dec    indexer.WireDecoder
-	events []indexer.Event
-	blocks []indexer.StoredBlock
+	// Owned by the run goroutine: the sequence state (tracker.go) and
+	// the payload decoder.
+	t   tracker
+	dec indexer.WireDecoder
 }
 
 func newListener(m *Manager, sp spec) *listener {
-	l := &listener{spec: sp, m: m, done: make(chan struct{}),
+	l := &listener{spec: sp, m: m, done: make(chan struct{}), t: tracker{replay: sp.replay != ""},
 		log: m.log.With("worker_id", sp.rk.Worker, "dp_rank", sp.rk.Rank, "endpoint", sp.endpoint)}
 	l.status = RankStatus{Endpoint: sp.endpoint, ReplayEndpoint: sp.replay}
 	l.q = newLiveQueue(m.cfg.QueueLen, m.cfg.QueueBytes, m.metrics.queuedBytes)
@@ -79,7 +63,7 @@ func newListener(m *Manager, sp spec) *listener {
 // after it.
 func (l *listener) start(parent context.Context) {
 	if seq, ok := l.m.ix.Watermark(l.spec.rk); ok {
-		l.last, l.hasLast = seq, true
+		l.t.resume(seq)
 		l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
 	}
 	// Down counts from the start, not from creation: a listener held
@@ -180,29 +164,14 @@ func (l *listener) count(f func(*RankStatus)) {
 func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	defer l.setState(stateStopped, nil)
-	bo := backoff.New(l.m.cfg.BackoffMin, l.m.cfg.BackoffMax)
-	for ctx.Err() == nil {
-		l.setState(StateConnecting, nil)
-		received, err := l.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		l.setState(StateFailed, err)
-		if received {
-			bo.Reset()
-		}
-		// An engine that stays down would log on every retry; the status
-		// has what the debug lines leave out.
-		wait, failures, warn := bo.Next()
-		level := slog.LevelDebug
-		if warn {
-			level = slog.LevelWarn
-		}
-		l.log.Log(ctx, level, "kv events connection failed; reconnecting", "err", err, "retry_in", wait, "failures", failures)
-		if !backoff.Sleep(ctx, wait) {
-			return
-		}
-	}
+	backoff.Loop{
+		Min: l.m.cfg.BackoffMin, Max: l.m.cfg.BackoffMax,
+		Session:    l.session,
+		Connecting: func() { l.setState(StateConnecting, nil) },
+		Failed:     func(err error) { l.setState(StateFailed, err) },
+		Log:        l.log,
+		Msg:        "kv events connection failed; reconnecting",
+	}.Run(ctx)
 }
 
 // session runs one connection. It reports whether any message arrived
@@ -242,12 +211,8 @@ func (l *listener) session(ctx context.Context) (received bool, err error) {
 	l.log.Info("kv events connected")
 	// Messages published before the subscription landed are lost to
 	// PUB/SUB; the replay endpoint has them.
-	if l.spec.replay != "" {
-		from := uint64(0)
-		if l.hasLast {
-			from = l.last + 1
-		}
-		l.recover(ctx, ask{from: from}, nil)
+	if l.t.replay {
+		l.recover(ctx, l.t.connectAsk(), nil)
 	}
 	for {
 		select {
@@ -307,32 +272,26 @@ func (l *listener) live(ctx context.Context, msg zmq4.Msg) {
 		return
 	}
 	m := message{seq: seq, payload: msg.Frames[2]}
-	switch {
-	case !l.hasLast || m.seq == l.last+1:
-		l.apply(m, msgApplied)
-	case m.seq > l.last+1:
+	step := l.t.live(m.seq)
+	switch step.verdict {
+	case liveGap:
 		l.gap()
-		if l.spec.replay != "" {
-			l.recover(ctx, ask{from: l.last + 1, limit: m.seq, bounded: true}, &m)
-			break
-		}
-		l.lose(m.seq - l.last - 1)
-		l.apply(m, msgApplied)
-	case l.inWindow(m.seq):
+	case liveDuplicate:
 		l.m.metrics.messages[msgDuplicate].Inc()
-	default:
-		// PUB/SUB never redelivers: a live sequence number at or below the
-		// last applied one means the engine restarted and counts afresh.
+	case liveRestart:
 		l.restarted(m.seq, "live sequence number went backwards")
-		if l.spec.replay != "" && m.seq > 0 {
-			// The restarted engine's first messages went out before this
-			// one; its replay buffer has them.
-			l.recover(ctx, ask{from: 0, limit: m.seq, bounded: true}, &m)
-			break
+	}
+	switch {
+	case step.verdict == liveDuplicate:
+	case step.recover:
+		l.recover(ctx, step.ask, &m)
+	default:
+		if step.lose > 0 {
+			l.lose(step.lose)
 		}
 		l.apply(m, msgApplied)
 	}
-	l.closeWindow(m.seq)
+	l.t.closeWindow(m.seq)
 }
 
 // dropped handles live messages the queue had no room for. They are a gap
@@ -341,39 +300,26 @@ func (l *listener) live(ctx context.Context, msg zmq4.Msg) {
 // gone. They are replayed when possible; what is still missing is counted
 // lost, and the watermark moves past it, as a gap without replay does.
 func (l *listener) dropped(ctx context.Context, d dropRun) {
-	if !d.hasSeq {
-		return // none was a well-formed message: nothing to recover
-	}
-	hi := d.last
+	step := l.t.dropped(d)
 	switch {
-	case !l.hasLast || hi > l.last:
-		if l.hasLast {
-			l.gap()
-		}
-	case l.inWindow(hi):
-		l.closeWindow(hi) // the replay on connect applied them already
+	case step.skip:
 		return
-	default:
-		l.restarted(hi, "sequence number of dropped messages went backwards")
-	}
-	if l.spec.replay != "" {
-		from := uint64(0)
-		if l.hasLast {
-			from = l.last + 1
-		}
-		l.recover(ctx, ask{from: from, limit: hi + 1, bounded: true}, nil)
-	}
-	switch {
-	case !l.hasLast:
-		l.lose(min(d.n, hi+1))
-	case l.last < hi:
-		l.lose(hi - l.last)
-	default:
-		l.closeWindow(hi)
+	case step.duplicate:
+		l.t.closeWindow(d.last)
 		return
+	case step.gap:
+		l.gap()
+	case step.restart:
+		l.restarted(d.last, "sequence number of dropped messages went backwards")
 	}
-	l.consume(hi)
-	l.closeWindow(hi)
+	if step.recover {
+		l.recover(ctx, step.ask, nil)
+	}
+	if n := l.t.settleDrop(d); n > 0 {
+		l.lose(n)
+		l.consume(d.last)
+	}
+	l.t.closeWindow(d.last)
 }
 
 func (l *listener) gap() {
@@ -382,52 +328,17 @@ func (l *listener) gap() {
 }
 
 func (l *listener) restarted(seq uint64, why string) {
-	l.log.Warn("kv events engine restarted; clearing the rank", "why", why, "seq", seq, "last", l.last)
+	l.log.Warn("kv events engine restarted; clearing the rank", "why", why, "seq", seq, "last", l.t.last)
 	l.m.metrics.messages[msgRestart].Inc()
 	l.count(func(s *RankStatus) { s.Restarts++ })
 	l.reset()
-}
-
-// inWindow reports whether a live sequence number at or below the last
-// applied one was applied by the replay on connect (see recover).
-func (l *listener) inWindow(seq uint64) bool {
-	return l.window && seq >= l.dupLo && seq <= l.dupHi
-}
-
-// closeWindow ends the duplicate window once the live stream has caught
-// up with the replay: from there on a smaller sequence number can only be
-// a restart.
-func (l *listener) closeWindow(seq uint64) {
-	if l.window && seq >= l.dupHi {
-		l.window = false
-	}
-}
-
-// ask is one replay request: everything from `from` on, up to limit, the
-// first sequence number the live stream delivers itself. Only the replay
-// on connect is unbounded: the live stream has shown nothing yet, and
-// limit becomes its first message once it does.
-type ask struct {
-	from, limit uint64
-	bounded     bool
-	// verify: from is the last applied sequence number, asked for again
-	// only to compare its payload with the one applied (see recover).
-	verify bool
 }
 
 // recover asks the replay endpoint for a range and applies it in order,
 // then the message that revealed the gap (if any). Messages that arrive
 // live meanwhile wait in the session's queue.
 func (l *listener) recover(ctx context.Context, a ask, trigger *message) {
-	if l.hasDigest && l.hasLast && a.from == l.last+1 {
-		// Ask for the last applied message too, to check that the engine
-		// answering is the one it came from. A sequence number that went
-		// backwards gives a restart away only if we see it: an engine
-		// that restarted while the connection was down, or while its
-		// messages were lost, may have counted past last since, and its
-		// replay from last+1 would look like the rest of the old stream.
-		a.from, a.verify = l.last, true
-	}
+	a = l.t.verifyAsk(a)
 	lo, hi, n, err := l.replay(ctx, a)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -446,17 +357,8 @@ func (l *listener) recover(ctx context.Context, a ask, trigger *message) {
 			l.log.Info("kv events replayed", "from", a.from, "messages", n, "last_seq", hi)
 		}
 	}
-	if n > 0 && !a.bounded {
-		// A bounded replay stops before the live stream's next message, so
-		// nothing queued repeats it. The one on connect may have run ahead
-		// of a live stream that had shown nothing yet: live messages in
-		// [lo, hi] then repeat what it applied, and are duplicates, not a
-		// restart. One below lo is a restart (or the replay lied), and
-		// clears the rank.
-		if first, _, ok := l.q.liveExtent(); !ok || first <= hi {
-			l.window, l.dupLo, l.dupHi = true, lo, hi
-		}
-	}
+	first, _, liveSeen := l.q.liveExtent()
+	l.t.afterReplay(a, lo, hi, n, first, liveSeen)
 	if trigger != nil {
 		l.inOrder(*trigger, msgApplied)
 	}
@@ -468,9 +370,6 @@ var errReplyOutOfRange = errors.New("replay reply outside the asked range")
 // errOtherEngine: a verifying replay brought back, at the last applied
 // sequence number, a payload other than the one applied there.
 var errOtherEngine = errors.New("replay answered by another engine")
-
-// digestSeed keys the payload digests a listener compares (ask.verify).
-var digestSeed = maphash.MakeSeed()
 
 // replay runs one replay request and applies the replies as they stream
 // in, as long as replayRange admits them. It returns the range of sequence
@@ -505,7 +404,8 @@ func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err
 		case end:
 			return lo, hi, n, nil
 		}
-		limit, liveHi := l.replayLimit(a)
+		first, hiLive, liveSeen := l.q.liveExtent()
+		limit, liveHi := replayLimit(a, first, hiLive, liveSeen)
 		switch rr.admit(m.seq, limit, liveHi) {
 		case replyEnough:
 			return lo, hi, n, nil
@@ -516,9 +416,9 @@ func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err
 				errReplyOutOfRange, m.seq, rr.n, a.from, liveHi)
 		}
 		if a.verify && m.seq == a.from {
-			// Asked for only to check who answers (see recover); it was
+			// Asked for only to check who answers (tracker.verifyAsk); it was
 			// applied already.
-			if maphash.Bytes(digestSeed, m.payload) != l.digest {
+			if !l.t.sameEngine(m.payload) {
 				return lo, hi, n, errOtherEngine
 			}
 			continue
@@ -530,67 +430,6 @@ func (l *listener) replay(ctx context.Context, a ask) (lo, hi uint64, n int, err
 		l.inOrder(m, msgReplayed)
 	}
 }
-
-// replayLimit returns where the live stream takes over from a replay, and
-// the highest sequence number it has shown. A replay on connect is
-// bounded as soon as the live stream delivers its first message.
-func (l *listener) replayLimit(a ask) (limit, liveHi uint64) {
-	first, hi, ok := l.q.liveExtent()
-	switch {
-	case a.bounded:
-		return a.limit, max(hi, a.limit)
-	case ok:
-		return first, hi
-	}
-	return endOfReplay, 0
-}
-
-// replayRange judges a replay's replies one by one. A replay asked from
-// `from` may apply one contiguous run of sequence numbers — an engine's
-// replay buffer holds its messages in order, one each — starting at or
-// after from (later when the buffer no longer reaches back that far) and
-// ending before the live stream's limit. Anything else is refused, and
-// the replay fails for the rest: applying it would move the watermark
-// where the live stream never was, and every later live message would
-// read as a duplicate.
-type replayRange struct {
-	next uint64 // the lowest sequence number the next reply may have
-	n    int    // replies admitted
-}
-
-type replyVerdict int
-
-const (
-	replyApply  replyVerdict = iota
-	replyEnough              // the live stream delivers it: stop, successfully
-	replyReject              // below the start, a duplicate, backwards, a hole, or ahead of the live stream
-)
-
-// admit judges one reply. limit is the first sequence number the live
-// stream delivers itself (endOfReplay when unbounded), liveHi the highest
-// it has shown. vLLM replays its whole buffer, so replies reaching limit
-// are normal; one that jumps past anything live is not.
-func (r *replayRange) admit(seq, limit, liveHi uint64) replyVerdict {
-	switch {
-	case seq < r.next:
-		return replyReject
-	case seq >= limit:
-		// The live stream delivers it. The replay on connect can pass the
-		// first live message before it lands; its next replies are then
-		// still on their way live.
-		if seq == limit || seq <= liveHi || (r.n > 0 && seq == r.next) {
-			return replyEnough
-		}
-		return replyReject
-	case seq > r.next && r.n > 0:
-		return replyReject
-	}
-	r.next, r.n = seq+1, r.n+1
-	return replyApply
-}
-
-// endOfReplay is the sequence number that ends a replay.
-const endOfReplay = ^uint64(0)
 
 // replyMessage parses a replay reply: ["", seq, payload] or
 // ["", topic, seq, payload] (the empty delimiter is optional).
@@ -615,12 +454,13 @@ func replyMessage(f [][]byte) (m message, end, ok bool) {
 // inOrder applies a message that is known not to be a restart: already
 // applied ones are duplicates, and a jump forward is a counted loss.
 func (l *listener) inOrder(m message, how msgStatus) {
-	switch {
-	case l.hasLast && m.seq <= l.last:
+	dup, lose := l.t.inOrder(m.seq)
+	if dup {
 		l.m.metrics.messages[msgDuplicate].Inc()
 		return
-	case l.hasLast && m.seq > l.last+1:
-		l.lose(m.seq - l.last - 1)
+	}
+	if lose > 0 {
+		l.lose(lose)
 	}
 	l.apply(m, how)
 }
@@ -628,14 +468,14 @@ func (l *listener) inOrder(m message, how msgStatus) {
 func (l *listener) lose(n uint64) {
 	l.m.metrics.lost.Add(float64(n))
 	l.count(func(s *RankStatus) { s.LostMessages += n })
-	l.log.Warn("kv events lost", "messages", n, "last", l.last)
+	l.log.Warn("kv events lost", "messages", n, "last", l.t.last)
 }
 
 // consume moves the watermark to seq without applying anything: the
 // messages up to it are lost (counted by the caller), and asking for them
 // again would not bring them. seq is one the live stream has shown.
 func (l *listener) consume(seq uint64) {
-	l.last, l.hasLast, l.hasDigest = seq, true, false
+	l.t.consume(seq)
 	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = seq, true })
 	l.m.ix.SetWatermark(l.spec.rk, seq)
 }
@@ -645,7 +485,7 @@ func (l *listener) reset() {
 	if _, err := l.m.ix.Apply(l.spec.rk, indexer.Batch{Reset: true}); err != nil {
 		l.log.Debug("reset of an unindexed rank", "err", err)
 	}
-	l.last, l.hasLast, l.window, l.hasDigest = 0, false, false, false
+	l.t.reset()
 }
 
 // scratchKeep is the largest payload whose decoding buffers a listener
@@ -657,13 +497,12 @@ const scratchKeep = 1 << 20
 // number is consumed whatever the payload holds: a malformed batch is
 // dropped and counted, and asking for it again would bring the same bytes.
 func (l *listener) apply(m message, how msgStatus) {
-	l.last, l.hasLast = m.seq, true
-	l.digest, l.hasDigest = maphash.Bytes(digestSeed, m.payload), true
+	l.t.applied(m.seq, m.payload)
 	l.count(func(s *RankStatus) { s.LastSeq, s.HasSeq = m.seq, true; s.Messages++ })
 	l.m.acquire()
 	defer l.m.release()
 	if len(m.payload) > scratchKeep {
-		defer func() { l.dec, l.events, l.blocks = indexer.WireDecoder{}, nil, nil }()
+		defer func() { l.dec = indexer.WireDecoder{} }()
 	}
 	b, err := l.dec.Decode(m.payload)
 	if err != nil {
@@ -676,25 +515,7 @@ func (l *listener) apply(m message, how msgStatus) {
 	l.m.metrics.messages[how].Inc()
 	l.m.metrics.droppedEvents[dropMalformed].Add(float64(b.Malformed))
 	l.m.metrics.droppedEvents[dropNonMainGroup].Add(float64(b.Ignored))
-	target := l.spec.rk
-	if b.HasDPRank {
-		target.Rank = b.DPRank
-	}
-	for range 2 { // once more if the partition's block size changed meanwhile
-		bs, ok := l.m.ix.BlockSize(target)
-		if !ok {
-			l.m.metrics.droppedEvents[dropUnknownRank].Add(float64(len(b.Events)))
-			break
-		}
-		var invalid int
-		l.events, l.blocks, invalid = b.ToEvents(bs, l.blocks, l.events)
-		_, err = l.m.ix.Apply(target, indexer.Batch{Seq: m.seq, HasSeq: target == l.spec.rk, Events: l.events, BlockSize: bs})
-		if !errors.Is(err, indexer.ErrBlockSizeChanged) {
-			l.m.metrics.droppedEvents[dropBlockSize].Add(float64(invalid))
-			break
-		}
-	}
-	if target != l.spec.rk {
-		l.m.ix.SetWatermark(l.spec.rk, m.seq)
-	}
+	st, _ := l.m.ix.ApplyWire(l.spec.rk, m.seq, b)
+	l.m.metrics.droppedEvents[dropUnknownRank].Add(float64(st.UnknownRank))
+	l.m.metrics.droppedEvents[dropBlockSize].Add(float64(st.WrongBlockSize))
 }

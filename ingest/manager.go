@@ -3,20 +3,20 @@ package ingest
 import (
 	"cmp"
 	"context"
-	"github.com/kvselect/kvselect/api"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
 	"github.com/kvselect/kvselect/internal/zmqx"
 )
 
-// Config tunes the listeners. Zero values take the defaults.
+// Config tunes the listeners. Zero values take DefaultConfig's
+// (config.go); Validate says what else is refused.
 type Config struct {
 	// Threads bounds how many listeners decode and apply at once
 	// (--threads); 0 means GOMAXPROCS.
@@ -53,36 +53,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c *Config) defaults() {
-	if c.Threads <= 0 {
-		c.Threads = runtime.GOMAXPROCS(0)
-	}
-	if c.BackoffMin <= 0 {
-		c.BackoffMin = 100 * time.Millisecond
-	}
-	if c.BackoffMax < c.BackoffMin {
-		c.BackoffMax = max(5*time.Second, c.BackoffMin)
-	}
-	if c.ReplayTimeout <= 0 {
-		c.ReplayTimeout = 10 * time.Second
-	}
-	if c.QueueLen <= 0 {
-		c.QueueLen = 4096
-	}
-	if c.QueueBytes <= 0 {
-		c.QueueBytes = 64 << 20
-	}
-	if c.StaleAfter <= 0 {
-		c.StaleAfter = 30 * time.Second
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-}
-
 // Manager runs one listener per (worker, rank) of every schedulable worker
 // in the catalog, feeding the indexer. It is a catalog observer: each
 // catalog change starts, restarts or stops listeners to match.
@@ -109,9 +79,10 @@ type Manager struct {
 // stays 0 on a correctly wired node (tests check it).
 func (m *Manager) Misordered() uint64 { return m.misordered.Load() }
 
-// New returns a manager with no listeners; ApplyCatalog starts them.
+// New returns a manager with no listeners; ApplyCatalog starts them. The
+// owner checks cfg with Validate first (server.Start does).
 func New(ix *indexer.Indexer, cfg Config) *Manager {
-	cfg.defaults()
+	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		ix: ix, cfg: cfg, log: cfg.Logger.With("component", "ingest"),

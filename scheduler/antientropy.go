@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Anti-entropy and epochs (SPEC §3.6; zmqsync/doc.go, Anti-entropy;
@@ -17,7 +17,7 @@ import (
 //   - drops the mirrors the set does not list, booked from messages up to
 //     that counter (a free that was lost);
 //   - asks the origin for the admissions of the bookings it lacks (an
-//     admission that was lost; zmqsync.KindWant), and the origin
+//     admission that was lost; replica.KindWant), and the origin
 //     publishes them again;
 //   - sends again the free of a booking it freed, or whose free it took
 //     from a third node, that the origin still lists, and the prefill
@@ -134,13 +134,13 @@ func (a *aeRecords) removeIf(origin string, match func(aeRecord) bool) {
 
 // LiveBookings appends this node's own live bookings (not its mirrors) to
 // dst, each with whether its prefill is still on: the live set replica
-// sync publishes every period (zmqsync.Config.Live). It costs O(bookings).
-func (s *Scheduler) LiveBookings(dst []zmqsync.LiveBooking) []zmqsync.LiveBooking {
+// sync publishes every period (zmqsync.Config.Live, in server/replicasync.go). It costs O(bookings).
+func (s *Scheduler) LiveBookings(dst []replica.LiveBooking) []replica.LiveBooking {
 	for _, p := range s.partitions() {
 		p.mu.Lock()
 		for id, r := range p.reservations {
 			if r.origin == "" {
-				dst = append(dst, zmqsync.LiveBooking{ID: id, Prefilling: !r.prefillDone})
+				dst = append(dst, replica.LiveBooking{ID: id, Prefilling: !r.prefillDone})
 			}
 		}
 		p.mu.Unlock()
@@ -160,12 +160,12 @@ func (s *Scheduler) partitions() []*partition {
 }
 
 // ForgetMirrors drops the bookings mirrored from origin's epochs before
-// the given one (zmqsync.Config.Forget): the origin started again, and
-// what it booked before is gone with the process; with zmqsync.ForgetAll,
+// the given one (zmqsync.Config.Forget, in server/replicasync.go): the origin started again, and
+// what it booked before is gone with the process; with replica.ForgetAll,
 // every one (the origin left the cluster). It returns how many it dropped.
 func (s *Scheduler) ForgetMirrors(origin string, before uint64) int {
 	reason := mirrorOldEpoch
-	if before == zmqsync.ForgetAll {
+	if before == replica.ForgetAll {
 		reason = mirrorRemovedMember
 	}
 	n := s.dropMirrors(origin, reason, func(r *reservation) bool { return r.epoch < before })
@@ -202,8 +202,8 @@ func (s *Scheduler) dropMirrors(origin, reason string, match func(*reservation) 
 }
 
 // applyLive checks origin's mirrors against one part of its live set
-// (zmqsync.KindLive; see the top of this file).
-func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
+// (replica.KindLive; see the top of this file).
+func (s *Scheduler) applyLive(origin string, ev *replica.Event) string {
 	l := ev.Live
 	now := s.now()
 	var want []string
@@ -237,8 +237,8 @@ func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
 		s.aeMu.Unlock()
 		if isFreed && freed.epoch == ev.Epoch {
 			// Freed here; the origin did not hear of it.
-			s.publish(zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: id, BookedBy: origin})
-			s.metrics.resent.WithLabelValues(zmqsync.KindFree.String()).Inc()
+			s.publish(replica.Event{Kind: replica.KindFree, ReservationID: id, BookedBy: origin})
+			s.metrics.resent.WithLabelValues(replica.KindFree.String()).Inc()
 		}
 	}
 	// The frees of bookings the origin no longer lists are done there,
@@ -253,7 +253,7 @@ func (s *Scheduler) applyLive(origin string, ev *zmqsync.Event) string {
 	})
 	s.aeMu.Unlock()
 	if len(want) > 0 {
-		s.publish(zmqsync.Event{Kind: zmqsync.KindWant, Want: &zmqsync.Want{Target: origin, Epoch: ev.Epoch, IDs: want}})
+		s.publish(replica.Event{Kind: replica.KindWant, Want: &replica.Want{Target: origin, Epoch: ev.Epoch, IDs: want}})
 		s.metrics.wanted.Add(float64(len(want)))
 	}
 	if l.Complete {
@@ -284,15 +284,15 @@ func (s *Scheduler) checkMirror(p *partition, origin string, epoch, set uint64, 
 		// The origin's prefill ended and its event was lost.
 	case prefilling && r.prefillDone:
 		// Ended here; the origin did not hear of it.
-		s.publishEnd(zmqsync.KindPrefillComplete, r)
-		s.metrics.resent.WithLabelValues(zmqsync.KindPrefillComplete.String()).Inc()
+		s.publishEnd(replica.KindPrefillComplete, r)
+		s.metrics.resent.WithLabelValues(replica.KindPrefillComplete.String()).Inc()
 	}
 }
 
 // applyWant publishes again the admissions of this node's own bookings
-// that a peer lacks (zmqsync.KindWant; the syncer passes only wants
+// that a peer lacks (replica.KindWant; the syncer passes only wants
 // addressed to this node's current epoch).
-func (s *Scheduler) applyWant(ev *zmqsync.Event) string {
+func (s *Scheduler) applyWant(ev *replica.Event) string {
 	for _, id := range ev.Want.IDs {
 		s.resMu.Lock()
 		p := s.resIndex[id]
@@ -303,7 +303,7 @@ func (s *Scheduler) applyWant(ev *zmqsync.Event) string {
 		p.mu.Lock()
 		if r := p.reservations[id]; r != nil && r.origin == "" {
 			s.publishAdmission(p, r)
-			s.metrics.resent.WithLabelValues(zmqsync.KindAdmission.String()).Inc()
+			s.metrics.resent.WithLabelValues(replica.KindAdmission.String()).Inc()
 		}
 		p.mu.Unlock()
 	}
@@ -342,7 +342,7 @@ func (s *Scheduler) freedHere(origin, id string, epoch uint64) bool {
 // admission it has just refused (why), for refusedRetry, or for wantRetry
 // when the catalog may soon undo the refusal (a worker or partition this
 // node has not applied yet).
-func (s *Scheduler) noteRefused(origin string, ev *zmqsync.Event, why string) {
+func (s *Scheduler) noteRefused(origin string, ev *replica.Event, why string) {
 	retry := refusedRetry
 	switch why {
 	case DropUnknownRank, DropUnknownPartition, DropBlockSize:

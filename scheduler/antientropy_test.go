@@ -7,19 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // capture is a Publisher that keeps what it is given.
-type capture struct{ events []zmqsync.Event }
+type capture struct{ events []replica.Event }
 
-func (c *capture) Publish(ev zmqsync.Event) { c.events = append(c.events, ev) }
+func (c *capture) Publish(ev replica.Event) { c.events = append(c.events, ev) }
 
 func (c *capture) take() []string {
 	var out []string
 	for _, ev := range c.events {
 		switch ev.Kind {
-		case zmqsync.KindWant:
+		case replica.KindWant:
 			out = append(out, fmt.Sprintf("want %s@%d %v", ev.Want.Target, ev.Want.Epoch, ev.Want.IDs))
 		default:
 			out = append(out, fmt.Sprintf("%s %s by %q", ev.Kind, ev.ReservationID, ev.BookedBy))
@@ -44,7 +44,7 @@ func aeFixture(t *testing.T) (*fixture, *capture) {
 // epoch.
 func (f *fixture) mirror(id string, epoch, counter uint64) {
 	f.t.Helper()
-	ev := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1,
+	ev := replica.Event{Kind: replica.KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1,
 		BlockSize: 16, SequenceHashes: []uint64{uint64(len(id)), 7}, ISL: 32, PrefillTokens: 32, Admitted: f.clock,
 		Epoch: epoch, Counter: counter}
 	if why := f.s.ApplyPeerEvent("n2", &ev); why != "" {
@@ -53,9 +53,9 @@ func (f *fixture) mirror(id string, epoch, counter uint64) {
 }
 
 // live applies one part of n2's live set.
-func (f *fixture) live(epoch uint64, part zmqsync.LivePart) {
+func (f *fixture) live(epoch uint64, part replica.LivePart) {
 	f.t.Helper()
-	ev := zmqsync.Event{Kind: zmqsync.KindLive, Live: &part, Epoch: epoch, Counter: part.AsOf + 1}
+	ev := replica.Event{Kind: replica.KindLive, Live: &part, Epoch: epoch, Counter: part.AsOf + 1}
 	if why := f.s.ApplyPeerEvent("n2", &ev); why != "" {
 		f.t.Fatalf("live: %s", why)
 	}
@@ -76,16 +76,16 @@ func (f *fixture) ids() []string {
 func Test_LiveSetDropsWhatItDoesNotList(t *testing.T) {
 	tests := []struct {
 		name     string
-		part     zmqsync.LivePart
+		part     replica.LivePart
 		wantLeft []string
 	}{
-		{"complete set listing b", zmqsync.LivePart{Set: 1, AsOf: 10, IDs: []string{"b"}, Complete: true},
+		{"complete set listing b", replica.LivePart{Set: 1, AsOf: 10, IDs: []string{"b"}, Complete: true},
 			[]string{"b", "d", "local"}}, // d came after as_of
-		{"incomplete set", zmqsync.LivePart{Set: 1, AsOf: 10, IDs: []string{"b"}}, []string{"a", "b", "c", "d", "local"}},
-		{"empty complete set", zmqsync.LivePart{Set: 1, AsOf: 11, Complete: true}, []string{"local"}},
-		{"complete set of an earlier as_of", zmqsync.LivePart{Set: 1, AsOf: 4, Complete: true}, []string{"c", "d", "local"}},
+		{"incomplete set", replica.LivePart{Set: 1, AsOf: 10, IDs: []string{"b"}}, []string{"a", "b", "c", "d", "local"}},
+		{"empty complete set", replica.LivePart{Set: 1, AsOf: 11, Complete: true}, []string{"local"}},
+		{"complete set of an earlier as_of", replica.LivePart{Set: 1, AsOf: 4, Complete: true}, []string{"c", "d", "local"}},
 		{"last part of two: the first one's ids were marked",
-			zmqsync.LivePart{Set: 1, AsOf: 10, After: "b", IDs: []string{"c"}, Complete: true}, []string{"b", "c", "d", "local"}},
+			replica.LivePart{Set: 1, AsOf: 10, After: "b", IDs: []string{"c"}, Complete: true}, []string{"b", "c", "d", "local"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func Test_LiveSetDropsWhatItDoesNotList(t *testing.T) {
 			f.mirror("c", 5, 6)
 			f.mirror("d", 5, 11)
 			if tt.part.After != "" {
-				f.live(5, zmqsync.LivePart{Set: 1, AsOf: 10, Through: "b", IDs: []string{"b"}})
+				f.live(5, replica.LivePart{Set: 1, AsOf: 10, Through: "b", IDs: []string{"b"}})
 			}
 			f.live(5, tt.part)
 			if got := f.ids(); !slices.Equal(got, tt.wantLeft) {
@@ -123,18 +123,18 @@ func Test_LiveSetHealsLostEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A free of "early" from a third node overtook its admission.
-	if why := f.s.ApplyPeerEvent("n3", &zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: "early", BookedBy: "n2"}); why != DropUnknownReservation {
+	if why := f.s.ApplyPeerEvent("n3", &replica.Event{Kind: replica.KindFree, ReservationID: "early", BookedBy: "n2"}); why != DropUnknownReservation {
 		t.Fatalf("early free: %s", why)
 	}
 	// An admission refused here (worker 9 is unknown).
-	refused := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "refused", Model: "m", Tenant: "default", WorkerID: 9,
+	refused := replica.Event{Kind: replica.KindAdmission, ReservationID: "refused", Model: "m", Tenant: "default", WorkerID: 9,
 		BlockSize: 16, ISL: 16, Admitted: f.clock, Epoch: 5, Counter: 4}
 	if why := f.s.ApplyPeerEvent("n2", &refused); why != DropUnknownRank {
 		t.Fatalf("refused: %s", why)
 	}
 	c.take()
 
-	set := zmqsync.LivePart{Set: 1, AsOf: 10, IDs: []string{"early", "gone", "lost", "p", "q", "refused"}, Prefilling: []uint32{4}, Complete: true}
+	set := replica.LivePart{Set: 1, AsOf: 10, IDs: []string{"early", "gone", "lost", "p", "q", "refused"}, Prefilling: []uint32{4}, Complete: true}
 	f.live(5, set)
 	if got, want := c.take(), []string{`free gone by "n2"`, "want n2@5 [lost]", `prefill_complete q by "n2"`}; !slices.Equal(sortedCopy(got), sortedCopy(want)) {
 		t.Fatalf("published %q, want %q", got, want)
@@ -187,7 +187,7 @@ func Test_ForgetMirrors(t *testing.T) {
 	f.mirror("old", 0, 0) // came as v1
 	f.mirror("e5", 5, 1)
 	f.mirror("e7", 7, 1)
-	other := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "n3s", Model: "m", Tenant: "default", WorkerID: 1,
+	other := replica.Event{Kind: replica.KindAdmission, ReservationID: "n3s", Model: "m", Tenant: "default", WorkerID: 1,
 		BlockSize: 16, SequenceHashes: []uint64{1}, ISL: 16, Admitted: f.clock, Epoch: 2, Counter: 1}
 	if why := f.s.ApplyPeerEvent("n3", &other); why != "" {
 		t.Fatal(why)
@@ -198,7 +198,7 @@ func Test_ForgetMirrors(t *testing.T) {
 	if got := f.ids(); !slices.Equal(got, []string{"e7", "local", "n3s"}) {
 		t.Fatalf("after epoch 7: %v", got)
 	}
-	if n := f.s.ForgetMirrors("n2", zmqsync.ForgetAll); n != 1 {
+	if n := f.s.ForgetMirrors("n2", replica.ForgetAll); n != 1 {
 		t.Fatalf("forgot %d, want 1", n)
 	}
 	if err := f.s.Free("n3s"); err != nil {
@@ -224,7 +224,7 @@ func Test_WantAndLiveBookings(t *testing.T) {
 	}
 	f.mirror("theirs", 5, 1)
 	c.take()
-	want := zmqsync.Event{Kind: zmqsync.KindWant, Want: &zmqsync.Want{Target: "me", Epoch: 3, IDs: []string{"mine", "theirs", "unknown"}}}
+	want := replica.Event{Kind: replica.KindWant, Want: &replica.Want{Target: "me", Epoch: 3, IDs: []string{"mine", "theirs", "unknown"}}}
 	if why := f.s.ApplyPeerEvent("n2", &want); why != "" {
 		t.Fatal(why)
 	}
@@ -232,8 +232,8 @@ func Test_WantAndLiveBookings(t *testing.T) {
 		t.Fatalf("published %q", got)
 	}
 	live := f.s.LiveBookings(nil)
-	slices.SortFunc(live, func(a, b zmqsync.LiveBooking) int { return strings.Compare(a.ID, b.ID) })
-	if want := []zmqsync.LiveBooking{{ID: "done"}, {ID: "mine", Prefilling: true}}; !slices.Equal(live, want) {
+	slices.SortFunc(live, func(a, b replica.LiveBooking) int { return strings.Compare(a.ID, b.ID) })
+	if want := []replica.LiveBooking{{ID: "done"}, {ID: "mine", Prefilling: true}}; !slices.Equal(live, want) {
 		t.Fatalf("live %+v, want %+v", live, want)
 	}
 }
@@ -254,18 +254,18 @@ func Test_KnownFreeIsNeverBookedAgain(t *testing.T) {
 				if err := f.s.Free("b"); err != nil {
 					t.Fatal(err)
 				}
-			} else if why := f.s.ApplyPeerEvent("n3", &zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: "b", BookedBy: "n2"}); why != "" {
+			} else if why := f.s.ApplyPeerEvent("n3", &replica.Event{Kind: replica.KindFree, ReservationID: "b", BookedBy: "n2"}); why != "" {
 				t.Fatal(why)
 			}
 			c.take()
 			// A set taken before the booking does not list it: no proof.
-			f.live(5, zmqsync.LivePart{Set: 1, AsOf: 6, Complete: true})
+			f.live(5, replica.LivePart{Set: 1, AsOf: 6, Complete: true})
 			f.clock = f.clock.Add(time.Second)
-			f.live(5, zmqsync.LivePart{Set: 2, AsOf: 9, IDs: []string{"b"}, Complete: true})
+			f.live(5, replica.LivePart{Set: 2, AsOf: 9, IDs: []string{"b"}, Complete: true})
 			if got := c.take(); !slices.Equal(got, []string{`free b by "n2"`}) {
 				t.Fatalf("while the origin lists it: published %q, want the free again and no want", got)
 			}
-			resent := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "b", Model: "m", Tenant: "default", WorkerID: 1,
+			resent := replica.Event{Kind: replica.KindAdmission, ReservationID: "b", Model: "m", Tenant: "default", WorkerID: 1,
 				BlockSize: 16, SequenceHashes: []uint64{1, 7}, ISL: 32, Admitted: f.clock, Epoch: 5, Counter: 12}
 			if why := f.s.ApplyPeerEvent("n2", &resent); why != DropFreed {
 				t.Fatalf("the admission sent again = %q, want %q", why, DropFreed)
@@ -274,8 +274,8 @@ func Test_KnownFreeIsNeverBookedAgain(t *testing.T) {
 				t.Fatalf("booked again: %v", got)
 			}
 			// Once a later set no longer lists it, the free is done.
-			f.live(5, zmqsync.LivePart{Set: 3, AsOf: 13, Complete: true})
-			f.live(5, zmqsync.LivePart{Set: 4, AsOf: 14, IDs: []string{"b"}, Complete: true})
+			f.live(5, replica.LivePart{Set: 3, AsOf: 13, Complete: true})
+			f.live(5, replica.LivePart{Set: 4, AsOf: 14, IDs: []string{"b"}, Complete: true})
 			if got := c.take(); slices.Contains(got, `free b by "n2"`) {
 				t.Fatalf("a free the origin confirmed was sent again: %q", got)
 			}
@@ -297,10 +297,10 @@ func Test_WantsAreBounded(t *testing.T) {
 	for set := uint64(1); set <= 70; set++ {
 		for from := 0; from < len(ids); from += 4096 {
 			to := min(from+4096, len(ids))
-			f.live(5, zmqsync.LivePart{Set: set, AsOf: 1, IDs: ids[from:to]})
+			f.live(5, replica.LivePart{Set: set, AsOf: 1, IDs: ids[from:to]})
 		}
 		for _, ev := range c.events {
-			if ev.Kind != zmqsync.KindWant {
+			if ev.Kind != replica.KindWant {
 				continue
 			}
 			if len(ev.Want.IDs) > maxWantsPerPart {
@@ -325,7 +325,7 @@ func Test_WantsAreBounded(t *testing.T) {
 	full.s.SetPublisher(cf, "me")
 	full.mirror("m1", 5, 1)
 	full.mirror("m2", 5, 2) // mirrors hold their half of 4 bookings
-	full.live(5, zmqsync.LivePart{Set: 1, AsOf: 3, IDs: []string{"m1", "m2", "other"}})
+	full.live(5, replica.LivePart{Set: 1, AsOf: 3, IDs: []string{"m1", "m2", "other"}})
 	if got := cf.take(); len(got) != 0 {
 		t.Fatalf("with mirrors at their bound: published %q", got)
 	}

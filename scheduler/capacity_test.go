@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // blocksPrompt is a hash-form prompt of n blocks that shares nothing with
@@ -127,7 +127,7 @@ func Test_CapacityMirrorsUseHalf(t *testing.T) {
 			f.worker(1, 1)
 			for i, n := range tt.mirror {
 				pr := blocksPrompt(uint64(i+1), n)
-				ev := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: fmt.Sprintf("m%d", i), Model: keyM.Model,
+				ev := replica.Event{Kind: replica.KindAdmission, ReservationID: fmt.Sprintf("m%d", i), Model: keyM.Model,
 					Tenant: keyM.Tenant, WorkerID: 1, BlockSize: 16, SequenceHashes: pr.SequenceHashes, ISL: pr.ISL,
 					Admitted: f.clock}
 				why := f.s.ApplyPeerEvent("n2", &ev)
@@ -149,7 +149,7 @@ func Test_CapacityMirrorsUseHalf(t *testing.T) {
 				}
 			}
 			if tt.dropped > 0 {
-				ev := zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: "m0", BookedBy: "n2"}
+				ev := replica.Event{Kind: replica.KindFree, ReservationID: "m0", BookedBy: "n2"}
 				if why := f.s.ApplyPeerEvent("n2", &ev); why != "" {
 					t.Fatal(why)
 				}

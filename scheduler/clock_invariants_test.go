@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // checkClock verifies every rank's prefill clock against its reservations.
@@ -91,7 +91,7 @@ func Test_PrefillClockInvariants(t *testing.T) {
 				id := fmt.Sprint("m", next)
 				next++
 				blocks := 1 + rng.IntN(100)
-				ev := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: id, Model: "m", Tenant: "default",
+				ev := replica.Event{Kind: replica.KindAdmission, ReservationID: id, Model: "m", Tenant: "default",
 					WorkerID: uint64(1 + rng.IntN(2)), BlockSize: 16, SequenceHashes: seqRange(uint64(next)<<20, blocks), ISL: int64(16 * blocks),
 					PrefillTokens: int64(rng.IntN(16*blocks + 1)), Admitted: f.clock.Add(-time.Duration(rng.IntN(60)) * time.Second)}
 				if f.s.ApplyPeerEvent("n2", &ev) == "" {
@@ -110,7 +110,7 @@ func Test_PrefillClockInvariants(t *testing.T) {
 			case 6:
 				op = "peer prefill_complete"
 				if len(ids) > 0 {
-					f.s.ApplyPeerEvent("n2", &zmqsync.Event{Kind: zmqsync.KindPrefillComplete, ReservationID: ids[rng.IntN(len(ids))]})
+					f.s.ApplyPeerEvent("n2", &replica.Event{Kind: replica.KindPrefillComplete, ReservationID: ids[rng.IntN(len(ids))]})
 				}
 			case 7:
 				op = "advance"

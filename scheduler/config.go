@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -57,33 +58,43 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate rejects settings the cost function cannot use.
-func (c *Config) Validate() error {
+// Validate rejects settings the cost function cannot use. Each error
+// wraps ErrInvalidConfig and names the field, and the flag that sets it.
+// There are no zero defaults here: a zero weight and a false switch are
+// settings, so a Config starts from DefaultConfig.
+func (c Config) Validate() error {
+	var errs []error
 	for _, f := range []struct {
 		name string
 		v    float64
 	}{
-		{"host cache hit weight", c.HostCacheHitWeight}, {"disk cache hit weight", c.DiskCacheHitWeight},
+		{"HostCacheHitWeight (--host-cache-hit-weight)", c.HostCacheHitWeight},
+		{"DiskCacheHitWeight (--disk-cache-hit-weight)", c.DiskCacheHitWeight},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("%s must be a finite number >= 0, got %v", f.name, f.v)
+			errs = append(errs, invalid("%s must be a finite number >= 0, got %v", f.name, f.v))
 		}
 	}
 	if err := ValidatePolicy(c.Policy); err != nil {
-		return fmt.Errorf("policy: %w", err)
+		errs = append(errs, fmt.Errorf("%w: Policy (--policy and its parameters): %w", ErrInvalidConfig, err))
 	}
 	if !(c.DefaultTokensPerSecond > 0) || math.IsInf(c.DefaultTokensPerSecond, 0) {
-		return fmt.Errorf("default prefill tokens per second must be a finite number > 0, got %v", c.DefaultTokensPerSecond)
+		errs = append(errs, invalid("DefaultTokensPerSecond (--predicted-ttft-default-tokens-per-s) must be a finite number > 0, got %v",
+			c.DefaultTokensPerSecond))
 	}
 	if c.ActiveRequestExpiry <= 0 {
-		return fmt.Errorf("active request expiry must be positive, got %v", c.ActiveRequestExpiry)
+		errs = append(errs, invalid("ActiveRequestExpiry (--active-request-expiry-secs) must be positive, got %v", c.ActiveRequestExpiry))
 	}
 	// Two: mirrors may use half of each bound, and half of one is none.
 	if c.MaxReservations < 2 {
-		return fmt.Errorf("max reservations must be at least 2, got %d", c.MaxReservations)
+		errs = append(errs, invalid("MaxReservations (--max-reservations) must be at least 2, got %d", c.MaxReservations))
 	}
 	if c.MaxReservedBlocks < 2 {
-		return fmt.Errorf("max reserved blocks must be at least 2, got %d", c.MaxReservedBlocks)
+		errs = append(errs, invalid("MaxReservedBlocks (--max-reserved-blocks) must be at least 2, got %d", c.MaxReservedBlocks))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }

@@ -27,4 +27,7 @@ var (
 	// ErrNoPendingSelection: no remembered /select choice has that
 	// selection_id (never made, expired, or already booked).
 	ErrNoPendingSelection = errors.New("no pending selection")
+	// ErrInvalidConfig: Config.Validate refused the settings (the message
+	// names the field).
+	ErrInvalidConfig = errors.New("invalid scheduler configuration")
 )

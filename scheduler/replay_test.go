@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/fsm"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_SelectAndReserveReplay: a select_and_reserve repeated with the id
@@ -100,7 +100,7 @@ func Test_ReplayOfOtherBookings(t *testing.T) {
 	f.worker(2, 1)
 	pr := prompt(1, 2)
 	f.mustReserve("reserved", 2, 0, pr)
-	mirror := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "mirrored", Model: "m", Tenant: "default",
+	mirror := replica.Event{Kind: replica.KindAdmission, ReservationID: "mirrored", Model: "m", Tenant: "default",
 		WorkerID: 2, BlockSize: 16, SequenceHashes: pr.SequenceHashes, Chained: true, ISL: pr.ISL, PrefillTokens: 7,
 		Admitted: f.clock}
 	if why := f.s.ApplyPeerEvent("n2", &mirror); why != "" {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Replica sync (SPEC §3.6, seed 000): a booking made on this node is
@@ -20,7 +20,7 @@ import (
 // Publisher takes this node's lifecycle events for the other nodes. It
 // must not block: it is called with a partition lock held.
 type Publisher interface {
-	Publish(ev zmqsync.Event)
+	Publish(ev replica.Event)
 }
 
 // SetPublisher makes the scheduler publish its bookings, prefill
@@ -30,7 +30,7 @@ func (s *Scheduler) SetPublisher(p Publisher, nodeID string) {
 	s.publisher, s.nodeID = p, nodeID
 }
 
-func (s *Scheduler) publish(ev zmqsync.Event) {
+func (s *Scheduler) publish(ev replica.Event) {
 	if s.publisher != nil {
 		s.publisher.Publish(ev)
 	}
@@ -42,8 +42,8 @@ func (s *Scheduler) publishAdmission(p *partition, res *reservation) {
 	if s.publisher == nil {
 		return
 	}
-	s.publish(zmqsync.Event{
-		Kind: zmqsync.KindAdmission, ReservationID: res.id,
+	s.publish(replica.Event{
+		Kind: replica.KindAdmission, ReservationID: res.id,
 		Model: p.key.Model, Tenant: p.key.Tenant, WorkerID: res.rank.key.Worker, DPRank: res.rank.key.Rank,
 		BlockSize: p.blockSize, SequenceHashes: res.blocks, Chained: res.verified,
 		ISL: res.isl, PrefillTokens: res.prefill, Admitted: res.admitted,
@@ -52,7 +52,7 @@ func (s *Scheduler) publishAdmission(p *partition, res *reservation) {
 
 // publishEnd tells the peers that a booking's prefill ended or that it
 // ended, naming the node that booked it; p.mu is held.
-func (s *Scheduler) publishEnd(kind zmqsync.Kind, res *reservation) {
+func (s *Scheduler) publishEnd(kind replica.Kind, res *reservation) {
 	if s.publisher == nil {
 		return
 	}
@@ -60,7 +60,7 @@ func (s *Scheduler) publishEnd(kind zmqsync.Kind, res *reservation) {
 	if by == "" {
 		by = s.nodeID
 	}
-	s.publish(zmqsync.Event{Kind: kind, ReservationID: res.id, BookedBy: by})
+	s.publish(replica.Event{Kind: kind, ReservationID: res.id, BookedBy: by})
 }
 
 // Why a peer event was not applied: the label of the drop counter.
@@ -99,19 +99,19 @@ func DropReasons() []string {
 // another connection) is dropped when it arrives.
 //
 // Live sets and wants are anti-entropy (antientropy.go).
-func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
+func (s *Scheduler) ApplyPeerEvent(origin string, ev *replica.Event) string {
 	switch ev.Kind {
-	case zmqsync.KindAdmission:
+	case replica.KindAdmission:
 		why := s.mirrorAdmission(origin, ev)
 		if why != "" && why != DropDuplicate && why != DropFreed {
 			s.noteRefused(origin, ev, why)
 		}
 		return why
-	case zmqsync.KindPrefillComplete, zmqsync.KindFree:
+	case replica.KindPrefillComplete, replica.KindFree:
 		return s.endFromPeer(origin, ev)
-	case zmqsync.KindLive:
+	case replica.KindLive:
 		return s.applyLive(origin, ev)
-	case zmqsync.KindWant:
+	case replica.KindWant:
 		return s.applyWant(ev)
 	}
 	return ""
@@ -126,11 +126,11 @@ func (s *Scheduler) ApplyPeerEvent(origin string, ev *zmqsync.Event) string {
 // remembered like a free made here (notePendingFree): this node then helps
 // the free reach the origin, and never books that booking again when its
 // admission is sent again.
-func (s *Scheduler) endFromPeer(sender string, ev *zmqsync.Event) string {
+func (s *Scheduler) endFromPeer(sender string, ev *replica.Event) string {
 	s.resMu.Lock()
 	p := s.resIndex[ev.ReservationID]
 	if p == nil {
-		if ev.Kind == zmqsync.KindFree {
+		if ev.Kind == replica.KindFree {
 			s.tombstones.add(ev.ReservationID, s.now())
 		}
 		s.resMu.Unlock()
@@ -145,7 +145,7 @@ func (s *Scheduler) endFromPeer(sender string, ev *zmqsync.Event) string {
 		return DropUnknownReservation
 	case ev.BookedBy != "" && ev.BookedBy != r.origin && (r.origin != "" || ev.BookedBy != s.nodeID):
 		return DropOtherBooking
-	case ev.Kind == zmqsync.KindFree:
+	case ev.Kind == replica.KindFree:
 		p.unbook(r)
 		s.forget(r)
 		if r.origin != "" && r.origin != sender {
@@ -157,7 +157,7 @@ func (s *Scheduler) endFromPeer(sender string, ev *zmqsync.Event) string {
 	return ""
 }
 
-func (s *Scheduler) mirrorAdmission(origin string, ev *zmqsync.Event) string {
+func (s *Scheduler) mirrorAdmission(origin string, ev *replica.Event) string {
 	now := s.now()
 	admitted := ev.Admitted
 	if admitted.After(now) {

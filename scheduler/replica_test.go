@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // relay is a Publisher that hands one node's events to the others: at
@@ -18,11 +18,11 @@ type relay struct {
 	origin string
 	peers  []*fixture
 	hold   bool
-	held   []zmqsync.Event
+	held   []replica.Event
 	drops  map[string]int
 }
 
-func (r *relay) Publish(ev zmqsync.Event) {
+func (r *relay) Publish(ev replica.Event) {
 	if r.hold {
 		r.held = append(r.held, ev)
 		return
@@ -30,7 +30,7 @@ func (r *relay) Publish(ev zmqsync.Event) {
 	r.deliver(ev)
 }
 
-func (r *relay) deliver(ev zmqsync.Event) {
+func (r *relay) deliver(ev replica.Event) {
 	for _, p := range r.peers {
 		if why := p.s.ApplyPeerEvent(r.origin, &ev); why != "" {
 			r.drops[why]++
@@ -151,27 +151,27 @@ func Test_ReplicaSteersSelection(t *testing.T) {
 // Test_ReplicaDrops: replica traffic never creates partitions or ranks,
 // and what does not fit is dropped with its reason.
 func Test_ReplicaDrops(t *testing.T) {
-	admission := func(mut func(*zmqsync.Event)) *zmqsync.Event {
-		ev := &zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "x", Model: "m", Tenant: "default",
+	admission := func(mut func(*replica.Event)) *replica.Event {
+		ev := &replica.Event{Kind: replica.KindAdmission, ReservationID: "x", Model: "m", Tenant: "default",
 			WorkerID: 1, BlockSize: 16, SequenceHashes: []uint64{1, 2}, ISL: 32, PrefillTokens: 32}
 		mut(ev)
 		return ev
 	}
 	for _, tt := range []struct {
 		name string
-		ev   *zmqsync.Event
+		ev   *replica.Event
 		want string
 	}{
-		{"unknown model", admission(func(e *zmqsync.Event) { e.Model = "other" }), DropUnknownPartition},
-		{"unknown tenant", admission(func(e *zmqsync.Event) { e.Tenant = "t" }), DropUnknownPartition},
-		{"unknown worker", admission(func(e *zmqsync.Event) { e.WorkerID = 9 }), DropUnknownRank},
-		{"unknown rank", admission(func(e *zmqsync.Event) { e.DPRank = 1 }), DropUnknownRank},
-		{"block size", admission(func(e *zmqsync.Event) { e.BlockSize = 32 }), DropBlockSize},
-		{"booked here already", admission(func(e *zmqsync.Event) { e.ReservationID = "mine" }), DropDuplicate},
-		{"older than the expiry", admission(func(e *zmqsync.Event) { e.Admitted = time.Unix(1_700_000_000-301, 0) }), DropExpired},
-		{"free of an unknown id", &zmqsync.Event{Kind: zmqsync.KindFree, ReservationID: "nope"}, DropUnknownReservation},
-		{"prefill of an unknown id", &zmqsync.Event{Kind: zmqsync.KindPrefillComplete, ReservationID: "nope"}, DropUnknownReservation},
-		{"fits", admission(func(*zmqsync.Event) {}), ""},
+		{"unknown model", admission(func(e *replica.Event) { e.Model = "other" }), DropUnknownPartition},
+		{"unknown tenant", admission(func(e *replica.Event) { e.Tenant = "t" }), DropUnknownPartition},
+		{"unknown worker", admission(func(e *replica.Event) { e.WorkerID = 9 }), DropUnknownRank},
+		{"unknown rank", admission(func(e *replica.Event) { e.DPRank = 1 }), DropUnknownRank},
+		{"block size", admission(func(e *replica.Event) { e.BlockSize = 32 }), DropBlockSize},
+		{"booked here already", admission(func(e *replica.Event) { e.ReservationID = "mine" }), DropDuplicate},
+		{"older than the expiry", admission(func(e *replica.Event) { e.Admitted = time.Unix(1_700_000_000-301, 0) }), DropExpired},
+		{"free of an unknown id", &replica.Event{Kind: replica.KindFree, ReservationID: "nope"}, DropUnknownReservation},
+		{"prefill of an unknown id", &replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "nope"}, DropUnknownReservation},
+		{"fits", admission(func(*replica.Event) {}), ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -295,7 +295,7 @@ func Test_ReplicaExpiryOrder(t *testing.T) {
 	f := newFixture(t)
 	f.worker(1, 1)
 	f.mustReserve("local", 1, 0, prompt(1))
-	ev := zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: "old", Model: "m", Tenant: "default",
+	ev := replica.Event{Kind: replica.KindAdmission, ReservationID: "old", Model: "m", Tenant: "default",
 		WorkerID: 1, BlockSize: 16, SequenceHashes: []uint64{9}, ISL: 16, PrefillTokens: 16,
 		Admitted: f.clock.Add(-200 * time.Second)}
 	if why := f.s.ApplyPeerEvent("n2", &ev); why != "" {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/indexer"
-	"github.com/kvselect/kvselect/zmqsync"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // claimID registers a reservation id on this node and charges a booking of
@@ -167,7 +167,7 @@ func (s *Scheduler) withReservation(id string, fn func(p *partition, r *reservat
 func (s *Scheduler) PrefillComplete(id string) error {
 	return s.withReservation(id, func(p *partition, r *reservation) {
 		if p.completePrefill(r, true) {
-			s.publishEnd(zmqsync.KindPrefillComplete, r)
+			s.publishEnd(replica.KindPrefillComplete, r)
 		}
 	})
 }
@@ -187,7 +187,7 @@ func (s *Scheduler) Free(id string) error {
 	return s.withReservation(id, func(p *partition, r *reservation) {
 		p.unbook(r)
 		s.forget(r)
-		s.publishEnd(zmqsync.KindFree, r)
+		s.publishEnd(replica.KindFree, r)
 		if r.origin != "" && s.publisher != nil {
 			s.notePendingFree(r) // until its origin's live set confirms it
 		}

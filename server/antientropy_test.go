@@ -14,6 +14,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 	"github.com/kvselect/kvselect/zmqsync"
@@ -69,10 +70,10 @@ func (sc *syncCluster) metric(s *server.Server, family string, labels map[string
 // losesOnce makes s's replica sync lose the first message that carries an
 // event of kind about id, as a lossy network would (the sender goroutine
 // calls the filter, one message at a time).
-func losesOnce(s *server.Server, kind zmqsync.Kind, id string) (undo func()) {
+func losesOnce(s *server.Server, kind replica.Kind, id string) (undo func()) {
 	lost := false
 	s.Sync().SetSendFilter(func(m *zmqsync.Message) bool {
-		if !lost && slices.ContainsFunc(m.Events, func(ev zmqsync.Event) bool { return ev.Kind == kind && ev.ReservationID == id }) {
+		if !lost && slices.ContainsFunc(m.Events, func(ev replica.Event) bool { return ev.Kind == kind && ev.ReservationID == id }) {
 			lost = true
 			return false
 		}
@@ -126,8 +127,8 @@ func Test_ReplicaSyncReplayBooksNothing(t *testing.T) {
 			case fr := <-frames:
 				var m zmqsync.Message
 				if len(fr) == 3 && zmqsync.DecodeMessage(fr[1], &m) == nil &&
-					slices.ContainsFunc(m.Events, func(ev zmqsync.Event) bool {
-						return ev.Kind == zmqsync.KindAdmission && ev.ReservationID == "victim-r1"
+					slices.ContainsFunc(m.Events, func(ev replica.Event) bool {
+						return ev.Kind == replica.KindAdmission && ev.ReservationID == "victim-r1"
 					}) {
 					captured = fr
 					return nil
@@ -232,7 +233,7 @@ func Test_ReplicaSyncLostFreeHeals(t *testing.T) {
 
 	sc.book(a, "lost-free-1", 1)
 	sc.waitSeen("mirrored", "lost-free-1", true, nodes...)
-	undo := losesOnce(a, zmqsync.KindFree, "lost-free-1")
+	undo := losesOnce(a, replica.KindFree, "lost-free-1")
 	if err := sc.client(a).Free(context.Background(), "lost-free-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func Test_ReplicaSyncLostFreeHeals(t *testing.T) {
 
 	sc.book(a, "lost-free-2", 2)
 	sc.waitSeen("mirrored", "lost-free-2", true, nodes...)
-	undo = losesOnce(b, zmqsync.KindFree, "lost-free-2")
+	undo = losesOnce(b, replica.KindFree, "lost-free-2")
 	if err := sc.client(b).Free(context.Background(), "lost-free-2"); err != nil { // b is not the origin
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func Test_ReplicaSyncLostAdmissionHeals(t *testing.T) {
 	sc := startSyncCluster(t)
 	nodes := sc.c.Live()
 	a, b := nodes[0], nodes[1]
-	defer losesOnce(a, zmqsync.KindAdmission, "lost-admission")()
+	defer losesOnce(a, replica.KindAdmission, "lost-admission")()
 	sc.book(a, "lost-admission", 1)
 	sc.waitSeen("the lost admission is mirrored after all", "lost-admission", true, nodes...)
 	info, err := sc.client(b).Reservation(context.Background(), "lost-admission")
@@ -331,7 +332,7 @@ func Test_ReplicaSyncAcceptsPreviousVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, err := zmqsync.Start(zmqsync.Config{NodeID: "old", Listen: "tcp://127.0.0.1:0",
-		Apply: func(string, *zmqsync.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+		Apply: func(string, *replica.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,8 +340,8 @@ func Test_ReplicaSyncAcceptsPreviousVersion(t *testing.T) {
 	if _, err := sc.client(b).RegisterReplicaSyncPeer(context.Background(), old.Endpoint()); err != nil {
 		t.Fatal(err)
 	}
-	admission := func(id string) zmqsync.Event {
-		return zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: id, Model: "default", Tenant: "default", WorkerID: 1,
+	admission := func(id string) replica.Event {
+		return replica.Event{Kind: replica.KindAdmission, ReservationID: id, Model: "default", Tenant: "default", WorkerID: 1,
 			BlockSize: e2eBS, SequenceHashes: []uint64{5}, ISL: 16, PrefillTokens: 16, Admitted: time.Now()}
 	}
 	servertest.Eventually(t, "b mirrors the v1 admission", func() error {

@@ -17,6 +17,7 @@ import (
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/testlog"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 	"github.com/kvselect/kvselect/zmqsync"
@@ -121,7 +122,7 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 	}
 	peer := func(id, token string) *zmqsync.Syncer {
 		p, err := zmqsync.Start(zmqsync.Config{NodeID: id, Listen: "tcp://127.0.0.1:0", Auth: authtoken.NewHolder(token),
-			Apply: func(string, *zmqsync.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+			Apply: func(string, *replica.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +132,8 @@ func Test_ReplicaSyncAuthenticated(t *testing.T) {
 		}
 		return p
 	}
-	admission := func(id string) zmqsync.Event {
-		return zmqsync.Event{Kind: zmqsync.KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1,
+	admission := func(id string) replica.Event {
+		return replica.Event{Kind: replica.KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1,
 			BlockSize: 16, SequenceHashes: []uint64{1, 2}, ISL: 32, PrefillTokens: 32, Admitted: time.Now()}
 	}
 	cl, err := client.New(client.Config{Addrs: []string{s.URL()}, Token: "s3cret"})

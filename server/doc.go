@@ -1,8 +1,14 @@
 // Package server assembles one kvselect node from its parts: the Raft
-// node and catalog (cluster, fsm), the prefix index (indexer), selection
-// and load accounting (scheduler) and the HTTP API (http). It owns the
+// node and catalog (cluster, fsm), the prefix index (indexer) and the KV
+// event listeners that feed it (ingest), selection and load accounting
+// (scheduler), replica sync (zmqsync) and the HTTP API (http). It owns the
 // construction order, the goroutines that run beside the parts, and a
-// graceful shutdown. cmd/kvselect only turns flags into a Config and waits
+// graceful shutdown.
+//
+// Start first fills the Config's zero fields that have a default and runs
+// Config.Validate (config.go), which checks the node's own fields and
+// calls each part's Validate, so that every caller, tests and kvbench
+// included, gets the checks the flags get, before anything is bound. cmd/kvselect only turns flags into a Config and waits
 // for a signal or for Removed (the node was removed from the cluster: it
 // stops, as etcd's members do); tests build whole nodes in-process with
 // the same code.

@@ -53,7 +53,7 @@ func startE2E(t *testing.T, enc kvsim.Encoding, workers int) *e2e {
 	return e
 }
 
-// eventually polls cond until it holds, failing after 10 s.
+// eventually waits until cond holds, failing after 10 s (poll.Eventually).
 func (e *e2e) eventually(what string, cond func() bool) {
 	e.t.Helper()
 	poll.Eventually(e.t, 10*time.Second, what, func() error {

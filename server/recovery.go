@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -65,7 +66,7 @@ import (
 // for MembersWait or members kept serving broken dumps for ServingWait.
 
 // RecoveryConfig tunes the startup recovery of the KV index. Zero values
-// take the defaults.
+// take DefaultRecoveryConfig's.
 type RecoveryConfig struct {
 	// Peers are the HTTP base URLs asked for /dump, in order
 	// (--indexer-peers). When empty, the other members of the cluster are
@@ -100,19 +101,48 @@ type RecoveryConfig struct {
 	DumpTimeout time.Duration
 }
 
-func (c *RecoveryConfig) defaults() {
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
+// DefaultRecoveryConfig returns every default of RecoveryConfig: a zero
+// field takes its value from here.
+func DefaultRecoveryConfig() RecoveryConfig {
+	return RecoveryConfig{
+		MembersWait: 10 * time.Second, ServingWait: 2 * time.Minute, CatalogWait: 10 * time.Second,
+		HeaderTimeout: 10 * time.Second, StallTimeout: 10 * time.Second, DumpTimeout: 5 * time.Minute,
+	}
+}
+
+// withDefaults fills c's zero timings from DefaultRecoveryConfig.
+func (c RecoveryConfig) withDefaults() RecoveryConfig {
+	d := DefaultRecoveryConfig()
+	c.MembersWait = cmp.Or(c.MembersWait, d.MembersWait)
+	c.ServingWait = cmp.Or(c.ServingWait, d.ServingWait)
+	c.CatalogWait = cmp.Or(c.CatalogWait, d.CatalogWait)
+	c.HeaderTimeout = cmp.Or(c.HeaderTimeout, d.HeaderTimeout)
+	c.StallTimeout = cmp.Or(c.StallTimeout, d.StallTimeout)
+	c.DumpTimeout = cmp.Or(c.DumpTimeout, d.DumpTimeout)
+	return c
+}
+
+// Validate refuses negative timings and peers that are not http(s) URLs
+// (ErrBadPeer); a zero timing is its default.
+func (c RecoveryConfig) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    time.Duration
 	}{
-		{&c.MembersWait, 10 * time.Second}, {&c.ServingWait, 2 * time.Minute}, {&c.CatalogWait, 10 * time.Second},
-		{&c.HeaderTimeout, 10 * time.Second}, {&c.StallTimeout, 10 * time.Second},
-		{&c.DumpTimeout, 5 * time.Minute},
+		{"MembersWait", c.MembersWait}, {"ServingWait", c.ServingWait}, {"CatalogWait", c.CatalogWait},
+		{"HeaderTimeout", c.HeaderTimeout}, {"StallTimeout", c.StallTimeout}, {"DumpTimeout", c.DumpTimeout},
 	} {
-		if *d.v <= 0 {
-			*d.v = d.def
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%w: Recovery.%s must not be negative, got %s", ErrInvalidConfig, f.name, f.v))
 		}
 	}
+	for _, u := range c.Peers {
+		if err := checkPeerURL(u); err != nil {
+			errs = append(errs, fmt.Errorf("%w: Recovery.Peers (--indexer-peers): %w", ErrInvalidConfig, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ParsePeerURLs parses --indexer-peers: HTTP base URLs, comma separated;
@@ -127,12 +157,21 @@ func ParsePeerURLs(s, scheme string) ([]string, error) {
 		if !strings.Contains(u, "://") {
 			u = scheme + "://" + u
 		}
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return nil, fmt.Errorf("%w: %q is not an http(s) URL", ErrBadPeer, u)
+		if err := checkPeerURL(u); err != nil {
+			return nil, err
 		}
 		out = append(out, strings.TrimRight(u, "/"))
 	}
 	return out, nil
+}
+
+// checkPeerURL refuses an --indexer-peers entry that is not an http(s)
+// URL.
+func checkPeerURL(u string) error {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("%w: %q is not an http(s) URL", ErrBadPeer, u)
+	}
+	return nil
 }
 
 // ErrBadPeer: an --indexer-peers entry that is not an HTTP URL.
@@ -187,8 +226,7 @@ func (s *Server) startRecovery() {
 // recoverIndex runs the recovery, then releases the listeners and clears
 // the recovering flag, whatever happened.
 func (s *Server) recoverIndex(ctx context.Context) {
-	cfg := s.cfg.Recovery
-	cfg.defaults()
+	cfg := s.cfg.Recovery // Start filled its defaults
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// gzip is asked for and undone here, so the log can tell the bytes on
 	// the wire.

@@ -8,8 +8,7 @@ import (
 
 // Test_RecoveryDecide: the rules that end a recovery, round by round.
 func Test_RecoveryDecide(t *testing.T) {
-	cfg := RecoveryConfig{}
-	cfg.defaults()
+	cfg := DefaultRecoveryConfig()
 	const (
 		u = peerUnreachable
 		r = peerRecovering

@@ -11,6 +11,7 @@ import (
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/zmqsync"
 )
 
@@ -71,7 +72,7 @@ func startReplicaSync(cfg Config, sched *scheduler.Scheduler, auth *authtoken.Ho
 // bookings made meanwhile reach the peers through the first live set.
 type syncPublisher struct{ s *Server }
 
-func (p syncPublisher) Publish(ev zmqsync.Event) {
+func (p syncPublisher) Publish(ev replica.Event) {
 	if sy := p.s.sync.Load(); sy != nil {
 		sy.Publish(ev)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/tcpproxy"
 	"github.com/kvselect/kvselect/kvsim"
+	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 	"github.com/kvselect/kvselect/zmqsync"
@@ -163,7 +164,7 @@ func fakeMember(t *testing.T, leader *server.Server, id, token string, register 
 		t.Fatal(err)
 	}
 	p, err := zmqsync.Start(zmqsync.Config{NodeID: id, Listen: "tcp://127.0.0.1:0", Auth: authtoken.NewHolder(token),
-		Apply: func(string, *zmqsync.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
+		Apply: func(string, *replica.Event) string { return "" }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func Test_ReplicaSyncDropsWhatItCannotPlace(t *testing.T) {
 			t.Fatalf("register the rogue: %v %v", created, err)
 		}
 	})
-	ev := zmqsync.Event{Kind: zmqsync.KindAdmission, Model: "default", Tenant: "default", WorkerID: 99,
+	ev := replica.Event{Kind: replica.KindAdmission, Model: "default", Tenant: "default", WorkerID: 99,
 		BlockSize: e2eBS, SequenceHashes: []uint64{1}, ISL: 16, PrefillTokens: 16, Admitted: time.Now()}
 	servertest.Eventually(t, "b counts the admission for an unknown worker as dropped", func() error {
 		ev.ReservationID = fmt.Sprint("ghost-", time.Now().UnixNano())

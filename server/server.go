@@ -28,78 +28,6 @@ import (
 	"github.com/kvselect/kvselect/zmqsync"
 )
 
-// Config is everything one node needs.
-type Config struct {
-	// HTTPAddr is the address the API listens on (bind:port); port 0 picks
-	// a free port.
-	HTTPAddr string
-	// Cluster configures the Raft node. Its HTTPAdvertise defaults to the
-	// listening address, with 127.0.0.1 for an unspecified bind address.
-	Cluster cluster.Config
-	// Scheduler holds the selection settings.
-	Scheduler scheduler.Config
-	// AuthToken is the admin token (SPEC §11): with one, routes need a
-	// bearer token as their access class and AuthScope say
-	// (http/access.go); the node sends it on its own calls to other nodes
-	// and on the writes it forwards, and replica sync keys its MACs with
-	// it. AuthTokenAlso is accepted as well, never sent (a token file's
-	// second line, during a rotation). These are the tokens at start;
-	// SetAuthToken and ReloadAuthToken change them while the node runs.
-	AuthToken, AuthTokenAlso string
-	// AuthTokenFile is the file they were read from (--auth-token-file),
-	// which ReloadAuthToken reads again; "" when there is none.
-	AuthTokenFile string
-	// AuthScope is what the admin token protects: httpd.ScopeAll (also
-	// for "") or httpd.ScopeAdmin.
-	AuthScope httpd.Scope
-	// SelectionToken (and SelectionTokenAlso, a second line) is accepted
-	// besides the admin token on the routes a Ray caller needs (classes
-	// selection and worker), and answered 403 on the others; it needs
-	// AuthToken and must differ from it. SelectionTokenFile is its file
-	// (--selection-token-file), read again with the admin token's.
-	SelectionToken, SelectionTokenAlso string
-	SelectionTokenFile                 string
-	// TLS, when set, serves the API over HTTPS and makes the node call
-	// the others over https (tls.go).
-	TLS *TLSConfig
-	// CatalogWait bounds waiting for min_catalog_index (default 2 s).
-	CatalogWait time.Duration
-	// Ingest tunes the KV event listeners (threads, backoff, replay).
-	Ingest ingest.Config
-	// Recovery tunes the startup recovery of the KV index from a peer's
-	// dump (recovery.go).
-	Recovery RecoveryConfig
-	// ReplicaSync turns replica sync of active load on (SPEC §3.6), from
-	// the start or, with Auto, once the node has a second member; nil
-	// leaves it off.
-	ReplicaSync *ReplicaSyncConfig
-	// InitialThresholds are given to each model once (thresholds.go).
-	InitialThresholds InitialThresholds
-	Logger            *slog.Logger
-}
-
-// ReplicaSyncConfig configures replica sync.
-type ReplicaSyncConfig struct {
-	// Listen is the PUB endpoint to bind, tcp://bind:port (port 0 picks
-	// one).
-	Listen string
-	// Advertise is the endpoint the other nodes dial; by default the host
-	// of the HTTP advertise address with the bound port.
-	Advertise string
-	// Peers are followed from the start besides the cluster members
-	// (--replica-sync-peers).
-	Peers []string
-	// AntiEntropyPeriod is how often the node publishes its live booking
-	// set (0: zmqsync.DefaultAntiEntropyPeriod, 1 s).
-	AntiEntropyPeriod time.Duration
-	// Auto runs replica sync only while the node has, or has had, a
-	// second member (SPEC §2, kvselect's default): from the start when
-	// --initial-cluster lists more than one member or the node joins,
-	// else from the first Raft configuration with a second member
-	// (decideReplicaSync). Without it replica sync runs from the start.
-	Auto bool
-}
-
 // Server is a running node.
 type Server struct {
 	cfg       Config
@@ -154,14 +82,12 @@ type Server struct {
 // Start builds and starts a node: it listens on HTTPAddr, opens (or
 // bootstraps) the Raft node and serves the API until Close.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if err := checkTokens(&cfg); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		if cfg.Cluster.RaftListener != nil {
+			cfg.Cluster.RaftListener.Close() // as cluster.Open would have
+		}
 		return nil, err
-	}
-	if _, err := httpd.ParseScope(string(cmp.Or(cfg.AuthScope, httpd.ScopeAll))); err != nil {
-		return nil, fmt.Errorf("AuthScope: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, Registry: prometheus.NewRegistry(), stop: make(chan struct{}),
 		thresholdsKick: make(chan struct{}, 1), syncKick: make(chan struct{}, 1), auth: authtoken.NewHolder(cfg.AuthToken),
@@ -173,9 +99,6 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.scheme, s.peerTLS = scheme, peerTLSConfig
-	if err := checkPeerSchemes(&cfg, scheme); err != nil {
-		return nil, err
-	}
 	if cfg.TLS != nil {
 		if s.cert, err = loadServingCert(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
 			return nil, err

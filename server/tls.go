@@ -29,6 +29,18 @@ type TLSConfig struct {
 	CAFile string
 }
 
+// Validate checks what can be checked without reading the files: a
+// certificate needs both a cert file and a key file (a CA file alone
+// serves nothing).
+func (c TLSConfig) Validate() error {
+	if c.CertFile == "" || c.KeyFile == "" {
+		return errNeedsCertAndKey
+	}
+	return nil
+}
+
+var errNeedsCertAndKey = fmt.Errorf("%w: a certificate needs both a cert file and a key file (--tls-cert-file, --tls-key-file)", ErrTLSConfig)
+
 // ErrTLSConfig is wrapped by every error about the TLS configuration.
 var ErrTLSConfig = errors.New("invalid TLS configuration")
 
@@ -40,8 +52,8 @@ type servingCert struct {
 }
 
 func loadServingCert(certFile, keyFile string) (*servingCert, error) {
-	if certFile == "" || keyFile == "" {
-		return nil, fmt.Errorf("%w: a certificate needs both a cert file and a key file (--tls-cert-file, --tls-key-file)", ErrTLSConfig)
+	if err := (TLSConfig{CertFile: certFile, KeyFile: keyFile}).Validate(); err != nil {
+		return nil, err
 	}
 	c := &servingCert{certFile: certFile, keyFile: keyFile}
 	if err := c.reload(); err != nil {

@@ -43,6 +43,10 @@
 //   - Hashes may be signed or unsigned 64-bit integers (−22 and 2^64−22
 //     are the same block); at most 2^20 per request.
 //   - Errors carry kvselect's machine-readable "code" next to "error".
+//   - Routes are http.ServeMux "METHOD /path" patterns (http.go): paths
+//     match exactly, HEAD is served wherever GET is, an unknown path is a
+//     JSON 404 and a known path with another method a JSON 405 with
+//     Allow.
 //
 // # Metrics
 //

@@ -39,49 +39,55 @@ func (s *Service) routes() []route {
 	}
 }
 
-// Handler returns the HTTP API. Paths match exactly; HEAD is served
-// wherever GET is; an unknown path is a JSON 404 and a known path with
-// another method a JSON 405 whose Allow header lists the methods it takes.
+// Handler returns the HTTP API on an http.ServeMux: one "METHOD /path"
+// pattern per route, so paths match exactly and HEAD is served wherever
+// GET is. Each path also has a pattern without a method, which answers
+// the methods it does not take with a JSON 405 whose Allow header lists
+// those it does; "/" answers every other path with a JSON 404 (the mux's
+// own 404 and 405 are plain text).
 func (s *Service) Handler() http.Handler {
-	byPath := map[string]map[string]handlerFunc{}
+	mux := http.NewServeMux()
+	allowed := map[string][]string{}
 	for _, rt := range s.routes() {
-		if byPath[rt.path] == nil {
-			byPath[rt.path] = map[string]handlerFunc{}
-		}
-		byPath[rt.path][rt.method] = rt.h
+		mux.Handle(rt.method+" "+rt.path, s.serveRoute(rt.path, rt.h))
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
 		if rt.method == http.MethodGet {
-			byPath[rt.path][http.MethodHead] = rt.h
+			allowed[rt.path] = append(allowed[rt.path], http.MethodHead)
 		}
 	}
+	for path, methods := range allowed {
+		slices.Sort(methods)
+		mux.Handle(path, s.methodNotAllowed(path, strings.Join(methods, ", ")))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.instrument(routeUnmatched, methodOther, w, func(w http.ResponseWriter) {
+			writeError(w, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
+		})
+	})
+	return mux
+}
+
+// serveRoute answers a route's requests with its handler, counted under
+// the route's path and the request's method (one the path takes).
+func (s *Service) serveRoute(path string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		methods, ok := byPath[r.URL.Path]
-		if !ok {
-			s.instrument(routeUnmatched, methodOther, w, func(w http.ResponseWriter) {
-				writeError(w, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
-			})
-			return
-		}
-		s.instrument(r.URL.Path, methodLabel(methods, r.Method), w, func(w http.ResponseWriter) { serveRoute(w, r, methods) })
+		s.instrument(path, r.Method, w, func(w http.ResponseWriter) {
+			if err := h(w, r); err != nil {
+				writeError(w, err)
+			}
+		})
 	})
 }
 
-// serveRoute answers a request to a known path: its method's handler, or
-// a 405 that lists the methods the path takes.
-func serveRoute(w http.ResponseWriter, r *http.Request, methods map[string]handlerFunc) {
-	h, ok := methods[r.Method]
-	if !ok {
-		allow := make([]string, 0, len(methods))
-		for m := range methods {
-			allow = append(allow, m)
-		}
-		slices.Sort(allow)
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, fmt.Errorf("%w: %s %s (allowed: %s)", errMethod, r.Method, r.URL.Path, strings.Join(allow, ", ")))
-		return
-	}
-	if err := h(w, r); err != nil {
-		writeError(w, err)
-	}
+// methodNotAllowed answers a known path's other methods: a 405 that
+// lists those it takes, counted under methodOther.
+func (s *Service) methodNotAllowed(path, allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.instrument(path, methodOther, w, func(w http.ResponseWriter) {
+			w.Header().Set("Allow", allow)
+			writeError(w, fmt.Errorf("%w: %s %s (allowed: %s)", errMethod, r.Method, path, allow))
+		})
+	})
 }
 
 // writeJSON answers v. A failed write means the client is gone; there is

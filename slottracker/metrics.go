@@ -39,19 +39,10 @@ func (s *Service) schedulerLoads() []scheduler.PartitionLoads {
 }
 
 // methodOther labels the requests whose method their path does not take,
-// and every request to a path the API does not have: the method is the
+// and every request to a path the API does not have (http.go): the method is the
 // client's to choose (any token, "FOO" as well as "GET"), and each new one
 // would otherwise make new series.
 const methodOther = "other"
-
-// methodLabel is the method label of a request to a path that takes
-// methods: its method when the path takes it, else methodOther.
-func methodLabel[H any](methods map[string]H, method string) string {
-	if _, ok := methods[method]; ok {
-		return method
-	}
-	return methodOther
-}
 
 // instrument counts a request under its route and method label once it
 // is answered.

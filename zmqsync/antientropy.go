@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Anti-entropy (doc.go, "Anti-entropy"; SPEC §3.6): every period the node
@@ -22,14 +24,6 @@ const DefaultAntiEntropyPeriod = time.Second
 // small message whatever the ids' lengths.
 const maxLivePartBytes = 256 << 10
 
-// LiveBooking is one of this node's own live bookings, as Config.Live
-// lists them.
-type LiveBooking struct {
-	ID string
-	// Prefilling: its prefill is not complete.
-	Prefilling bool
-}
-
 // announce publishes the live set every period until the syncer closes.
 func (s *Syncer) announce() {
 	defer s.wg.Done()
@@ -37,7 +31,7 @@ func (s *Syncer) announce() {
 	defer tick.Stop()
 	var (
 		set, setEpoch uint64
-		live          []LiveBooking
+		live          []replica.LiveBooking
 	)
 	for {
 		select {
@@ -64,8 +58,10 @@ func (s *Syncer) announce() {
 		s.sentMu.Unlock()
 		live = s.cfg.Live(live[:0])
 		set++
-		for _, part := range splitLive(live, set, asOf, id.Epoch) {
-			s.Publish(Event{Kind: KindLive, Live: part})
+		for _, part := range splitLive(live, set, asOf) {
+			// Epoch is the set's, never sent: the sender drops a part
+			// of a set taken in another epoch.
+			s.Publish(replica.Event{Kind: replica.KindLive, Live: part, Epoch: id.Epoch})
 		}
 		s.metrics.liveSets.WithLabelValues("sent").Inc()
 		clear(live)
@@ -76,10 +72,10 @@ func (s *Syncer) announce() {
 // ranges, each of at most MaxSetIDs ids and about maxLivePartBytes; an
 // empty set is one empty part (it still tells the receivers that every
 // mirror of this node up to asOf is gone).
-func splitLive(live []LiveBooking, set, asOf, epoch uint64) []*LivePart {
-	slices.SortFunc(live, func(a, b LiveBooking) int { return cmp.Compare(a.ID, b.ID) })
-	live = slices.CompactFunc(live, func(a, b LiveBooking) bool { return a.ID == b.ID })
-	var parts []*LivePart
+func splitLive(live []replica.LiveBooking, set, asOf uint64) []*replica.LivePart {
+	slices.SortFunc(live, func(a, b replica.LiveBooking) int { return cmp.Compare(a.ID, b.ID) })
+	live = slices.CompactFunc(live, func(a, b replica.LiveBooking) bool { return a.ID == b.ID })
+	var parts []*replica.LivePart
 	after := ""
 	for first := true; first || len(live) > 0; first = false {
 		n, size := 0, 0
@@ -87,7 +83,7 @@ func splitLive(live []LiveBooking, set, asOf, epoch uint64) []*LivePart {
 			size += len(live[n].ID)
 			n++
 		}
-		p := &LivePart{Set: set, AsOf: asOf, After: after, IDs: make([]string, n), epoch: epoch}
+		p := &replica.LivePart{Set: set, AsOf: asOf, After: after, IDs: make([]string, n)}
 		for i, b := range live[:n] {
 			p.IDs[i] = b.ID
 			if b.Prefilling {

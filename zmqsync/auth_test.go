@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The MAC of the empty message [1, "n1", []] under the token "s3cret", as
@@ -93,7 +94,7 @@ func Test_Open(t *testing.T) {
 	var o opener // reused, as a peer does
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := Message{Origin: "stale", Events: []Event{{Kind: KindFree}}}
+			m := Message{Origin: "stale", Events: []replica.Event{{Kind: replica.KindFree}}}
 			got, err := o.open(tt.frames, tt.sec, tt.grace, &m)
 			if got != tt.want || (got == "") != (err == nil) {
 				t.Fatalf("open = %q, %v; want %q", got, err, tt.want)
@@ -235,11 +236,11 @@ func Test_SenderFrames(t *testing.T) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
 		for {
-			a.Publish(Event{Kind: KindFree, ReservationID: want})
+			a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: want})
 			select {
 			case fr := <-frames:
 				var m Message
-				if len(fr) >= 2 && DecodeMessage(fr[1], &m) == nil && slices.ContainsFunc(m.Events, func(ev Event) bool { return ev.ReservationID == want }) {
+				if len(fr) >= 2 && DecodeMessage(fr[1], &m) == nil && slices.ContainsFunc(m.Events, func(ev replica.Event) bool { return ev.ReservationID == want }) {
 					return fr
 				}
 			case <-deadline:

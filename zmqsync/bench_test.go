@@ -13,6 +13,8 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // BenchmarkPublishToApply is replica sync in process: from Publish on one
@@ -48,8 +50,8 @@ func BenchmarkPublishToApply(b *testing.B) {
 	}
 }
 
-func benchEvent(i int) Event {
-	ev := Event{Kind: KindAdmission, ReservationID: fmt.Sprintf("bench-%08d", i), Model: "model", Tenant: "default",
+func benchEvent(i int) replica.Event {
+	ev := replica.Event{Kind: replica.KindAdmission, ReservationID: fmt.Sprintf("bench-%08d", i), Model: "model", Tenant: "default",
 		WorkerID: uint64(i % 8), BlockSize: 16, SequenceHashes: make([]uint64, 128), Chained: true,
 		ISL: 2048, PrefillTokens: 2048, Admitted: time.Now()}
 	for j := range ev.SequenceHashes {
@@ -78,7 +80,7 @@ func syncDelays(b *testing.B, rate, n int, token string) []time.Duration {
 	var mu sync.Mutex
 	done := make(chan struct{})
 	quiet := slog.New(slog.DiscardHandler)
-	apply := func(_ string, ev *Event) string {
+	apply := func(_ string, ev *replica.Event) string {
 		var i int
 		if k, _ := fmt.Sscanf(ev.ReservationID, "bench-%d", &i); k != 1 || i < 0 || i >= n {
 			return "" // a probe
@@ -91,7 +93,7 @@ func syncDelays(b *testing.B, rate, n int, token string) []time.Duration {
 		}
 		return ""
 	}
-	a, err := Start(Config{NodeID: "a", Listen: "tcp://127.0.0.1:0", Apply: func(string, *Event) string { return "" },
+	a, err := Start(Config{NodeID: "a", Listen: "tcp://127.0.0.1:0", Apply: func(string, *replica.Event) string { return "" },
 		Auth: authtoken.NewHolder(token), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
@@ -104,7 +106,7 @@ func syncDelays(b *testing.B, rate, n int, token string) []time.Duration {
 	}
 	defer recv.Close()
 	inCluster(a, recv)
-	waitLive(b, func() { a.Publish(Event{Kind: KindFree, ReservationID: "probe-1"}) }, func() bool { return recv.Peers()[0].Events > 0 })
+	waitLive(b, func() { a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "probe-1"}) }, func() bool { return recv.Peers()[0].Events > 0 })
 	b.ResetTimer()
 	pace(rate, n, func(i int) {
 		ev := benchEvent(i)
@@ -163,7 +165,7 @@ func bareDelays(b *testing.B, rate, n int) []time.Duration {
 	b.ResetTimer()
 	pace(rate, n, func(i int) {
 		ev := benchEvent(i)
-		payload := AppendMessage(binary.BigEndian.AppendUint64(nil, uint64(i)), &Message{Version: PreviousVersion, Origin: "a", Events: []Event{ev}})
+		payload := AppendMessage(binary.BigEndian.AppendUint64(nil, uint64(i)), &Message{Version: PreviousVersion, Origin: "a", Events: []replica.Event{ev}})
 		sent[i] = time.Now()
 		_ = pub.Send(zmq4.NewMsgFrom([]byte(Topic), payload[:8], payload[8:]))
 	})
@@ -172,15 +174,16 @@ func bareDelays(b *testing.B, rate, n int) []time.Duration {
 	return delays
 }
 
+// waitLive probes until the subscription is live (PUB/SUB drops what is
+// sent before).
 func waitLive(b *testing.B, probe func(), live func() bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !live() {
-		if time.Now().After(deadline) {
-			b.Fatal("the subscription never came up")
+	poll.Eventually(b, 10*time.Second, "the subscription to come up", func() error {
+		if live() {
+			return nil
 		}
 		probe()
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errNotYet
+	})
 }
 
 func waitDone(b *testing.B, done <-chan struct{}, got func() int, n int) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Departed members. A member removed from the cluster may not know it for
@@ -21,7 +22,7 @@ import (
 // following its endpoint and keeps its origin state, and accepts from it,
 // numbered as before, the prefill completions and frees of the other
 // nodes' bookings, and nothing else: its mirrors are forgotten at once
-// (Forget with ForgetAll, as before) and its admissions, live sets and
+// (Forget with replica.ForgetAll, as before) and its admissions, live sets and
 // wants are dropped (event reason departedMember), since its bookings are
 // on a node that is leaving. Past the linger, the state and the
 // subscription go. A member that comes back within the linger is a member
@@ -42,8 +43,8 @@ const departedMember = "departed_member"
 
 // departedApplies reports whether a departed member's event is applied:
 // only the end of a booking, never one of its own bookings' (forgotten).
-func departedApplies(origin string, ev *Event) bool {
-	return (ev.Kind == KindPrefillComplete || ev.Kind == KindFree) && ev.BookedBy != origin
+func departedApplies(origin string, ev *replica.Event) bool {
+	return (ev.Kind == replica.KindPrefillComplete || ev.Kind == replica.KindFree) && ev.BookedBy != origin
 }
 
 // departLocked starts the linger of member id (followed at m) that left

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_DepartedMember: a member that left the catalog is still followed for
@@ -35,11 +37,11 @@ func Test_DepartedMember(t *testing.T) {
 	}) {
 		t.Fatalf("the departed member is not followed: %+v (%+v)", b.Peers(), st)
 	}
-	a.Publish(Event{Kind: KindAdmission, ReservationID: "its-booking", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
+	a.Publish(replica.Event{Kind: replica.KindAdmission, ReservationID: "its-booking", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
 		Admitted: time.Now()})
-	a.Publish(Event{Kind: KindFree, ReservationID: "its-own", BookedBy: "a"})
-	a.Publish(Event{Kind: KindPrefillComplete, ReservationID: "c-booking", BookedBy: "c"})
-	a.Publish(Event{Kind: KindFree, ReservationID: "c-booking", BookedBy: "c"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "its-own", BookedBy: "a"})
+	a.Publish(replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "c-booking", BookedBy: "c"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "c-booking", BookedBy: "c"})
 	eventually(t, "the free of c's booking applies", func() bool { return slices.Contains(rb.got(), "a:free:c-booking") })
 	if got := rb.got(); !slices.Equal(got, []string{"a:prefill_complete:c-booking", "a:free:c-booking"}) {
 		t.Fatalf("from the departed member, b applied %v", got)
@@ -55,7 +57,7 @@ func Test_DepartedMember(t *testing.T) {
 	publishUntil(t, a, &rb, "probe-back")
 	b.SetMembers(map[string]Member{"b": {Epoch: 11}})
 	b.SetMembers(withA)
-	a.Publish(Event{Kind: KindAdmission, ReservationID: "back", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
+	a.Publish(replica.Event{Kind: replica.KindAdmission, ReservationID: "back", Model: "m", Tenant: "t", BlockSize: 16, ISL: 1,
 		Admitted: time.Now()})
 	eventually(t, "a member again", func() bool { return slices.Contains(rb.got(), "a:admission:back") })
 }

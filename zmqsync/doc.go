@@ -4,6 +4,12 @@
 // their events to its own active load, so that every node's loads and cost
 // function count every node's bookings.
 //
+// The events are the scheduler's (package scheduler/replica: Event, its
+// kinds, live parts and wants): the scheduler builds what it publishes
+// and decides what a peer's event does (Config.Apply, Forget, Live), and
+// this package is their transport (encoding, order, freshness,
+// authentication), importing those types and nothing of the scheduler.
+//
 // # Consistency
 //
 // Replica sync is best effort on the fast path, as seed 000's consistency
@@ -204,8 +210,9 @@
 //     keeps such frees until the origin's set stops listing them, or their
 //     expiry);
 //   - on the part that completes a set whose every part arrived in order
-//     (LivePart.Complete), drops the origin's mirrors that this set did
-//     not mark and that were booked from messages numbered up to as_of.
+//     (replica.LivePart.Complete), drops the origin's mirrors that this
+//     set did not mark and that were booked from messages numbered up to
+//     as_of.
 //
 // A lost free, from the origin or from any other node, and a lost
 // admission thus heal within about two periods after the loss; a lost
@@ -303,4 +310,11 @@
 // DecodeMessage reports an unknown version with ErrUnknownVersion and
 // everything else it refuses with ErrMalformed (an unknown event kind
 // included).
+//
+// # Configuration
+//
+// Config (config.go) takes its defaults from DefaultConfig: Start fills
+// every zero field from it, then refuses what Validate refuses (no node
+// id or Apply, endpoints that are not tcp://host:port, negative periods)
+// with ErrInvalidConfig.
 package zmqsync

@@ -13,6 +13,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // forgetLog records Config.Forget's calls.
@@ -25,7 +26,7 @@ func (f *forgetLog) forget(origin string, before uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b := fmt.Sprint(before)
-	if before == ForgetAll {
+	if before == replica.ForgetAll {
 		b = "all"
 	}
 	f.calls = append(f.calls, origin+"<"+b)
@@ -131,21 +132,21 @@ func Test_Accept(t *testing.T) {
 // Test_LiveAssembly: a part is Complete only when it ends a set whose
 // every part arrived in order.
 func Test_LiveAssembly(t *testing.T) {
-	part := func(set uint64, after, through string) *LivePart {
-		return &LivePart{Set: set, After: after, Through: through}
+	part := func(set uint64, after, through string) *replica.LivePart {
+		return &replica.LivePart{Set: set, After: after, Through: through}
 	}
 	tests := []struct {
 		name  string
-		parts []*LivePart
+		parts []*replica.LivePart
 		want  []bool
 	}{
-		{"one part", []*LivePart{part(1, "", "")}, []bool{true}},
-		{"three parts", []*LivePart{part(1, "", "c"), part(1, "c", "f"), part(1, "f", "")}, []bool{false, false, true}},
-		{"a part missing", []*LivePart{part(1, "", "c"), part(1, "f", "")}, []bool{false, false}},
-		{"the first part missing", []*LivePart{part(1, "c", "")}, []bool{false}},
-		{"parts of two sets", []*LivePart{part(1, "", "c"), part(2, "c", "")}, []bool{false, false}},
-		{"a set cut short, then a whole one", []*LivePart{part(1, "", "c"), part(2, "", "")}, []bool{false, true}},
-		{"a broken set stays broken", []*LivePart{part(1, "", "c"), part(1, "d", "f"), part(1, "f", "")}, []bool{false, false, false}},
+		{"one part", []*replica.LivePart{part(1, "", "")}, []bool{true}},
+		{"three parts", []*replica.LivePart{part(1, "", "c"), part(1, "c", "f"), part(1, "f", "")}, []bool{false, false, true}},
+		{"a part missing", []*replica.LivePart{part(1, "", "c"), part(1, "f", "")}, []bool{false, false}},
+		{"the first part missing", []*replica.LivePart{part(1, "c", "")}, []bool{false}},
+		{"parts of two sets", []*replica.LivePart{part(1, "", "c"), part(2, "c", "")}, []bool{false, false}},
+		{"a set cut short, then a whole one", []*replica.LivePart{part(1, "", "c"), part(2, "", "")}, []bool{false, true}},
+		{"a broken set stays broken", []*replica.LivePart{part(1, "", "c"), part(1, "d", "f"), part(1, "f", "")}, []bool{false, false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,22 +165,22 @@ func Test_LiveAssembly(t *testing.T) {
 // each, with the prefilling indexes of their own ids; an empty set is one
 // empty part.
 func Test_SplitLive(t *testing.T) {
-	many := make([]LiveBooking, MaxSetIDs+10)
+	many := make([]replica.LiveBooking, MaxSetIDs+10)
 	for i := range many {
-		many[i] = LiveBooking{ID: fmt.Sprintf("r%05d", len(many)-i), Prefilling: i%1000 == 0}
+		many[i] = replica.LiveBooking{ID: fmt.Sprintf("r%05d", len(many)-i), Prefilling: i%1000 == 0}
 	}
-	long := make([]LiveBooking, 2000)
+	long := make([]replica.LiveBooking, 2000)
 	for i := range long {
-		long[i] = LiveBooking{ID: fmt.Sprintf("%0250d", i)}
+		long[i] = replica.LiveBooking{ID: fmt.Sprintf("%0250d", i)}
 	}
 	tests := []struct {
 		name  string
-		live  []LiveBooking
+		live  []replica.LiveBooking
 		parts int
 	}{
 		{"empty", nil, 1},
-		{"one", []LiveBooking{{ID: "a", Prefilling: true}}, 1},
-		{"unsorted with a repeat", []LiveBooking{{ID: "c"}, {ID: "a"}, {ID: "b", Prefilling: true}, {ID: "a"}}, 1},
+		{"one", []replica.LiveBooking{{ID: "a", Prefilling: true}}, 1},
+		{"unsorted with a repeat", []replica.LiveBooking{{ID: "c"}, {ID: "a"}, {ID: "b", Prefilling: true}, {ID: "a"}}, 1},
 		{"more than MaxSetIDs", many, 2},
 		{"more than maxLivePartBytes", long, 2},
 	}
@@ -189,7 +190,7 @@ func Test_SplitLive(t *testing.T) {
 			for _, b := range tt.live {
 				want[b.ID] = b.Prefilling
 			}
-			parts := splitLive(slices.Clone(tt.live), 4, 9, 2)
+			parts := splitLive(slices.Clone(tt.live), 4, 9)
 			if len(parts) != tt.parts {
 				t.Fatalf("%d parts, want %d", len(parts), tt.parts)
 			}
@@ -200,7 +201,7 @@ func Test_SplitLive(t *testing.T) {
 					t.Fatalf("part %d: %+v", i, p)
 				}
 				after = p.Through
-				m := wireV2("n1", 2, 1, Event{Kind: KindLive, Live: p})
+				m := wireV2("n1", 2, 1, replica.Event{Kind: replica.KindLive, Live: p})
 				if err := ValidateMessage(&m); err != nil {
 					t.Fatalf("part %d: %v", i, err)
 				}
@@ -252,7 +253,7 @@ func nextWith(t *testing.T, frames <-chan [][]byte, publish func(), id string) (
 		select {
 		case fr := <-frames:
 			var m Message
-			if len(fr) >= 2 && DecodeMessage(fr[1], &m) == nil && slices.ContainsFunc(m.Events, func(ev Event) bool { return ev.ReservationID == id }) {
+			if len(fr) >= 2 && DecodeMessage(fr[1], &m) == nil && slices.ContainsFunc(m.Events, func(ev replica.Event) bool { return ev.ReservationID == id }) {
 				return m, fr
 			}
 		case <-deadline:
@@ -294,7 +295,9 @@ func Test_SenderModes(t *testing.T) {
 	var r recorder
 	a := startSyncer(t, "a", &r)
 	frames := rawSub(t, a.Endpoint())
-	free := func(id string) func() { return func() { a.Publish(Event{Kind: KindFree, ReservationID: id}) } }
+	free := func(id string) func() {
+		return func() { a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: id}) }
+	}
 	if m, _ := nextWith(t, frames, free("v1"), "v1"); m.Version != PreviousVersion || a.Status().Mode != ModeV1 {
 		t.Fatalf("without a cluster id: v%d, mode %s", m.Version, a.Status().Mode)
 	}
@@ -304,10 +307,10 @@ func Test_SenderModes(t *testing.T) {
 	if a.Status().Mode != ModeHeld {
 		t.Fatalf("mode %s", a.Status().Mode)
 	}
-	a.Publish(Event{Kind: KindFree, ReservationID: "held"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "held"})
 	// An admission is not kept while held: the queue would pin its hashes
 	// for as long as the hold lasts (the peers ask for it later).
-	a.Publish(Event{Kind: KindAdmission, ReservationID: "not-kept", SequenceHashes: []uint64{1, 2}})
+	a.Publish(replica.Event{Kind: replica.KindAdmission, ReservationID: "not-kept", SequenceHashes: []uint64{1, 2}})
 	if n := len(a.out); n != 1 {
 		t.Fatalf("%d events queued while held, want the free alone", n)
 	}
@@ -327,7 +330,7 @@ func Test_SenderModes(t *testing.T) {
 		}
 		break
 	}
-	a.Publish(Event{Kind: KindFree, ReservationID: "second"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "second"})
 	if m := next(t, frames); m.Version != Version || m.Epoch != 7 || m.Counter != 2 || m.ClusterID != testCluster ||
 		!slices.Equal(eventIDs(m), []string{"second"}) {
 		t.Fatalf("second v2 message %+v", m)
@@ -336,8 +339,8 @@ func Test_SenderModes(t *testing.T) {
 	if a.Status().Mode != ModeDual {
 		t.Fatalf("mode %s with a member of the previous release", a.Status().Mode)
 	}
-	a.Publish(Event{Kind: KindLive, Live: &LivePart{Set: 1, epoch: 7}})
-	a.Publish(Event{Kind: KindFree, ReservationID: "dual"})
+	a.Publish(replica.Event{Kind: replica.KindLive, Epoch: 7, Live: &replica.LivePart{Set: 1}})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "dual"})
 	var sent []string // v2 events up to the v1 copy
 	for m := next(t, frames); ; m = next(t, frames) {
 		if m.Version == PreviousVersion {
@@ -352,8 +355,8 @@ func Test_SenderModes(t *testing.T) {
 		sent = append(sent, eventIDs(m)...)
 	}
 	a.SetMembers(map[string]Member{"old": {Endpoint: "tcp://127.0.0.1:1", Epoch: 3}})
-	a.Publish(Event{Kind: KindFree, ReservationID: "v2-only"})
-	a.Publish(Event{Kind: KindFree, ReservationID: "after"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "v2-only"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "after"})
 	for _, want := range [][]string{{"v2-only", "after"}} {
 		var got []string
 		for len(got) < len(want) {
@@ -381,10 +384,10 @@ func Test_ReplayAndOtherCluster(t *testing.T) {
 	inCluster(a, b)
 	frames := rawSub(t, a.Endpoint())
 	publishUntil(t, a, &rb, "probe-a")
-	nextWith(t, frames, func() { a.Publish(Event{Kind: KindFree, ReservationID: "probe-sub"}) }, "probe-sub")
+	nextWith(t, frames, func() { a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "probe-sub"}) }, "probe-sub")
 	a.Publish(testAdmission("r1"))
 	_, captured := nextWith(t, frames, nil, "r1")
-	a.Publish(Event{Kind: KindFree, ReservationID: "r1"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "r1"})
 	eventually(t, "b applies the admission and its free", func() bool {
 		return slices.Contains(rb.got(), "a:free:r1")
 	})
@@ -429,11 +432,11 @@ func Test_ReplayAndOtherCluster(t *testing.T) {
 // had sent; a receiver marks the part that completes a set.
 func Test_AnnounceLiveSet(t *testing.T) {
 	var mu sync.Mutex
-	live := []LiveBooking{{ID: "x"}}
-	var got []LivePart
+	live := []replica.LiveBooking{{ID: "x"}}
+	var got []replica.LivePart
 	ra := recorder{}
 	a, err := Start(Config{NodeID: "a", Listen: "tcp://127.0.0.1:0", Apply: ra.apply, AntiEntropyPeriod: 10 * time.Millisecond,
-		Live: func(dst []LiveBooking) []LiveBooking {
+		Live: func(dst []replica.LiveBooking) []replica.LiveBooking {
 			mu.Lock()
 			defer mu.Unlock()
 			return append(dst, live...)
@@ -444,8 +447,8 @@ func Test_AnnounceLiveSet(t *testing.T) {
 	defer a.Close()
 	var rb recorder
 	b, err := Start(Config{NodeID: "b", Listen: "tcp://127.0.0.1:0", Peers: []string{a.Endpoint()},
-		Apply: func(origin string, ev *Event) string {
-			if ev.Kind == KindLive {
+		Apply: func(origin string, ev *replica.Event) string {
+			if ev.Kind == replica.KindLive {
 				mu.Lock()
 				got = append(got, *ev.Live)
 				mu.Unlock()
@@ -459,9 +462,9 @@ func Test_AnnounceLiveSet(t *testing.T) {
 	defer b.Close()
 	inCluster(a, b)
 	publishUntil(t, a, &rb, "probe-a")
-	many := make([]LiveBooking, MaxSetIDs+1)
+	many := make([]replica.LiveBooking, MaxSetIDs+1)
 	for i := range many {
-		many[i] = LiveBooking{ID: fmt.Sprintf("r%05d", i)}
+		many[i] = replica.LiveBooking{ID: fmt.Sprintf("r%05d", i)}
 	}
 	mu.Lock()
 	live = many

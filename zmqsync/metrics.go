@@ -1,6 +1,10 @@
 package zmqsync
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
+)
 
 type metrics struct {
 	sentMessages, sentEvents, sendDropped prometheus.Counter
@@ -64,7 +68,7 @@ func newMetrics(dropReasons []string) *metrics {
 			Help: "Times a member's mirrored bookings were all forgotten: new_epoch (it restarted), removed_member (it left the cluster)."},
 			[]string{"reason"}),
 	}
-	for _, k := range []Kind{KindAdmission, KindPrefillComplete, KindFree, KindLive, KindWant} {
+	for _, k := range []replica.Kind{replica.KindAdmission, replica.KindPrefillComplete, replica.KindFree, replica.KindLive, replica.KindWant} {
 		m.receivedEvents.WithLabelValues(k.String())
 	}
 	for _, r := range dropMessageReasons {

@@ -1,10 +1,11 @@
 package zmqsync
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Freshness (doc.go, "Acceptance"): which messages a node accepts from
@@ -13,10 +14,6 @@ import (
 // that member. A message is checked and applied with its origin's state
 // locked, and so is every change of epoch or membership, so no event of an
 // epoch a node has forgotten is ever applied after the Forget.
-
-// ForgetAll is the epoch Config.Forget is given for a member that left the
-// cluster: every mirror of it goes.
-const ForgetAll = math.MaxUint64
 
 // Why a message is dropped on receipt, beyond its frames, MAC and
 // decoding (labels of kvselect_replica_sync_dropped_messages_total).
@@ -112,7 +109,7 @@ func (s *Syncer) updateOrigins(members map[string]Member) {
 			s.expireDeparture(st, st.departGen.Add(1))
 		}
 		if s.cfg.Forget != nil {
-			s.cfg.Forget(st.id, ForgetAll)
+			s.cfg.Forget(st.id, replica.ForgetAll)
 		}
 		st.mu.Unlock()
 		s.metrics.forgotten.WithLabelValues("removed_member").Inc()
@@ -209,7 +206,7 @@ func (s *Syncer) accept(m *Message, apply func(st *originState)) string {
 // assembleLive tracks the parts of st's live sets as they arrive and
 // marks the part that completes a set whose every part arrived in order.
 // st.mu is held.
-func (st *originState) assembleLive(l *LivePart) {
+func (st *originState) assembleLive(l *replica.LivePart) {
 	switch {
 	case l.After == "":
 		st.liveSet, st.liveThrough, st.liveOK = l.Set, l.Through, true

@@ -11,14 +11,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/zmqx"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The transport. Each node binds one PUB socket and keeps one SUB per peer
@@ -60,69 +59,6 @@ var (
 	ErrClosed = errors.New("replica sync closed")
 )
 
-// Config configures a Syncer.
-type Config struct {
-	// NodeID goes out as every message's origin; messages with it coming
-	// back are this node's own echoes and are dropped.
-	NodeID string
-	// Listen is the PUB endpoint to bind, tcp://host:port (port 0 picks
-	// one; Syncer.Endpoint tells which).
-	Listen string
-	// Advertise is the endpoint the other nodes dial. When empty it is
-	// tcp://AdvertiseHost:<bound port>, or the bound endpoint itself.
-	Advertise     string
-	AdvertiseHost string
-	// Peers are endpoints to subscribe to from the start
-	// (--replica-sync-peers).
-	Peers []string
-	// Apply applies one peer event and returns "" or why it dropped it
-	// (a label of the drop counter). It is called from the peers'
-	// goroutines, one event at a time per peer, with the origin's state
-	// locked (origin.go). ev.Epoch and ev.Counter say which start of the
-	// origin published it, in which message; a live part's Complete
-	// says it ends a set whose every part arrived. Wants reach Apply only
-	// when addressed to this node's current epoch.
-	Apply func(origin string, ev *Event) string
-	// Forget drops what this node mirrors of origin from epochs before
-	// the given one (every mirror of it for ForgetAll: the member left).
-	// It is called with the origin's state locked, so no event of a
-	// forgotten epoch applies after it. nil: nothing is mirrored.
-	Forget func(origin string, before uint64)
-	// Live appends this node's live local bookings to dst; it is called
-	// every AntiEntropyPeriod, and what it returns is published as the
-	// node's live set (antientropy.go). nil: no live sets are published.
-	Live func(dst []LiveBooking) []LiveBooking
-	// AntiEntropyPeriod is how often the live set is published (default
-	// DefaultAntiEntropyPeriod).
-	AntiEntropyPeriod time.Duration
-	// DepartedLinger is how long a member that left the cluster is still
-	// followed, for the ends of other nodes' bookings it answers before it
-	// finds out (departed.go; default DefaultDepartedLinger, negative:
-	// not at all).
-	DepartedLinger time.Duration
-	// DropReasons are the reasons Apply may return, so the counters exist
-	// from the start.
-	DropReasons []string
-	// Auth holds the shared token (--auth-token-file), read for every
-	// message. While it holds one, every message sent carries a MAC frame
-	// keyed by it, and a message received without a valid one is dropped
-	// and counted (reason "unauthenticated"), so that only holders of the
-	// token can change this node's load (doc.go, Authentication). nil or
-	// empty: messages go without a MAC and every peer's are accepted.
-	Auth *authtoken.Holder
-	// PreviousTokenGrace is how long after a rotation of Auth's token
-	// messages authenticated with the previous token are still accepted
-	// (default DefaultPreviousTokenGrace; negative: not at all).
-	PreviousTokenGrace time.Duration
-	// SendQueue bounds the events waiting for the sender (default 65536);
-	// past it Publish drops and counts.
-	SendQueue int
-	// BackoffMin and BackoffMax bound the reconnect delay to a peer
-	// (defaults 100 ms and 5 s).
-	BackoffMin, BackoffMax time.Duration
-	Logger                 *slog.Logger
-}
-
 // A message carries at most maxBatch events, and stops taking more once
 // they reach about maxBatchBytes: far below the 64 MiB frames a receiver
 // accepts, and small enough that one message never holds a subscriber up.
@@ -134,7 +70,7 @@ const (
 // encodedSize is about how many bytes ev takes on the wire (an upper
 // bound: 9 bytes per hash, 3 of header per id, 5 per index, 64 for the
 // numbers and headers).
-func encodedSize(ev *Event) int {
+func encodedSize(ev *replica.Event) int {
 	n := 64 + len(ev.ReservationID) + len(ev.Model) + len(ev.Tenant) + 9*len(ev.SequenceHashes)
 	switch {
 	case ev.Live != nil:
@@ -188,7 +124,7 @@ type Syncer struct {
 	metrics *metrics
 	pub     zmq4.Socket
 	addr    string // tcp://host:port actually bound
-	out     chan Event
+	out     chan replica.Event
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -230,39 +166,14 @@ type Syncer struct {
 // Start binds the PUB socket, subscribes to cfg.Peers and starts the
 // sender.
 func Start(cfg Config) (*Syncer, error) {
-	if cfg.NodeID == "" || cfg.Apply == nil {
-		return nil, errors.New("zmqsync: NodeID and Apply are required")
-	}
-	if cfg.SendQueue <= 0 {
-		cfg.SendQueue = 1 << 16
-	}
-	if cfg.BackoffMin <= 0 {
-		cfg.BackoffMin = 100 * time.Millisecond
-	}
-	if cfg.BackoffMax < cfg.BackoffMin {
-		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.PreviousTokenGrace == 0 {
-		cfg.PreviousTokenGrace = DefaultPreviousTokenGrace
-	}
-	if cfg.AntiEntropyPeriod <= 0 {
-		cfg.AntiEntropyPeriod = DefaultAntiEntropyPeriod
-	}
-	if cfg.DepartedLinger == 0 {
-		cfg.DepartedLinger = DefaultDepartedLinger
-	}
-	for _, ep := range cfg.Peers {
-		if err := ValidateEndpoint(ep); err != nil {
-			return nil, err
-		}
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Syncer{
 		cfg: cfg, log: cfg.Logger.With("component", "zmqsync"), metrics: newMetrics(cfg.DropReasons),
-		out: make(chan Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
+		out: make(chan replica.Event, cfg.SendQueue), ctx: ctx, cancel: cancel,
 		peers: map[string]*peer{}, members: map[string]Member{},
 		identityChanged: make(chan struct{}), origins: map[string]*originState{}, known: map[string]Member{},
 	}
@@ -314,8 +225,8 @@ func (s *Syncer) Advertised() string {
 // node's booking bounds (a review found it). The peers ask for the live
 // ones once the node publishes its first live set (anti-entropy); ends and
 // live sets, small, wait in the queue.
-func (s *Syncer) Publish(ev Event) {
-	if ev.Kind == KindAdmission {
+func (s *Syncer) Publish(ev replica.Event) {
+	if ev.Kind == replica.KindAdmission {
 		if id := s.identity.Load(); !id.ClusterID.IsZero() && id.Epoch == 0 {
 			s.metrics.heldAdmissions.Inc()
 			return
@@ -367,7 +278,7 @@ func (s *Syncer) SetSendFilter(f func(*Message) bool) {
 // send batches queued events into messages until the syncer closes.
 func (s *Syncer) send() {
 	defer s.wg.Done()
-	msg := Message{Origin: s.cfg.NodeID, Events: make([]Event, 0, maxBatch)}
+	msg := Message{Origin: s.cfg.NodeID, Events: make([]replica.Event, 0, maxBatch)}
 	prev := Message{Version: PreviousVersion, Origin: s.cfg.NodeID}
 	var (
 		buf            []byte
@@ -419,8 +330,8 @@ func (s *Syncer) send() {
 		}
 		counter++
 		msg.Version, msg.ClusterID, msg.Epoch, msg.Counter = Version, id.ClusterID, epoch, counter
-		msg.Events = slices.DeleteFunc(msg.Events, func(ev Event) bool {
-			return ev.Kind == KindLive && ev.Live.epoch != epoch // a set taken in another epoch
+		msg.Events = slices.DeleteFunc(msg.Events, func(ev replica.Event) bool {
+			return ev.Kind == replica.KindLive && ev.Epoch != epoch // a set taken in another epoch (antientropy.go)
 		})
 		s.sentMu.Lock()
 		s.sentEpoch, s.sentCtr = epoch, counter
@@ -440,9 +351,9 @@ func (s *Syncer) send() {
 }
 
 // keepV1 appends to dst the events of src that v1 can carry.
-func keepV1(dst, src []Event) []Event {
+func keepV1(dst, src []replica.Event) []replica.Event {
 	for _, ev := range src {
-		if ev.Kind <= KindFree {
+		if ev.Kind <= replica.KindFree {
 			dst = append(dst, ev)
 		}
 	}
@@ -752,28 +663,15 @@ func (p *peer) update(f func(*PeerStatus)) {
 // reconnecting with exponential backoff and jitter.
 func (p *peer) run(ctx context.Context) {
 	defer p.s.wg.Done()
-	bo := backoff.New(p.s.cfg.BackoffMin, p.s.cfg.BackoffMax)
-	for ctx.Err() == nil {
-		p.update(func(st *PeerStatus) { st.State = StateConnecting })
-		received, err := p.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() })
-		if received {
-			bo.Reset()
-		}
-		wait, failures, warn := bo.Next()
-		level := slog.LevelDebug
-		if warn {
-			level = slog.LevelWarn
-		}
-		p.s.log.Log(ctx, level, "replica sync peer connection failed; reconnecting",
-			"endpoint", p.endpoint, "err", err, "retry_in", wait, "failures", failures)
-		if !backoff.Sleep(ctx, wait) {
-			return
-		}
-	}
+	backoff.Loop{
+		Min: p.s.cfg.BackoffMin, Max: p.s.cfg.BackoffMax,
+		Session:    p.session,
+		Connecting: func() { p.update(func(st *PeerStatus) { st.State = StateConnecting }) },
+		Failed:     func(err error) { p.update(func(st *PeerStatus) { st.State, st.LastError = StateFailed, err.Error() }) },
+		Log:        p.s.log,
+		Msg:        "replica sync peer connection failed; reconnecting",
+		Attrs:      []any{"endpoint", p.endpoint},
+	}.Run(ctx)
 }
 
 // session runs one connection: it reports whether any message arrived and
@@ -847,11 +745,11 @@ func (s *Syncer) applyEvents(st *originState, m *Message) (dropped uint64) {
 			continue
 		}
 		switch ev.Kind {
-		case KindWant:
+		case replica.KindWant:
 			if ev.Want.Target != s.cfg.NodeID || ev.Want.Epoch != self.Epoch {
 				continue // for another node, or an earlier start of this one
 			}
-		case KindLive:
+		case replica.KindLive:
 			st.assembleLive(ev.Live)
 			if ev.Live.Complete {
 				met.liveSets.WithLabelValues("received").Inc()

@@ -17,6 +17,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/kvselect/kvselect/internal/poll"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // recorder is an Apply that keeps what it was given; probes (ids
@@ -27,7 +28,7 @@ type recorder struct {
 	probes map[string]bool
 }
 
-func (r *recorder) apply(origin string, ev *Event) string {
+func (r *recorder) apply(origin string, ev *replica.Event) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := fmt.Sprintf("%s:%s:%s", origin, ev.Kind, ev.ReservationID)
@@ -96,16 +97,18 @@ func asPrevious(ss ...*Syncer) {
 	}
 }
 
-// eventually polls cond until it holds, failing after 10 s.
+// eventually waits until cond holds, failing after 10 s (poll.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	poll.Eventually(t, 10*time.Second, what, func() error {
 		if !cond() {
-			return errors.New("not yet")
+			return errNotYet
 		}
 		return nil
 	})
 }
+
+var errNotYet = errors.New("not yet")
 
 func active(s *Syncer, endpoint string) bool {
 	for _, p := range s.Peers() {
@@ -116,8 +119,8 @@ func active(s *Syncer, endpoint string) bool {
 	return false
 }
 
-func testAdmission(id string) Event {
-	return Event{Kind: KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1, BlockSize: 16,
+func testAdmission(id string) replica.Event {
+	return replica.Event{Kind: replica.KindAdmission, ReservationID: id, Model: "m", Tenant: "default", WorkerID: 1, BlockSize: 16,
 		SequenceHashes: []uint64{1, 2, 3}, Chained: true, ISL: 48, PrefillTokens: 48, Admitted: time.Unix(1_700_000_000, 5)}
 }
 
@@ -128,7 +131,7 @@ func publishUntil(t *testing.T, a *Syncer, rb *recorder, probe string) {
 	t.Helper()
 	want := a.cfg.NodeID + ":free:" + probe
 	eventually(t, "the subscription carries events", func() bool {
-		a.Publish(Event{Kind: KindFree, ReservationID: probe})
+		a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: probe})
 		return rb.probed(want)
 	})
 }
@@ -147,8 +150,8 @@ func Test_PublishAndApply(t *testing.T) {
 	for i := range 300 { // more than one batch
 		a.Publish(testAdmission(fmt.Sprint("r", i)))
 	}
-	a.Publish(Event{Kind: KindPrefillComplete, ReservationID: "r0"})
-	a.Publish(Event{Kind: KindFree, ReservationID: "r0"})
+	a.Publish(replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "r0"})
+	a.Publish(replica.Event{Kind: replica.KindFree, ReservationID: "r0"})
 	eventually(t, "b applies every event, in order", func() bool { return len(rb.got()) >= 302 })
 	got := rb.got()
 	if len(got) != 302 || got[0] != "a:admission:r0" || got[299] != "a:admission:r299" || got[300] != "a:prefill_complete:r0" || got[301] != "a:free:r0" {

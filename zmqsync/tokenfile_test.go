@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // Test_SecondTokenAccepted: a node whose token file holds two lines
@@ -30,7 +31,7 @@ func Test_SecondTokenAccepted(t *testing.T) {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for i := 0; len(gotBoth.ids()) == 0 || received(oldOnly) == 0; i++ {
-		publisher.Publish(Event{Kind: KindFree, ReservationID: fmt.Sprint("probe-", i)})
+		publisher.Publish(replica.Event{Kind: replica.KindFree, ReservationID: fmt.Sprint("probe-", i)})
 		select {
 		case <-deadline:
 			t.Fatalf("after 20 s: the node with both tokens applied %v; the node with the old one received %d messages",
@@ -49,7 +50,7 @@ type applied struct {
 	got []string
 }
 
-func (a *applied) apply(_ string, ev *Event) string {
+func (a *applied) apply(_ string, ev *replica.Event) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.got = append(a.got, ev.ReservationID)

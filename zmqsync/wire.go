@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/msgpackx"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 // The wire format of replica-sync messages; doc.go describes schemas v2
@@ -78,14 +79,14 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	return dst
 }
 
-func appendEvent(dst []byte, ev *Event) []byte {
+func appendEvent(dst []byte, ev *replica.Event) []byte {
 	switch ev.Kind {
-	case KindLive:
+	case replica.KindLive:
 		return appendLive(dst, ev.Live)
-	case KindWant:
+	case replica.KindWant:
 		return appendWant(dst, ev.Want)
 	}
-	if ev.Kind != KindAdmission {
+	if ev.Kind != replica.KindAdmission {
 		if ev.BookedBy == "" {
 			dst = appendArrayLen(dst, 2)
 			dst = appendUint(dst, uint64(ev.Kind))
@@ -114,12 +115,12 @@ func appendEvent(dst []byte, ev *Event) []byte {
 	return appendInt(dst, ev.Admitted.UnixNano())
 }
 
-func appendLive(dst []byte, l *LivePart) []byte {
+func appendLive(dst []byte, l *replica.LivePart) []byte {
 	if l == nil {
-		l = &LivePart{}
+		l = &replica.LivePart{}
 	}
 	dst = appendArrayLen(dst, 7)
-	dst = appendUint(dst, uint64(KindLive))
+	dst = appendUint(dst, uint64(replica.KindLive))
 	dst = appendUint(dst, l.Set)
 	dst = appendUint(dst, l.AsOf)
 	dst = appendStr(dst, l.After)
@@ -132,12 +133,12 @@ func appendLive(dst []byte, l *LivePart) []byte {
 	return dst
 }
 
-func appendWant(dst []byte, w *Want) []byte {
+func appendWant(dst []byte, w *replica.Want) []byte {
 	if w == nil {
-		w = &Want{}
+		w = &replica.Want{}
 	}
 	dst = appendArrayLen(dst, 4)
-	dst = appendUint(dst, uint64(KindWant))
+	dst = appendUint(dst, uint64(replica.KindWant))
 	dst = appendStr(dst, w.Target)
 	dst = appendUint(dst, w.Epoch)
 	return appendStrs(dst, w.IDs)
@@ -267,10 +268,10 @@ func decodeEvents(r *msgpackx.Reader, m *Message) error {
 	}
 	events := m.Events[:0]
 	if cap(events) < n {
-		events = make([]Event, 0, n)
+		events = make([]replica.Event, 0, n)
 	}
 	for i := 0; i < n; i++ {
-		var old Event
+		var old replica.Event
 		if len(events) < cap(events) {
 			old = events[:len(events)+1][len(events)]
 		}
@@ -278,7 +279,7 @@ func decodeEvents(r *msgpackx.Reader, m *Message) error {
 		if i > 0 {
 			prev = &events[i-1]
 		}
-		ev := Event{SequenceHashes: old.SequenceHashes[:0], Epoch: m.Epoch, Counter: m.Counter}
+		ev := replica.Event{SequenceHashes: old.SequenceHashes[:0], Epoch: m.Epoch, Counter: m.Counter}
 		if err := decodeEvent(r, m.Version, &ev, &old, prev); err != nil {
 			m.Events = events[:0]
 			return fmt.Errorf("event %d: %w", i, err)
@@ -293,7 +294,7 @@ func decodeEvents(r *msgpackx.Reader, m *Message) error {
 // ev. old (the event this slot held before) and prev (the event before it)
 // lend their strings when the bytes are equal, so a batch of one partition
 // costs no allocation per model and tenant.
-func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *Event) error {
+func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *replica.Event) error {
 	n, err := r.ArrayLen()
 	if err != nil {
 		return malformed(err)
@@ -307,27 +308,27 @@ func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *Event) error {
 	}
 	want := 2
 	switch {
-	case kind == uint64(KindAdmission):
+	case kind == uint64(replica.KindAdmission):
 		want = 12
-	case kind == uint64(KindPrefillComplete), kind == uint64(KindFree):
-	case kind == uint64(KindLive) && version == Version:
+	case kind == uint64(replica.KindPrefillComplete), kind == uint64(replica.KindFree):
+	case kind == uint64(replica.KindLive) && version == Version:
 		want = 7
-	case kind == uint64(KindWant) && version == Version:
+	case kind == uint64(replica.KindWant) && version == Version:
 		want = 4
 	default:
 		return invalid("unknown event kind %d in a v%d message", kind, version)
 	}
 	if n < want {
-		return malformed(r.Fail(fmt.Sprintf("%s event of %d elements, want at least %d", Kind(kind), n, want)))
+		return malformed(r.Fail(fmt.Sprintf("%s event of %d elements, want at least %d", replica.Kind(kind), n, want)))
 	}
-	ev.Kind = Kind(kind)
+	ev.Kind = replica.Kind(kind)
 	switch ev.Kind {
-	case KindLive:
+	case replica.KindLive:
 		if err := decodeLive(r, ev); err != nil {
 			return err
 		}
 		return skipTrailing(r, n-want)
-	case KindWant:
+	case replica.KindWant:
 		if err := decodeWant(r, ev); err != nil {
 			return err
 		}
@@ -341,7 +342,7 @@ func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *Event) error {
 	if err := api.ValidateID(ev.ReservationID); err != nil {
 		return fmt.Errorf("%w: reservation id: %w", ErrMalformed, err)
 	}
-	if ev.Kind == KindAdmission {
+	if ev.Kind == replica.KindAdmission {
 		if err := decodeAdmission(r, ev, old, prev); err != nil {
 			return err
 		}
@@ -362,7 +363,7 @@ func decodeEvent(r *msgpackx.Reader, version int, ev, old, prev *Event) error {
 }
 
 // decodeAdmission decodes the ten fields that follow an admission's id.
-func decodeAdmission(r *msgpackx.Reader, ev, old, prev *Event) error {
+func decodeAdmission(r *msgpackx.Reader, ev, old, prev *replica.Event) error {
 	var err error
 	if ev.Model, err = nameField(r, "model", old.Model, prev.Model); err != nil {
 		return err
@@ -412,8 +413,8 @@ func decodeAdmission(r *msgpackx.Reader, ev, old, prev *Event) error {
 }
 
 // decodeLive decodes the six fields that follow a live event's kind.
-func decodeLive(r *msgpackx.Reader, ev *Event) error {
-	l := &LivePart{}
+func decodeLive(r *msgpackx.Reader, ev *replica.Event) error {
+	l := &replica.LivePart{}
 	var err error
 	if l.Set, err = r.Uint64(); err != nil {
 		return malformed(err)
@@ -469,8 +470,8 @@ func decodeLive(r *msgpackx.Reader, ev *Event) error {
 }
 
 // decodeWant decodes the three fields that follow a want event's kind.
-func decodeWant(r *msgpackx.Reader, ev *Event) error {
-	w := &Want{}
+func decodeWant(r *msgpackx.Reader, ev *replica.Event) error {
+	w := &replica.Want{}
 	target, err := r.Str()
 	if err != nil {
 		return malformed(err)
@@ -537,7 +538,7 @@ func decodeIDs(r *msgpackx.Reader, what string) ([]string, error) {
 	return ids, nil
 }
 
-func decodeHashes(r *msgpackx.Reader, ev *Event) error {
+func decodeHashes(r *msgpackx.Reader, ev *replica.Event) error {
 	n, err := r.ArrayLen() // n <= the bytes that remain
 	if err != nil {
 		return malformed(err)
@@ -612,15 +613,15 @@ func ValidateMessage(m *Message) error {
 	return nil
 }
 
-func validateEvent(ev *Event, v2 bool) error {
+func validateEvent(ev *replica.Event, v2 bool) error {
 	switch ev.Kind {
-	case KindAdmission, KindPrefillComplete, KindFree:
-	case KindLive:
+	case replica.KindAdmission, replica.KindPrefillComplete, replica.KindFree:
+	case replica.KindLive:
 		if v2 {
 			return validateLive(ev.Live)
 		}
 		return invalid("unknown event kind %d in a v1 message", ev.Kind)
-	case KindWant:
+	case replica.KindWant:
 		if v2 {
 			return validateWant(ev.Want)
 		}
@@ -631,7 +632,7 @@ func validateEvent(ev *Event, v2 bool) error {
 	if err := api.ValidateID(ev.ReservationID); err != nil {
 		return fmt.Errorf("%w: reservation id: %w", ErrMalformed, err)
 	}
-	if ev.Kind != KindAdmission {
+	if ev.Kind != replica.KindAdmission {
 		if len(ev.BookedBy) > MaxOriginLen {
 			return invalid("booked_by of %d bytes, at most %d", len(ev.BookedBy), MaxOriginLen)
 		}
@@ -656,7 +657,7 @@ func validateEvent(ev *Event, v2 bool) error {
 	return nil
 }
 
-func validateLive(l *LivePart) error {
+func validateLive(l *replica.LivePart) error {
 	if l == nil || l.Set == 0 {
 		return invalid("live event without a set number")
 	}
@@ -692,7 +693,7 @@ func validateLive(l *LivePart) error {
 	return nil
 }
 
-func validateWant(w *Want) error {
+func validateWant(w *replica.Want) error {
 	switch {
 	case w == nil || len(w.Target) == 0 || len(w.Target) > MaxOriginLen:
 		return invalid("want without a valid target")

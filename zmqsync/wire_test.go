@@ -18,9 +18,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/msgpackx"
-	"github.com/vmihailenco/msgpack/v5"
+	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/v*.bin and the fuzz seed corpus from the encoder")
@@ -30,38 +32,38 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/v*.bin and the f
 var wireCluster = ClusterID{0x5f, 0x0c, 0x2d, 0x3e, 0x4a, 0x1b, 0x6c, 0x7d, 0x8e, 0x9f, 0xa0, 0xb1, 0xc2, 0xd3, 0xe4, 0xf5}
 
 // wireV2 is a v2 message of the test cluster.
-func wireV2(origin string, epoch, counter uint64, events ...Event) Message {
+func wireV2(origin string, epoch, counter uint64, events ...replica.Event) Message {
 	return Message{Version: Version, Origin: origin, ClusterID: wireCluster, Epoch: epoch, Counter: counter, Events: events}
 }
 
 // wireV1 is a message of the previous schema.
-func wireV1(origin string, events ...Event) Message {
+func wireV1(origin string, events ...replica.Event) Message {
 	return Message{Version: PreviousVersion, Origin: origin, Events: events}
 }
 
-func wireLive(set, asOf uint64, after, through string, ids []string, prefilling ...uint32) Event {
-	return Event{Kind: KindLive, Live: &LivePart{Set: set, AsOf: asOf, After: after, Through: through, IDs: ids, Prefilling: prefilling}}
+func wireLive(set, asOf uint64, after, through string, ids []string, prefilling ...uint32) replica.Event {
+	return replica.Event{Kind: replica.KindLive, Live: &replica.LivePart{Set: set, AsOf: asOf, After: after, Through: through, IDs: ids, Prefilling: prefilling}}
 }
 
-func wireWant(target string, epoch uint64, ids ...string) Event {
-	return Event{Kind: KindWant, Want: &Want{Target: target, Epoch: epoch, IDs: ids}}
+func wireWant(target string, epoch uint64, ids ...string) replica.Event {
+	return replica.Event{Kind: replica.KindWant, Want: &replica.Want{Target: target, Epoch: epoch, IDs: ids}}
 }
 
 // t0 is a plausible booking time (November 2023).
 var wireT0 = time.Unix(0, 1_700_000_000_000_000_000)
 
-func wireAdmission(id string, hashes ...uint64) Event {
-	return Event{
-		Kind: KindAdmission, ReservationID: id, Model: "llama3:8b", Tenant: "default",
+func wireAdmission(id string, hashes ...uint64) replica.Event {
+	return replica.Event{
+		Kind: replica.KindAdmission, ReservationID: id, Model: "llama3:8b", Tenant: "default",
 		WorkerID: 7, DPRank: 1, BlockSize: 16, SequenceHashes: hashes, Chained: true,
 		ISL: 100, PrefillTokens: 68, Admitted: wireT0,
 	}
 }
 
 // maxAdmission has every field at the largest value a receiver accepts.
-func wireMaxAdmission() Event {
-	return Event{
-		Kind: KindAdmission, ReservationID: strings.Repeat("r", api.MaxIDLen),
+func wireMaxAdmission() replica.Event {
+	return replica.Event{
+		Kind: replica.KindAdmission, ReservationID: strings.Repeat("r", api.MaxIDLen),
 		Model: strings.Repeat("m", api.MaxNameLen), Tenant: strings.Repeat("t", api.MaxNameLen),
 		WorkerID: math.MaxUint64, DPRank: math.MaxUint32, BlockSize: math.MaxUint32,
 		SequenceHashes: []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxUint64},
@@ -71,9 +73,9 @@ func wireMaxAdmission() Event {
 }
 
 // minAdmission has every field at the smallest value a receiver accepts.
-func wireMinAdmission() Event {
-	return Event{
-		Kind: KindAdmission, ReservationID: "a", Model: "m", Tenant: "t",
+func wireMinAdmission() replica.Event {
+	return replica.Event{
+		Kind: replica.KindAdmission, ReservationID: "a", Model: "m", Tenant: "t",
 		BlockSize: 1, SequenceHashes: []uint64{}, ISL: 1, Admitted: time.Unix(0, 1),
 	}
 }
@@ -89,23 +91,23 @@ func wireGoldenMessages() []struct {
 	}{
 		{"empty", wireV1("n1")},
 		{"admission", wireV1("n1", wireAdmission("res-1", 0x1122334455667788, 0x99aabbccddeeff00))},
-		{"prefill-complete", wireV1("n2", Event{Kind: KindPrefillComplete, ReservationID: "res-1"})},
-		{"free", wireV1("n3", Event{Kind: KindFree, ReservationID: "res-1"})},
+		{"prefill-complete", wireV1("n2", replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "res-1"})},
+		{"free", wireV1("n3", replica.Event{Kind: replica.KindFree, ReservationID: "res-1"})},
 		{"mixed", wireV1(strings.Repeat("o", MaxOriginLen),
 			wireAdmission("res-2", 42), wireMinAdmission(), wireMaxAdmission(),
-			Event{Kind: KindPrefillComplete, ReservationID: "res-2"},
-			Event{Kind: KindFree, ReservationID: "res-2"},
+			replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "res-2"},
+			replica.Event{Kind: replica.KindFree, ReservationID: "res-2"},
 		)},
 		{"empty", wireV2("n1", 1, 1)},
 		{"admission", wireV2("n1", 12, 7, wireAdmission("res-1", 0x1122334455667788, 0x99aabbccddeeff00))},
-		{"end", wireV2("n2", 13, 2, Event{Kind: KindPrefillComplete, ReservationID: "res-1", BookedBy: "n1"},
-			Event{Kind: KindFree, ReservationID: "res-1", BookedBy: "n1"})},
+		{"end", wireV2("n2", 13, 2, replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "res-1", BookedBy: "n1"},
+			replica.Event{Kind: replica.KindFree, ReservationID: "res-1", BookedBy: "n1"})},
 		{"live", wireV2("n1", 12, 8, wireLive(3, 7, "", "", []string{"res-1", "res-2"}, 1))},
 		{"want", wireV2("n3", 40, 2, wireWant("n1", 12, "res-3", "res-1"))},
 		{"mixed", wireV2(strings.Repeat("o", MaxOriginLen), math.MaxUint64, math.MaxUint64,
 			wireAdmission("res-2", 42), wireMinAdmission(), wireMaxAdmission(),
-			Event{Kind: KindPrefillComplete, ReservationID: "res-2"},
-			Event{Kind: KindFree, ReservationID: "res-2", BookedBy: strings.Repeat("b", MaxOriginLen)},
+			replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "res-2"},
+			replica.Event{Kind: replica.KindFree, ReservationID: "res-2", BookedBy: strings.Repeat("b", MaxOriginLen)},
 			wireLive(math.MaxUint64, math.MaxUint64, "a", strings.Repeat("z", api.MaxIDLen), []string{"b", "res-2", "z"}, 0, 2),
 			wireLive(1, 0, "", "", nil),
 			wireWant(strings.Repeat("t", MaxOriginLen), math.MaxUint64, strings.Repeat("r", api.MaxIDLen)),
@@ -141,7 +143,7 @@ func wireMessagesEqual(got, want *Message) string {
 	}
 	for i := range got.Events {
 		g, w := got.Events[i], want.Events[i]
-		for _, ev := range []*Event{&g, &w} {
+		for _, ev := range []*replica.Event{&g, &w} {
 			if (ev.Epoch != 0 || ev.Counter != 0) && (ev.Epoch != got.Epoch || ev.Counter != got.Counter) {
 				return fmt.Sprintf("event %d: epoch %d, counter %d, not its message's", i, ev.Epoch, ev.Counter)
 			}
@@ -215,13 +217,13 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 		name: "free",
 		// [1, "n1", [[3, "r1"]]]
 		b:    []byte{0x93, 0x01, 0xa2, 'n', '1', 0x91, 0x92, 0x03, 0xa2, 'r', '1'},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{Kind: replica.KindFree, ReservationID: "r1"}}},
 	}, {
 		name: "prefill complete and free",
 		// [1, "n1", [[2, "r1"], [3, "r2"]]]
 		b: []byte{0x93, 0x01, 0xa2, 'n', '1', 0x92, 0x92, 0x02, 0xa2, 'r', '1', 0x92, 0x03, 0xa2, 'r', '2'},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{
-			{Kind: KindPrefillComplete, ReservationID: "r1"}, {Kind: KindFree, ReservationID: "r2"},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{
+			{Kind: replica.KindPrefillComplete, ReservationID: "r1"}, {Kind: replica.KindFree, ReservationID: "r2"},
 		}},
 	}, {
 		name: "admission",
@@ -230,8 +232,8 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 			0x9c, 0x01, 0xa2, 'r', '1', 0xa1, 'm', 0xa1, 't', 0x07, 0x00, 0x10,
 			0x92, 0x01, 0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 			0xc3, 0x0a, 0x05, 0xcf, 0x17, 0x97, 0x9c, 0xfe, 0x36, 0x2a, 0x00, 0x00},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{
-			Kind: KindAdmission, ReservationID: "r1", Model: "m", Tenant: "t", WorkerID: 7, DPRank: 0,
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{
+			Kind: replica.KindAdmission, ReservationID: "r1", Model: "m", Tenant: "t", WorkerID: 7, DPRank: 0,
 			BlockSize: 16, SequenceHashes: []uint64{1, math.MaxUint64}, Chained: true, ISL: 10, PrefillTokens: 5,
 			Admitted: wireT0,
 		}}},
@@ -239,31 +241,31 @@ func Test_DecodeMessage_HandWritten(t *testing.T) {
 		name: "free with the booking node",
 		// [1, "n1", [[3, "r1", "n2"]]]
 		b:    []byte{0x93, 0x01, 0xa2, 'n', '1', 0x91, 0x93, 0x03, 0xa2, 'r', '1', 0xa2, 'n', '2'},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{Kind: replica.KindFree, ReservationID: "r1", BookedBy: "n2"}}},
 	}, {
 		name: "wide encodings of small values",
 		// [uint8 1, str8 "n1", array16 [[uint64 3, str16 "r1"]]]
 		b: []byte{0x93, 0xcc, 0x01, 0xd9, 0x02, 'n', '1', 0xdc, 0x00, 0x01,
 			0xdd, 0x00, 0x00, 0x00, 0x02, 0xcf, 0, 0, 0, 0, 0, 0, 0, 0x03, 0xda, 0x00, 0x02, 'r', '1'},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{Kind: replica.KindFree, ReservationID: "r1"}}},
 	}, {
 		name: "signed encodings of non-negative values",
 		// [int8 1, "n1", [[int64 2, "r1"]]]
 		b:    []byte{0x93, 0xd0, 0x01, 0xa2, 'n', '1', 0x91, 0x92, 0xd3, 0, 0, 0, 0, 0, 0, 0, 0x02, 0xa2, 'r', '1'},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindPrefillComplete, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{Kind: replica.KindPrefillComplete, ReservationID: "r1"}}},
 	}, {
 		name: "trailing fields of a newer v1 writer",
 		// [1, "n1", [[3, "r1", nil, {"x": [1]}]], "extra", [1, 2]]
 		b: []byte{0x95, 0x01, 0xa2, 'n', '1', 0x91, 0x94, 0x03, 0xa2, 'r', '1', 0xc0, 0x81, 0xa1, 'x', 0x91, 0x01,
 			0xa5, 'e', 'x', 't', 'r', 'a', 0x92, 0x01, 0x02},
-		want: Message{Version: PreviousVersion, Origin: "n1", Events: []Event{{Kind: KindFree, ReservationID: "r1"}}},
+		want: Message{Version: PreviousVersion, Origin: "n1", Events: []replica.Event{{Kind: replica.KindFree, ReservationID: "r1"}}},
 	}, {
 		name: "v2 free",
 		// [2, "n1", bin(5f0c…f5), 12, 300, [[3, "r1", "n2"]]]
 		b: append(append([]byte{0x96, 0x02, 0xa2, 'n', '1', 0xc4, 0x10}, wireCluster[:]...),
 			0x0c, 0xcd, 0x01, 0x2c, 0x91, 0x93, 0x03, 0xa2, 'r', '1', 0xa2, 'n', '2'),
 		want: Message{Version: Version, Origin: "n1", ClusterID: wireCluster, Epoch: 12, Counter: 300,
-			Events: []Event{{Kind: KindFree, ReservationID: "r1", BookedBy: "n2", Epoch: 12, Counter: 300}}},
+			Events: []replica.Event{{Kind: replica.KindFree, ReservationID: "r1", BookedBy: "n2", Epoch: 12, Counter: 300}}},
 	}, {
 		name: "v2 live part",
 		// [2, "n1", bin(…), 1, 1, [[4, 3, 2, "a", "", ["b", "c"], [1]]]]
@@ -297,10 +299,10 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 	for i := range manyHashes {
 		manyHashes[i] = rng.Uint64()
 	}
-	manyEvents := make([]Event, MaxEvents)
+	manyEvents := make([]replica.Event, MaxEvents)
 	for i := range manyEvents {
-		manyEvents[i] = Event{Kind: Kind(1 + i%3), ReservationID: fmt.Sprintf("r-%d", i)}
-		if manyEvents[i].Kind == KindAdmission {
+		manyEvents[i] = replica.Event{Kind: replica.Kind(1 + i%3), ReservationID: fmt.Sprintf("r-%d", i)}
+		if manyEvents[i].Kind == replica.KindAdmission {
 			manyEvents[i] = wireAdmission(manyEvents[i].ReservationID, uint64(i))
 		}
 	}
@@ -316,20 +318,20 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		origin string
-		events []Event
+		events []replica.Event
 	}{
 		{"no events", "n", nil},
-		{"admission", "n1", []Event{wireAdmission("r", 1, 2, 3)}},
-		{"admission without hashes", "n1", []Event{wireAdmission("r")}},
-		{"lifecycle with and without the booking node", "n3", []Event{
-			{Kind: KindPrefillComplete, ReservationID: "r", BookedBy: "n1"}, {Kind: KindFree, ReservationID: "r", BookedBy: "n1"},
-			{Kind: KindFree, ReservationID: "s"}}},
-		{"admission not chained", "n1", []Event{func() Event { e := wireAdmission("r", 9); e.Chained = false; return e }()}},
-		{"min admission", "n1", []Event{wireMinAdmission()}},
-		{"max admission", strings.Repeat("o", MaxOriginLen), []Event{wireMaxAdmission()}},
-		{"prefill complete", "n1", []Event{{Kind: KindPrefillComplete, ReservationID: "r"}}},
-		{"free", "n1", []Event{{Kind: KindFree, ReservationID: "r"}}},
-		{"max hashes", "n1", []Event{wireAdmission("r", manyHashes...)}},
+		{"admission", "n1", []replica.Event{wireAdmission("r", 1, 2, 3)}},
+		{"admission without hashes", "n1", []replica.Event{wireAdmission("r")}},
+		{"lifecycle with and without the booking node", "n3", []replica.Event{
+			{Kind: replica.KindPrefillComplete, ReservationID: "r", BookedBy: "n1"}, {Kind: replica.KindFree, ReservationID: "r", BookedBy: "n1"},
+			{Kind: replica.KindFree, ReservationID: "s"}}},
+		{"admission not chained", "n1", []replica.Event{func() replica.Event { e := wireAdmission("r", 9); e.Chained = false; return e }()}},
+		{"min admission", "n1", []replica.Event{wireMinAdmission()}},
+		{"max admission", strings.Repeat("o", MaxOriginLen), []replica.Event{wireMaxAdmission()}},
+		{"prefill complete", "n1", []replica.Event{{Kind: replica.KindPrefillComplete, ReservationID: "r"}}},
+		{"free", "n1", []replica.Event{{Kind: replica.KindFree, ReservationID: "r"}}},
+		{"max hashes", "n1", []replica.Event{wireAdmission("r", manyHashes...)}},
 		{"max events", "n1", manyEvents},
 	} {
 		tests = append(tests, struct {
@@ -350,7 +352,7 @@ func Test_DecodeMessage_RoundTrip(t *testing.T) {
 		{"v2 max live part", wireV2("n1", 1, 2, wireLive(5, 4, "", "", manyIDs, 0, MaxSetIDs-1))},
 		{"v2 max want", wireV2("n1", 1, 2, wireWant("n2", 7, manyIDs...))},
 		{"v2 mixed", wireV2("n1", math.MaxUint64, math.MaxUint64, wireAdmission("r", 1), wireWant("n2", 1, "x"),
-			wireLive(1, 1, "", "", []string{"r"}), Event{Kind: KindFree, ReservationID: "r"})},
+			wireLive(1, 1, "", "", []string{"r"}), replica.Event{Kind: replica.KindFree, ReservationID: "r"})},
 	} {
 		tests = append(tests, tc)
 	}
@@ -540,7 +542,7 @@ func Test_DecodeMessage_Rejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := Message{Origin: "stale", Events: []Event{wireAdmission("stale", 1)}}
+			m := Message{Origin: "stale", Events: []replica.Event{wireAdmission("stale", 1)}}
 			err := DecodeMessage(tc.b, &m)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error %v, want %v", err, tc.want)
@@ -687,16 +689,16 @@ func Test_ValidateMessage_AgreesWithDecode(t *testing.T) {
 		{"empty origin", func(m *Message) { m.Origin = "" }},
 		{"origin too long", func(m *Message) { m.Origin = strings.Repeat("o", MaxOriginLen+1) }},
 		{"too many events", func(m *Message) {
-			m.Events = slices.Repeat([]Event{{Kind: KindFree, ReservationID: "r"}}, MaxEvents+1)
+			m.Events = slices.Repeat([]replica.Event{{Kind: replica.KindFree, ReservationID: "r"}}, MaxEvents+1)
 		}},
-		{"kind 0", func(m *Message) { m.Events[0] = Event{ReservationID: "r"} }},
-		{"kind 6", func(m *Message) { m.Events[0] = Event{Kind: 6, ReservationID: "r"} }},
+		{"kind 0", func(m *Message) { m.Events[0] = replica.Event{ReservationID: "r"} }},
+		{"kind 6", func(m *Message) { m.Events[0] = replica.Event{Kind: 6, ReservationID: "r"} }},
 		{"live in v1", func(m *Message) { m.Version, m.Events[0] = PreviousVersion, wireLive(1, 1, "", "", nil) }},
 		{"want in v1", func(m *Message) { m.Version, m.Events[0] = PreviousVersion, wireWant("n2", 1, "r") }},
 		{"zero cluster id", func(m *Message) { m.ClusterID = ClusterID{} }},
 		{"epoch 0", func(m *Message) { m.Epoch = 0 }},
 		{"counter 0", func(m *Message) { m.Counter = 0 }},
-		{"live without a part", func(m *Message) { m.Events[0] = Event{Kind: KindLive} }},
+		{"live without a part", func(m *Message) { m.Events[0] = replica.Event{Kind: replica.KindLive} }},
 		{"live set 0", func(m *Message) { m.Events[0] = wireLive(0, 1, "", "", nil) }},
 		{"live bounds reversed", func(m *Message) { m.Events[0] = wireLive(1, 1, "z", "a", nil) }},
 		{"live bound not an id", func(m *Message) { m.Events[0] = wireLive(1, 1, "a b", "", nil) }},
@@ -734,7 +736,7 @@ func Test_ValidateMessage_AgreesWithDecode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := wireV2("n1", 1, 1, wireAdmission("r1", 1, 2), Event{Kind: KindFree, ReservationID: "r2"})
+			m := wireV2("n1", 1, 1, wireAdmission("r1", 1, 2), replica.Event{Kind: replica.KindFree, ReservationID: "r2"})
 			tc.mutate(&m)
 			if err := ValidateMessage(&m); !errors.Is(err, ErrMalformed) {
 				t.Errorf("ValidateMessage: %v, want ErrMalformed", err)
@@ -810,7 +812,7 @@ func Test_DecodeMessage_AllocationBoundedByInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			limit := uint64(16*len(tc.b) + tc.events*int(unsafe.Sizeof(Event{})) + 64<<10)
+			limit := uint64(16*len(tc.b) + tc.events*int(unsafe.Sizeof(replica.Event{})) + 64<<10)
 			var before, after runtime.MemStats
 			var m Message
 			runtime.ReadMemStats(&before)
@@ -852,7 +854,7 @@ func wireFuzzSeeds() map[string][]byte {
 	short := wireMaxAdmission()
 	short.ReservationID, short.Model, short.Tenant = "max", "m", "t"
 	mixed := wireV1("n1", wireAdmission("r1", 42), wireMinAdmission(), short,
-		Event{Kind: KindPrefillComplete, ReservationID: "r1"}, Event{Kind: KindFree, ReservationID: "r1"})
+		replica.Event{Kind: replica.KindPrefillComplete, ReservationID: "r1"}, replica.Event{Kind: replica.KindFree, ReservationID: "r1"})
 	seeds["v1-mixed-short"] = AppendMessage(nil, &mixed)
 	adm := seeds["v1-admission"]
 	seeds["v1-truncated-admission"] = adm[:len(adm)-3]
@@ -939,7 +941,7 @@ func FuzzDecodeMessage(f *testing.F) {
 func wireBenchMessage(events, hashes int) Message {
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := wireV2("node-1", 1, 1)
-	m.Events = make([]Event, events)
+	m.Events = make([]replica.Event, events)
 	for i := range m.Events {
 		h := make([]uint64, hashes)
 		for j := range h {

@@ -1,7 +1,7 @@
-// Package backoff is the delay between the attempts of kvselect's own
-// reconnect loops (KV event listeners, replica-sync peers): exponential,
-// with jitter, reset by an attempt that got somewhere, and a say in which
-// failures are worth a warning.
+// Package backoff is kvselect's one reconnect loop (Loop: the KV event
+// listeners and the replica-sync peers) and the delay between its
+// attempts (Backoff): exponential, with jitter, reset by an attempt that
+// got somewhere, and a say in which failures are worth a warning.
 package backoff
 
 import (

@@ -12,7 +12,8 @@ import (
 var ErrMalformed = errors.New("malformed msgpack")
 
 // Reader is a bounds-checked cursor over msgpack bytes. It never
-// allocates: strings and binaries are returned as sub-slices of the input,
+// allocates (but for OptStr, which returns a string): strings and
+// binaries are returned as sub-slices of the input,
 // and every length read from the input is checked against the bytes that
 // remain before anyone sizes a slice with it. Skip is iterative, so
 // nesting depth costs no stack. The zero Reader reads nothing; Reset gives
@@ -288,13 +289,21 @@ func (r *Reader) StrOrBin(wantStr bool) ([]byte, error) {
 // Str reads a str value and returns its bytes, a sub-slice of the input.
 func (r *Reader) Str() ([]byte, error) { return r.StrOrBin(true) }
 
-// OptStr reads a string or nil (returned as "", false).
+// OptStr reads a string or nil (returned as "", false). Unlike the other
+// methods it allocates: the string is a copy. OptBytes does not.
 func (r *Reader) OptStr() (string, bool, error) {
+	b, ok, err := r.OptBytes()
+	return string(b), ok, err
+}
+
+// OptBytes reads a str or nil (returned as nil, false); the bytes are a
+// sub-slice of the input.
+func (r *Reader) OptBytes() ([]byte, bool, error) {
 	if r.NilNext() {
-		return "", false, nil
+		return nil, false, nil
 	}
-	s, err := r.Str()
-	return string(s), err == nil, err
+	b, err := r.Str()
+	return b, err == nil, err
 }
 
 // IsBin reports whether the next value is a bin.

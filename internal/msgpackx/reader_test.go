@@ -125,3 +125,72 @@ func Test_MarkRewind(t *testing.T) {
 		t.Fatal("rewind moved forward")
 	}
 }
+
+// Test_ReaderAllocatesNothing pins the claim of the package doc: reading
+// every kind of value (but OptStr, documented to copy) allocates nothing.
+func Test_ReaderAllocatesNothing(t *testing.T) {
+	doc := mp(t, []any{
+		uint64(1 << 63), -5, int64(-1 << 40), 1.5, float32(2.5), true, "text", []byte{1, 2}, nil, "opt",
+		map[string]any{"k": []any{1, "x", nil}}, []any{[]any{1, 2}, map[string]any{"a": 1.0}},
+	})
+	var r Reader
+	read := func() error {
+		r.Reset(doc)
+		if _, err := r.ArrayLen(); err != nil {
+			return err
+		}
+		if _, err := r.Uint64(); err != nil {
+			return err
+		}
+		if _, err := r.Int(); err != nil {
+			return err
+		}
+		if _, _, err := r.Integer(); err != nil {
+			return err
+		}
+		for range 2 {
+			if _, err := r.Number(); err != nil {
+				return err
+			}
+		}
+		if _, err := r.Bool(); err != nil {
+			return err
+		}
+		if _, err := r.Str(); err != nil {
+			return err
+		}
+		if _, err := r.StrOrBin(false); err != nil {
+			return err
+		}
+		for range 2 {
+			if _, _, err := r.OptBytes(); err != nil {
+				return err
+			}
+		}
+		if _, err := r.MapLen(); err != nil {
+			return err
+		}
+		m := r.Mark()
+		if err := r.Skip(); err != nil { // the key
+			return err
+		}
+		r.Rewind(m)
+		for range 3 {
+			if err := r.Skip(); err != nil {
+				return err
+			}
+		}
+		if r.Remaining() != 0 {
+			return r.Fail("trailing bytes")
+		}
+		return nil
+	}
+	var err error
+	allocs := testing.AllocsPerRun(100, func() { err = read() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Fatalf("reading: %v allocations a pass", allocs)
+	}
+}

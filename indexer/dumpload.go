@@ -11,7 +11,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 )
 
-// LoadStats reports what a load applied.
+// LoadStats reports what loading a dump applied.
 type LoadStats struct {
 	// Partitions loaded, and partitions skipped whole (unknown here, or
 	// another block size).
@@ -24,11 +24,11 @@ type LoadStats struct {
 	Watermarks int
 }
 
-// Load applies one partition's dump (already decoded) to the local index
-// and sets each rank's watermark. Events of ranks this node does not index
-// are skipped. A block size that differs from the local partition's is an
+// LoadPartitionDump applies one partition's dump (already decoded) to the
+// local index and sets each rank's watermark. Events of ranks this node
+// does not index are skipped. A block size that differs from the local partition's is an
 // error: the dump's block hashes would be meaningless here.
-func (x *Indexer) Load(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error) {
+func (x *Indexer) LoadPartitionDump(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error) {
 	var st LoadStats
 	x.mu.RLock()
 	p := x.parts[key]
@@ -42,11 +42,11 @@ func (x *Indexer) Load(key fsm.PartitionKey, d *PartitionDump) (LoadStats, error
 	if d.BlockSize != bs {
 		return st, fmt.Errorf("%w: block size %d, partition %s has %d", ErrBadDump, d.BlockSize, key, bs)
 	}
-	var b loadBatch
+	var b dumpBatch
 	for i := range d.Events {
 		b.add(&d.Events[i])
 	}
-	x.applyLoadBatch(key, d.BlockSize, &b, &st, nil)
+	x.applyDumpBatch(key, d.BlockSize, &b, &st, nil)
 	st.Watermarks += x.setWatermarks(key, d.Watermarks, nil)
 	st.Partitions++
 	return st, nil
@@ -91,7 +91,7 @@ func (x *Indexer) LoadDump(ctx context.Context, r io.Reader, opt LoadOptions) (L
 	if opt.MaxValueBytes <= 0 {
 		opt.MaxValueBytes = MaxDumpValueBytes
 	}
-	l := &loader{x: x, ctx: ctx, in: &valueBudget{r: r, limit: opt.MaxValueBytes}, opt: opt, touched: map[RankKey]bool{}}
+	l := &dumpLoader{x: x, ctx: ctx, in: &valueBudget{r: r, limit: opt.MaxValueBytes}, opt: opt, touched: map[RankKey]bool{}}
 	l.dec = json.NewDecoder(l.in)
 	err := l.document()
 	if err != nil {
@@ -107,9 +107,9 @@ func (x *Indexer) LoadDump(ctx context.Context, r io.Reader, opt LoadOptions) (L
 // package writes keep events to MaxDumpEventBlocks blocks (about 0.3 MiB).
 const MaxDumpValueBytes = 64 << 20
 
-// valueBudget is the loader's reader: it fails once more than limit
+// valueBudget is the dumpLoader's reader: it fails once more than limit
 // bytes (plus a read-ahead allowance) have been read since the last arm,
-// which the loader calls before each value it decodes.
+// which the dumpLoader calls before each value it decodes.
 type valueBudget struct {
 	r           io.Reader
 	read, limit int64
@@ -126,8 +126,8 @@ func (v *valueBudget) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// loader is one LoadDump's state.
-type loader struct {
+// dumpLoader is one LoadDump's state.
+type dumpLoader struct {
 	x       *Indexer
 	ctx     context.Context
 	in      *valueBudget
@@ -135,17 +135,17 @@ type loader struct {
 	opt     LoadOptions
 	st      LoadStats
 	touched map[RankKey]bool
-	batch   loadBatch
+	batch   dumpBatch
 	ev      RouterEvent // decoded into, reused
 }
 
-func (l *loader) fail(format string, args ...any) error {
+func (l *dumpLoader) fail(format string, args ...any) error {
 	return fmt.Errorf("%w: %s (at byte %d)", ErrBadDump, fmt.Sprintf(format, args...), l.dec.InputOffset())
 }
 
 // token reads the next token; a read error (a stream cut short) keeps its
 // cause, wrapped in ErrBadDump.
-func (l *loader) token() (json.Token, error) {
+func (l *dumpLoader) token() (json.Token, error) {
 	l.in.arm()
 	t, err := l.dec.Token()
 	if err != nil {
@@ -157,7 +157,7 @@ func (l *loader) token() (json.Token, error) {
 	return t, nil
 }
 
-func (l *loader) delim(want json.Delim) error {
+func (l *dumpLoader) delim(want json.Delim) error {
 	t, err := l.token()
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ func (l *loader) delim(want json.Delim) error {
 	return nil
 }
 
-func (l *loader) decode(v any) error {
+func (l *dumpLoader) decode(v any) error {
 	l.in.arm()
 	if err := l.dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -180,7 +180,7 @@ func (l *loader) decode(v any) error {
 }
 
 // document reads {"<key>": {...}, ...} and then the end of the stream.
-func (l *loader) document() error {
+func (l *dumpLoader) document() error {
 	if err := l.delim('{'); err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (e *partEntry) resolve() {
 
 // partition reads one entry: {"model_name", "tenant_id", "block_size",
 // "events", "watermarks"}, unknown fields ignored.
-func (l *loader) partition(key string) error {
+func (l *dumpLoader) partition(key string) error {
 	if err := l.delim('{'); err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (l *loader) partition(key string) error {
 
 // checkPartition decides, once, whether the entry's partition can be
 // loaded here: it exists with the same block size.
-func (l *loader) checkPartition(e *partEntry) {
+func (l *dumpLoader) checkPartition(e *partEntry) {
 	if e.eventsSeen {
 		return
 	}
@@ -331,7 +331,7 @@ func (l *loader) checkPartition(e *partEntry) {
 }
 
 // events reads an entry's event array, applying it in batches.
-func (l *loader) events(e *partEntry) error {
+func (l *dumpLoader) events(e *partEntry) error {
 	if err := l.delim('['); err != nil {
 		return err
 	}
@@ -369,23 +369,23 @@ func (l *loader) events(e *partEntry) error {
 }
 
 // flush applies the pending batch and reports progress.
-func (l *loader) flush(e *partEntry) error {
+func (l *dumpLoader) flush(e *partEntry) error {
 	if err := l.ctx.Err(); err != nil {
 		return fmt.Errorf("load dump: %w", err)
 	}
 	if len(l.batch.events) == 0 && l.batch.skipped == 0 {
 		return nil
 	}
-	l.x.applyLoadBatch(e.part, e.blockSize, &l.batch, &l.st, l.touched)
+	l.x.applyDumpBatch(e.part, e.blockSize, &l.batch, &l.st, l.touched)
 	if l.opt.Progress != nil {
 		l.opt.Progress(l.st)
 	}
 	return nil
 }
 
-// loadBatch is a run of decoded dump events of one partition, converted to
+// dumpBatch is a run of decoded dump events of one partition, converted to
 // the index's own events, with the flat storage their blocks live in.
-type loadBatch struct {
+type dumpBatch struct {
 	ranks   []RankKey
 	events  []Event
 	blocks  []StoredBlock
@@ -394,7 +394,7 @@ type loadBatch struct {
 
 // add converts one RouterEvent; events that are not stored events or name
 // an unknown tier count as skipped.
-func (b *loadBatch) add(re *RouterEvent) {
+func (b *dumpBatch) add(re *RouterEvent) {
 	sd := re.Event.Data.Stored
 	tier, err := ParseTier(re.StorageTier)
 	if err != nil || sd == nil {
@@ -416,15 +416,15 @@ func (b *loadBatch) add(re *RouterEvent) {
 	b.ranks = append(b.ranks, RankKey{Worker: re.WorkerID, Rank: re.Event.DPRank})
 }
 
-func (b *loadBatch) clear() {
+func (b *dumpBatch) clear() {
 	b.ranks, b.events, b.blocks, b.skipped = b.ranks[:0], b.events[:0], b.blocks[:0], 0
 }
 
-// applyLoadBatch applies a batch to a partition under one hold of its
+// applyDumpBatch applies a batch to a partition under one hold of its
 // apply mutex and clears it. Every event of a partition that is gone or
 // has another block size now (the catalog moved on during the load) is
 // skipped. touched, when not nil, collects the ranks that changed.
-func (x *Indexer) applyLoadBatch(key fsm.PartitionKey, blockSize uint32, b *loadBatch, st *LoadStats, touched map[RankKey]bool) {
+func (x *Indexer) applyDumpBatch(key fsm.PartitionKey, blockSize uint32, b *dumpBatch, st *LoadStats, touched map[RankKey]bool) {
 	defer b.clear()
 	st.Skipped += b.skipped
 	// The blocks of each event, re-sliced from the final flat array.

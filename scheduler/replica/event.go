@@ -1,7 +1,7 @@
-package zmqsync
+package replica
 
 import (
-	"encoding/hex"
+	"math"
 	"time"
 )
 
@@ -15,7 +15,7 @@ const (
 	KindPrefillComplete Kind = 2 // its prefill ended (on any node)
 	KindFree            Kind = 3 // it ended (on any node)
 	// KindLive (v2) is one part of the publisher's live booking set, its
-	// anti-entropy announcement (doc.go, Anti-entropy).
+	// anti-entropy announcement (zmqsync's doc.go, Anti-entropy).
 	KindLive Kind = 4
 	// KindWant (v2) asks a publisher to send the admissions of some of
 	// its live bookings again: the receiver lacks them.
@@ -76,8 +76,10 @@ type Event struct {
 
 	// Epoch and Counter are not written per event: the decoder copies
 	// them from the message that carried the event (0 for a v1 message),
-	// so that Apply knows which start of the origin published it and in
-	// which of its messages.
+	// so that the receiver knows which start of the origin published it
+	// and in which of its messages. On a live part waiting to be sent,
+	// Epoch is the publisher's epoch when it took the set: the sender
+	// drops a part of a set taken in another epoch.
 	Epoch, Counter uint64
 }
 
@@ -105,10 +107,6 @@ type LivePart struct {
 	// Complete is set by the receiver, never sent: this part ends a set
 	// whose every part arrived, in order.
 	Complete bool
-
-	// epoch is the sender's epoch when it took the set (never sent): the
-	// sender drops a part of a set taken in another epoch.
-	epoch uint64
 }
 
 // Want asks Target, in its epoch Epoch, to publish the admissions of IDs
@@ -119,28 +117,14 @@ type Want struct {
 	IDs    []string
 }
 
-// ClusterID is the cluster's identity (fsm.ClusterID), to which v2
-// messages are bound.
-type ClusterID [16]byte
-
-// IsZero reports whether the id is unset.
-func (id ClusterID) IsZero() bool { return id == ClusterID{} }
-
-func (id ClusterID) String() string { return hex.EncodeToString(id[:]) }
-
-// Message is what one PUB send carries: the events one node published
-// since its last send, in order.
-type Message struct {
-	// Version is the schema the message is encoded in (Version or
-	// PreviousVersion); 0 means Version.
-	Version int
-	// Origin is the publishing node's id; a node drops its own echoes.
-	Origin string
-	// ClusterID, Epoch and Counter (v2) bind the message to its cluster
-	// and number it: Epoch is the publisher's epoch (its start) and
-	// Counter counts its messages within it, from 1.
-	ClusterID ClusterID
-	Epoch     uint64
-	Counter   uint64
-	Events    []Event
+// LiveBooking is one of this node's own live bookings, as the scheduler
+// lists them for its live set (Scheduler.LiveBookings).
+type LiveBooking struct {
+	ID string
+	// Prefilling: its prefill is not complete.
+	Prefilling bool
 }
+
+// ForgetAll is the epoch a receiver forgets an origin before when the
+// origin left the cluster: every mirror of it goes.
+const ForgetAll = math.MaxUint64

@@ -1,0 +1,6 @@
+//go:build race
+
+package scheduler
+
+// raceEnabled: the race detector instruments allocations of its own.
+const raceEnabled = true
