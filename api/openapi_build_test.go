@@ -133,6 +133,12 @@ var (
 		{"503", "`no_leader` or `not_leader` (nothing was written: retry), `unknown_outcome` (the write may have been applied: catalog writes are idempotent, so retry), `shutting_down`.",
 			api.Error{}, []string{"Retry-After", api.HeaderServedBy}},
 	}
+	// catalogReadErrors are those of a catalog read (GET /workers,
+	// /policies, /busy_threshold), which may be linearizable.
+	catalogReadErrors = []resp{
+		{"400", "A field is missing, malformed, unknown or out of range; the message names it.", api.Error{}, nil},
+		{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}},
+	}
 	promptErrors = []resp{
 		{"400", "A field is missing, malformed, unknown or out of range; the message names it.", api.Error{}, nil},
 		{"503", "`not_ready` (no schedulable worker in a partition the catalog holds or held workers for), `unknown_partition` (the catalog never held a worker for this model_name and tenant_id: most likely a typo, which no retry mends; the message lists the partitions it holds; no Retry-After), or `catalog_behind` (the node has not applied min_catalog_index in time and the request sets require_catalog).",
@@ -167,8 +173,7 @@ var operations = []op{
 	{method: "GET", path: api.PathWorkers, id: "listWorkers", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "catalog", summary: "List workers",
 		desc:   "Catalog records sorted by (model_name, tenant_id, worker_id), each with its lifecycle and this node's KV event listener per rank.",
 		params: []param{qModel, qTenant, qGroup, qConsistency, hIndex},
-		resps: with(promptErrors[:1], resp{"200", "The workers.", arrayOf{api.Worker{}}, readHeaders},
-			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+		resps:  with(catalogReadErrors, resp{"200", "The workers.", arrayOf{api.Worker{}}, readHeaders})},
 	{method: "POST", path: api.PathWorkers, id: "registerWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Register or replace a worker",
 		desc:   "Upsert through the Raft log: followers forward to the leader and answer once they have applied the write themselves. Fields left out take their defaults. An incomplete worker is stored (201) but never selected; not_schedulable_reasons says why.",
 		params: []param{qRedirect}, body: api.WorkerPatch{}, required: []string{"worker_id"},
@@ -185,9 +190,8 @@ var operations = []op{
 			resp{"409", "`conflict`: the worker was registered without lease_ttl_s.", api.Error{}, []string{api.HeaderServedBy}})},
 	{method: "GET", path: api.PathWorker, id: "getWorker", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "catalog", summary: "One worker",
 		params: []param{pathWorkerID, qConsistency, hIndex},
-		resps: with(promptErrors[:1], resp{"200", "The worker.", api.Worker{}, readHeaders},
-			resp{"404", "No such worker.", api.Error{}, nil},
-			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+		resps: with(catalogReadErrors, resp{"200", "The worker.", api.Worker{}, readHeaders},
+			resp{"404", "No such worker.", api.Error{}, nil})},
 	{method: "PATCH", path: api.PathWorker, id: "patchWorker", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "catalog", summary: "Change some fields of a worker",
 		desc:   "Only the fields given change; for the optional ones an empty string or 0 clears them.",
 		params: []param{pathWorkerID, qRedirect}, body: api.WorkerPatch{},
@@ -260,8 +264,7 @@ var operations = []op{
 	{method: "GET", path: api.PathBusyThreshold, id: "listBusyThresholds", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "load-shedding", summary: "Every model's busy thresholds",
 		desc:   "Models with at least one threshold set, sorted, in the shape of Dynamo's load-shedding API. A worker is busy when all its ranks are over a threshold of its model; when every schedulable worker of a partition is busy, /select and /select_and_reserve answer 503 with the Busy body.",
 		params: []param{qConsistency, hIndex},
-		resps: with(promptErrors[:1], resp{"200", "The thresholds.", api.BusyThresholds{}, readHeaders},
-			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+		resps:  with(catalogReadErrors, resp{"200", "The thresholds.", api.BusyThresholds{}, readHeaders})},
 	{method: "POST", path: api.PathBusyThreshold, id: "setBusyThreshold", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "load-shedding", summary: "Set a model's busy thresholds",
 		desc:   "Through the Raft log, like worker writes. A threshold given is set, one left out keeps its value; with neither, the model's thresholds are only read (as in Dynamo). active_decode_blocks_threshold is a fraction in [0, 1] of a rank's total_kv_blocks (not checked for a worker without it); active_prefill_tokens_threshold a token count.",
 		params: []param{qRedirect}, body: api.BusyThresholdRequest{}, required: []string{"model"},
@@ -274,8 +277,7 @@ var operations = []op{
 	{method: "GET", path: api.PathPolicies, id: "listPolicies", access: api.AccessSelection, where: api.RunsOnLeaderIfLinearizable, tag: "policies", summary: "Every partition's selection policy, and the cluster default",
 		desc:   "The catalog's policy entries, sorted by (model_name, tenant_id); model_name \"*\" (tenant_id empty) is the cluster default. A partition runs its own entry, else the cluster default, else the answering node's node_default (its --policy); a request's router_config_override.policy picks another for that request only.",
 		params: []param{qConsistency, hIndex},
-		resps: with(promptErrors[:1], resp{"200", "The entries and this node's default.", api.Policies{}, readHeaders},
-			resp{"503", "`catalog_behind`, or for linearizable reads `no_leader`/`not_leader`.", api.Error{}, []string{"Retry-After"}})},
+		resps:  with(catalogReadErrors, resp{"200", "The entries and this node's default.", api.Policies{}, readHeaders})},
 	{method: "PUT", path: api.PathPolicies, id: "setPolicy", access: api.AccessAdmin, where: api.RunsOnLeader, tag: "policies", summary: "Set a partition's selection policy, or the cluster default",
 		desc: "Through the Raft log, like worker writes, so every node ranks alike; replaces the partition's entry. model_name is required: \"*\" sets the cluster default (tenant_id must then be left out); for a model, tenant_id (or routing_group) defaults to \"default\". " +
 			fmt.Sprintf("parameters are the policy's (GET /openapi.json cannot list them; an unknown one is refused, naming those the policy takes), each a JSON number or, for a boolean parameter, true or false. At most %d entries (a new one past that is 409 conflict) and %d parameters per entry.", api.MaxPolicies, api.MaxPolicyParameters),

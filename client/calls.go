@@ -23,6 +23,19 @@ func (c *Client) send(ctx context.Context, cl call, body, out any) error {
 	return c.do(ctx, cl, out)
 }
 
+// decoded sends the call and decodes its answer into a new T, which it
+// returns (with the call's error, if any) for the typed methods below.
+func decoded[T any](ctx context.Context, c *Client, cl call, body any) (*T, error) {
+	var out T
+	return &out, c.send(ctx, cl, body, &out)
+}
+
+// acceptOKOr503 takes a 503 as an answer: the readiness routes say "not
+// ready" with it, which is no error.
+func acceptOKOr503(status int) bool {
+	return status == http.StatusOK || status == http.StatusServiceUnavailable
+}
+
 // partitionQuery holds the model_name and tenant_id filters that are set.
 func partitionQuery(model, tenant string) url.Values {
 	q := url.Values{}
@@ -44,25 +57,20 @@ func withQuery(path string, q url.Values) string {
 
 // Health is GET /health.
 func (c *Client) Health(ctx context.Context) (*api.Health, error) {
-	var out api.Health
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathHealth, kind: read}, nil, &out)
+	return decoded[api.Health](ctx, c, call{method: http.MethodGet, path: api.PathHealth, kind: read}, nil)
 }
 
 // Ready is GET /ready. A node that is not ready answers 503 with the same
 // body; that is not an error: the result's Ready is false.
 func (c *Client) Ready(ctx context.Context) (*api.Ready, error) {
-	var out api.Ready
-	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReady, kind: read, accept: accept}, nil, &out)
+	return decoded[api.Ready](ctx, c, call{method: http.MethodGet, path: api.PathReady, kind: read, accept: acceptOKOr503}, nil)
 }
 
 // Readyz is GET /readyz: is this node a member caught up with the
 // leader's commit (what an orchestrator's readiness probe asks)? A 503 is
 // not an error: the result's Ready is false and Reason says why.
 func (c *Client) Readyz(ctx context.Context) (*api.Readyz, error) {
-	var out api.Readyz
-	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReadyz, kind: read, accept: accept}, nil, &out)
+	return decoded[api.Readyz](ctx, c, call{method: http.MethodGet, path: api.PathReadyz, kind: read, accept: acceptOKOr503}, nil)
 }
 
 // SelectionReadyz is GET /readyz?for=selection: can this node select
@@ -71,10 +79,8 @@ func (c *Client) Readyz(ctx context.Context) (*api.Readyz, error) {
 // recovered its KV index; it stays ready without a leader or a quorum. A
 // 503 is not an error: the result's Ready is false and Reason says why.
 func (c *Client) SelectionReadyz(ctx context.Context) (*api.Readyz, error) {
-	var out api.Readyz
-	accept := func(status int) bool { return status == http.StatusOK || status == http.StatusServiceUnavailable }
 	path := withQuery(api.PathReadyz, url.Values{api.QueryFor: {api.ReadyzForSelection}})
-	return &out, c.send(ctx, call{method: http.MethodGet, path: path, kind: read, accept: accept}, nil, &out)
+	return decoded[api.Readyz](ctx, c, call{method: http.MethodGet, path: path, kind: read, accept: acceptOKOr503}, nil)
 }
 
 // Metrics is GET /metrics, in Prometheus' text format.
@@ -99,21 +105,18 @@ func (c *Client) RegisterWorker(ctx context.Context, spec api.WorkerSpec) (*api.
 // UpsertWorker is POST /workers with the body as given; WorkerID is
 // required.
 func (c *Client) UpsertWorker(ctx context.Context, body api.WorkerPatch) (*api.WorkerWritten, error) {
-	var out api.WorkerWritten
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathWorkers, kind: write}, body, &out)
+	return decoded[api.WorkerWritten](ctx, c, call{method: http.MethodPost, path: api.PathWorkers, kind: write}, body)
 }
 
 // PatchWorker changes the given fields of a worker (PATCH /workers/{id}).
 func (c *Client) PatchWorker(ctx context.Context, id uint64, patch api.WorkerPatch) (*api.WorkerWritten, error) {
-	var out api.WorkerWritten
-	return &out, c.send(ctx, call{method: http.MethodPatch, path: api.WorkerPath(id), kind: write}, patch, &out)
+	return decoded[api.WorkerWritten](ctx, c, call{method: http.MethodPatch, path: api.WorkerPath(id), kind: write}, patch)
 }
 
 // DeleteWorker removes a worker and returns its last record (DELETE
 // /workers/{id}).
 func (c *Client) DeleteWorker(ctx context.Context, id uint64) (*api.WorkerWritten, error) {
-	var out api.WorkerWritten
-	return &out, c.send(ctx, call{method: http.MethodDelete, path: api.WorkerPath(id), kind: write}, nil, &out)
+	return decoded[api.WorkerWritten](ctx, c, call{method: http.MethodDelete, path: api.WorkerPath(id), kind: write}, nil)
 }
 
 // KeepAlive renews one worker's lease (POST /workers/{id}/keepalive;
@@ -121,8 +124,7 @@ func (c *Client) DeleteWorker(ctx context.Context, id uint64) (*api.WorkerWritte
 // lease may have lapsed): register it again. Renewals are idempotent, so
 // the client resends one whose answer was lost.
 func (c *Client) KeepAlive(ctx context.Context, id uint64) (*api.Lease, error) {
-	var out api.Lease
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.KeepAlivePath(id), kind: write}, nil, &out)
+	return decoded[api.Lease](ctx, c, call{method: http.MethodPost, path: api.KeepAlivePath(id), kind: write}, nil)
 }
 
 // KeepAliveMany renews many workers' leases in one request (POST
@@ -152,8 +154,7 @@ func (c *Client) Workers(ctx context.Context, opts WorkersOptions) ([]api.Worker
 
 // Worker reads one catalog record (GET /workers/{id}).
 func (c *Client) Worker(ctx context.Context, id uint64, linearizable bool) (*api.Worker, error) {
-	var out api.Worker
-	return &out, c.send(ctx, catalogRead(api.WorkerPath(id), url.Values{}, linearizable), nil, &out)
+	return decoded[api.Worker](ctx, c, catalogRead(api.WorkerPath(id), url.Values{}, linearizable), nil)
 }
 
 func catalogRead(path string, q url.Values, linearizable bool) call {
@@ -173,22 +174,19 @@ func (c *Client) Select(ctx context.Context, req api.SelectRequest) (*api.Select
 	if req.ReservationID != "" {
 		return nil, fmt.Errorf("client: Select books nothing; use SelectAndReserve to book under reservation_id %q", req.ReservationID)
 	}
-	var out api.Selection
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathSelect, kind: read, session: true}, req, &out)
+	return decoded[api.Selection](ctx, c, call{method: http.MethodPost, path: api.PathSelect, kind: read, session: true}, req)
 }
 
 // SelectAndReserve chooses and books atomically on the home node (POST
 // /select_and_reserve); without a ReservationID the node generates one.
 func (c *Client) SelectAndReserve(ctx context.Context, req api.SelectRequest) (*api.Selection, error) {
-	var out api.Selection
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathSelectAndReserve, kind: booking, session: true}, req, &out)
+	return decoded[api.Selection](ctx, c, call{method: http.MethodPost, path: api.PathSelectAndReserve, kind: booking, session: true}, req)
 }
 
 // Reserve books a request on a worker rank chosen elsewhere (POST
 // /reservations): Ray's select-then-reserve.
 func (c *Client) Reserve(ctx context.Context, req api.ReserveRequest) (*api.Reservation, error) {
-	var out api.Reservation
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathReservations, kind: booking, session: true}, req, &out)
+	return decoded[api.Reservation](ctx, c, call{method: http.MethodPost, path: api.PathReservations, kind: booking, session: true}, req)
 }
 
 // ReserveSelection books exactly the choice a Select with selectionID
@@ -240,8 +238,7 @@ func (c *Client) Reservations(ctx context.Context, q api.ReservationsQuery) (*ap
 	if q.Limit > 0 {
 		v.Set(api.QueryLimit, strconv.Itoa(q.Limit))
 	}
-	var out api.ReservationPage
-	return &out, c.send(ctx, call{method: http.MethodGet, path: withQuery(api.PathReservations, v), kind: read}, nil, &out)
+	return decoded[api.ReservationPage](ctx, c, call{method: http.MethodGet, path: withQuery(api.PathReservations, v), kind: read}, nil)
 }
 
 // Reservation shows one booking of the home node (GET
@@ -250,8 +247,7 @@ func (c *Client) Reservation(ctx context.Context, id string) (*api.ReservationIn
 	if err := checkPathID(id); err != nil {
 		return nil, err
 	}
-	var out api.ReservationInfo
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.ReservationPath(id), kind: read}, nil, &out)
+	return decoded[api.ReservationInfo](ctx, c, call{method: http.MethodGet, path: api.ReservationPath(id), kind: read}, nil)
 }
 
 // Loads is the home node's active load per rank (GET /loads); empty
@@ -272,8 +268,7 @@ func (c *Client) PotentialLoads(ctx context.Context, prompt api.Prompt) ([]api.P
 // OverlapScores reports every schedulable rank's tiered match for the
 // prompt (POST /overlap_scores).
 func (c *Client) OverlapScores(ctx context.Context, prompt api.Prompt) (*api.OverlapScores, error) {
-	var out api.OverlapScores
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathOverlapScores, kind: read, session: true}, prompt, &out)
+	return decoded[api.OverlapScores](ctx, c, call{method: http.MethodPost, path: api.PathOverlapScores, kind: read, session: true}, prompt)
 }
 
 // Dump is the home node's index snapshot (GET /dump).
@@ -285,35 +280,30 @@ func (c *Client) Dump(ctx context.Context) (api.Dump, error) {
 // ClusterStatus is the home node's view of the cluster (GET
 // /cluster/status).
 func (c *Client) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error) {
-	var out api.ClusterStatus
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathClusterStatus, kind: read}, nil, &out)
+	return decoded[api.ClusterStatus](ctx, c, call{method: http.MethodGet, path: api.PathClusterStatus, kind: read}, nil)
 }
 
 // Join asks the cluster to admit a member (POST /cluster/join).
 func (c *Client) Join(ctx context.Context, req api.JoinRequest) (*api.ClusterStatus, error) {
-	var out api.ClusterStatus
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterJoin, kind: write}, req, &out)
+	return decoded[api.ClusterStatus](ctx, c, call{method: http.MethodPost, path: api.PathClusterJoin, kind: write}, req)
 }
 
 // Remove removes a member (POST /cluster/remove); removing an absent id is
 // a no-op.
 func (c *Client) Remove(ctx context.Context, id string) (*api.ClusterStatus, error) {
-	var out api.ClusterStatus
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterRemove, kind: write}, api.RemoveRequest{ID: id}, &out)
+	return decoded[api.ClusterStatus](ctx, c, call{method: http.MethodPost, path: api.PathClusterRemove, kind: write}, api.RemoveRequest{ID: id})
 }
 
 // StepDown hands leadership to another voter (POST /cluster/stepdown). It
 // is not retried once it may have acted: a second step-down would move
 // leadership again.
 func (c *Client) StepDown(ctx context.Context) (*api.ClusterStatus, error) {
-	var out api.ClusterStatus
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterStepDown, kind: writeOnce}, nil, &out)
+	return decoded[api.ClusterStatus](ctx, c, call{method: http.MethodPost, path: api.PathClusterStepDown, kind: writeOnce}, nil)
 }
 
 // SetMetadata publishes a member's addresses (POST /cluster/metadata).
 func (c *Client) SetMetadata(ctx context.Context, meta api.NodeMeta) (*api.NodeMeta, error) {
-	var out api.NodeMeta
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathClusterMetadata, kind: write}, meta, &out)
+	return decoded[api.NodeMeta](ctx, c, call{method: http.MethodPost, path: api.PathClusterMetadata, kind: write}, meta)
 }
 
 // RegisterReplicaSyncPeer makes the home node follow another node's
@@ -344,8 +334,7 @@ func (c *Client) ReplicaSyncPeers(ctx context.Context) ([]string, error) {
 // ReplicaSyncStatus describes the home node's replica sync: its endpoint
 // and each peer's source, state and counters (GET /replica_sync/status).
 func (c *Client) ReplicaSyncStatus(ctx context.Context) (*api.ReplicaSyncStatus, error) {
-	var out api.ReplicaSyncStatus
-	return &out, c.send(ctx, call{method: http.MethodGet, path: api.PathReplicaSyncStatus, kind: read}, nil, &out)
+	return decoded[api.ReplicaSyncStatus](ctx, c, call{method: http.MethodGet, path: api.PathReplicaSyncStatus, kind: read}, nil)
 }
 
 // checkPathID refuses, before anything is sent, a reservation id that no
@@ -362,23 +351,20 @@ func checkPathID(id string) error {
 // and keeps the model's others (POST /busy_threshold). With neither
 // threshold it only reads the model's.
 func (c *Client) SetBusyThreshold(ctx context.Context, req api.BusyThresholdRequest) (*api.BusyThreshold, error) {
-	var out api.BusyThreshold
-	return &out, c.send(ctx, call{method: http.MethodPost, path: api.PathBusyThreshold, kind: write}, req, &out)
+	return decoded[api.BusyThreshold](ctx, c, call{method: http.MethodPost, path: api.PathBusyThreshold, kind: write}, req)
 }
 
 // ClearBusyThreshold unsets both of a model's busy thresholds (DELETE
 // /busy_threshold?model=): its workers are never shed.
 func (c *Client) ClearBusyThreshold(ctx context.Context, model string) (*api.BusyThreshold, error) {
-	var out api.BusyThreshold
 	path := withQuery(api.PathBusyThreshold, url.Values{api.QueryModel: {model}})
-	return &out, c.send(ctx, call{method: http.MethodDelete, path: path, kind: write}, nil, &out)
+	return decoded[api.BusyThreshold](ctx, c, call{method: http.MethodDelete, path: path, kind: write}, nil)
 }
 
 // BusyThresholds lists the models with a busy threshold set (GET
 // /busy_threshold).
 func (c *Client) BusyThresholds(ctx context.Context, linearizable bool) (*api.BusyThresholds, error) {
-	var out api.BusyThresholds
-	return &out, c.send(ctx, catalogRead(api.PathBusyThreshold, url.Values{}, linearizable), nil, &out)
+	return decoded[api.BusyThresholds](ctx, c, catalogRead(api.PathBusyThreshold, url.Values{}, linearizable), nil)
 }
 
 // SetPolicy stores a partition's selection policy, replacing its entry,
@@ -386,8 +372,7 @@ func (c *Client) BusyThresholds(ctx context.Context, linearizable bool) (*api.Bu
 // /policies). Parameters are numbers, or booleans for boolean
 // parameters.
 func (c *Client) SetPolicy(ctx context.Context, req api.PolicyRequest) (*api.PolicyWritten, error) {
-	var out api.PolicyWritten
-	return &out, c.send(ctx, call{method: http.MethodPut, path: api.PathPolicies, kind: write}, req, &out)
+	return decoded[api.PolicyWritten](ctx, c, call{method: http.MethodPut, path: api.PathPolicies, kind: write}, req)
 }
 
 // DeletePolicy removes a partition's selection policy, or with model
@@ -396,17 +381,15 @@ func (c *Client) SetPolicy(ctx context.Context, req api.PolicyRequest) (*api.Pol
 // The partition then runs the cluster default, and the cluster default
 // each node's --policy. An absent entry is not_found.
 func (c *Client) DeletePolicy(ctx context.Context, model, tenant string) (*api.PolicyWritten, error) {
-	var out api.PolicyWritten
 	q := url.Values{api.QueryModelName: {model}}
 	if tenant != "" {
 		q.Set(api.QueryTenantID, tenant)
 	}
-	return &out, c.send(ctx, call{method: http.MethodDelete, path: withQuery(api.PathPolicies, q), kind: write}, nil, &out)
+	return decoded[api.PolicyWritten](ctx, c, call{method: http.MethodDelete, path: withQuery(api.PathPolicies, q), kind: write}, nil)
 }
 
 // Policies lists the catalog's policy entries, sorted, with the answering
 // node's own default (GET /policies).
 func (c *Client) Policies(ctx context.Context, linearizable bool) (*api.Policies, error) {
-	var out api.Policies
-	return &out, c.send(ctx, catalogRead(api.PathPolicies, url.Values{}, linearizable), nil, &out)
+	return decoded[api.Policies](ctx, c, catalogRead(api.PathPolicies, url.Values{}, linearizable), nil)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Config configures a Client.
@@ -334,7 +335,7 @@ func (c *Client) viaLeader(ctx context.Context, cl call) (*answer, error) {
 		if notify != nil {
 			notify(Retry{Attempts: attempts, Elapsed: time.Since(start), Err: last})
 		}
-		if err := sleep(ctx, pause); err != nil {
+		if err := poll.Sleep(ctx, pause); err != nil {
 			return nil, err
 		}
 		pause, previous = min(2*pause, maxBackoff), last
@@ -498,15 +499,4 @@ func nextLocation(from, location string) (string, error) {
 			from, next.Scheme, location)
 	}
 	return next.String(), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -35,14 +37,14 @@ func startNode() (string, func()) {
 	// rules that tell an unknown partition from one not ready, come
 	// before it): until then the node answers not_ready where
 	// ExampleCodeOf shows unknown_partition.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !s.CaughtUp() || s.Node.Epoch() == 0 {
-		select {
-		case <-ctx.Done():
-			log.Fatal("the node did not catch up or publish its metadata")
-		case <-tick.C:
+	err = poll.Until(ctx, 5*time.Millisecond, "the node catches up and publishes its metadata", func(context.Context) error {
+		if !s.CaughtUp() || s.Node.Epoch() == 0 {
+			return errors.New("not yet")
 		}
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 	return s.URL(), func() {
 		_ = s.Close(context.Background())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Test_PlanClusterID: a leader draws a cluster id only for a catalog that
@@ -85,7 +86,7 @@ func Test_ClusterIDAndEpochs(t *testing.T) {
 	cfg.HTTPAdvertise = "127.0.0.1:1"
 	n := mustOpen(t, cfg, nil)
 	var first uint64
-	waitFor(t, "the node has an epoch", func() error { first = n.Epoch(); return zeroErr(first) })
+	poll.Eventually(t, testWait, "the node has an epoch", func() error { first = n.Epoch(); return zeroErr(first) })
 	id := n.ClusterID()
 	if id.IsZero() {
 		t.Fatal("no cluster id once the node has an epoch")
@@ -96,7 +97,7 @@ func Test_ClusterIDAndEpochs(t *testing.T) {
 	n.Close()
 	n2 := mustOpen(t, cfg, nil)
 	var second uint64
-	waitFor(t, "the restarted node has an epoch", func() error { second = n2.Epoch(); return zeroErr(second) })
+	poll.Eventually(t, testWait, "the restarted node has an epoch", func() error { second = n2.Epoch(); return zeroErr(second) })
 	if second <= first || n2.ClusterID() != id || n2.Incarnation() == n.Incarnation() {
 		t.Fatalf("after a restart: epoch %d (was %d), cluster id %s (was %s)", second, first, n2.ClusterID(), id)
 	}

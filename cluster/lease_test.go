@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // fakeClock is the time lease deadlines are measured in; tests move it.
@@ -85,7 +86,7 @@ func leaseCluster(t *testing.T, clock *fakeClock, rm *removals) []*Node {
 func waitLeaseRounds(t *testing.T, n *Node, k uint64) {
 	t.Helper()
 	target := n.leaseTicks.Load() + k
-	waitFor(t, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() error {
+	poll.Eventually(t, testWait, fmt.Sprintf("%s: %d lease rounds", n.ID(), k), func() error {
 		if got := n.leaseTicks.Load(); got < target {
 			return fmt.Errorf("at round %d", got)
 		}
@@ -131,7 +132,7 @@ func Test_LeaseExpiresOnEveryNodeAtOneIndex(t *testing.T) {
 	}
 
 	clock.Advance(2 * time.Second)
-	waitFor(t, "worker 1 gone on every node", func() error {
+	poll.Eventually(t, testWait, "worker 1 gone on every node", func() error {
 		for _, n := range nodes {
 			if present(n, 1) {
 				return fmt.Errorf("%s still has it", n.ID())
@@ -171,7 +172,7 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next *Node
-	waitFor(t, "another leader", func() error {
+	poll.Eventually(t, testWait, "another leader", func() error {
 		for _, n := range nodes {
 			if n != old && n.IsLeader() {
 				next = n
@@ -190,7 +191,7 @@ func Test_LeaseGraceAfterLeaderChange(t *testing.T) {
 		}
 	}
 	clock.Advance(2 * time.Second)
-	waitFor(t, "worker 1 gone after the grace", func() error {
+	poll.Eventually(t, testWait, "worker 1 gone after the grace", func() error {
 		if present(next, 1) {
 			return errors.New("still there")
 		}
@@ -269,7 +270,7 @@ func Test_WhatRenewsALease(t *testing.T) {
 				if _, errs, err := leader.KeepAlive(ctx(t), []uint64{1}); err != nil || !errors.Is(errs[0], fsm.ErrWorkerNotFound) {
 					t.Fatalf("keepalive past the deadline = %v %v", errs, err)
 				}
-				waitFor(t, "worker 1 gone", func() error {
+				poll.Eventually(t, testWait, "worker 1 gone", func() error {
 					if present(leader, 1) {
 						return fmt.Errorf("still there")
 					}
@@ -282,7 +283,7 @@ func Test_WhatRenewsALease(t *testing.T) {
 				t.Fatal("a renewed lease expired")
 			}
 			clock.Advance(8 * time.Second) // 11 s after the change
-			waitFor(t, "worker 1 gone once the renewed lease lapses", func() error {
+			poll.Eventually(t, testWait, "worker 1 gone once the renewed lease lapses", func() error {
 				if present(leader, 1) {
 					return fmt.Errorf("still there")
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/faultproxy"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 func worker(id uint64) fsm.Worker {
@@ -37,6 +38,9 @@ func mustOpen(t *testing.T, cfg Config, observer fsm.Observer) *Node {
 	}
 	return n
 }
+
+// testWait bounds a test's wait for a condition (poll.Eventually).
+const testWait = 20 * time.Second
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -480,20 +484,17 @@ func bindPeers(t *testing.T, n int) ([]Peer, []net.Listener) {
 // waitLeader polls until one of nodes leads and returns it.
 func waitLeader(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for wait := ctx(t); ; {
+	var leader *Node
+	poll.Eventually(t, testWait, "a leader is elected", func() error {
 		for _, n := range nodes {
 			if n.IsLeader() {
-				return n
+				leader = n
+				return nil
 			}
 		}
-		select {
-		case <-wait.Done():
-			t.Fatal("no leader elected")
-		case <-tick.C:
-		}
-	}
+		return errors.New("no node leads")
+	})
+	return leader
 }
 
 // Test_AnnounceCommitOnlyForNewWrites: announcing a write's commit costs
@@ -505,7 +506,7 @@ func Test_AnnounceCommitOnlyForNewWrites(t *testing.T) {
 	n := mustOpen(t, TestConfig("n1", t.TempDir()), nil)
 	// The lease loop writes its once-per-term barrier first; after it
 	// nothing writes on its own.
-	waitFor(t, "the term's barrier is written", func() error {
+	poll.Eventually(t, testWait, "the term's barrier is written", func() error {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if term := n.raft.CurrentTerm(); n.barrierTerm != term {
@@ -516,7 +517,7 @@ func Test_AnnounceCommitOnlyForNewWrites(t *testing.T) {
 	announced := func(idx uint64) {
 		t.Helper()
 		n.AnnounceCommit(idx)
-		waitFor(t, fmt.Sprintf("index %d is announced", idx), func() error {
+		poll.Eventually(t, testWait, fmt.Sprintf("index %d is announced", idx), func() error {
 			if got := n.announced.Load(); got < idx {
 				return fmt.Errorf("announced up to %d", got)
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // healthStep is one event a peerHealth sees, after the clock moves by wait.
@@ -173,7 +175,7 @@ func Test_PeerOutageLogs(t *testing.T) {
 	if err := nodes[vi].Crash(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the leader has failed 10 heartbeats and an append to the stopped follower", func() error {
+	poll.Eventually(t, testWait, "the leader has failed 10 heartbeats and an append to the stopped follower", func() error {
 		hb, ae := logs[li].count(rawFailure("failed to heartbeat to")), logs[li].count(rawFailure("failed to appendEntries to"))
 		if hb < 10 || ae < 1 {
 			return fmt.Errorf("%d heartbeat and %d append failures logged at DEBUG", hb, ae)
@@ -187,7 +189,7 @@ func Test_PeerOutageLogs(t *testing.T) {
 	if nodes[vi], err = Open(cfgs[vi], nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the leader logs the follower back", func() error {
+	poll.Eventually(t, testWait, "the leader logs the follower back", func() error {
 		if n := logs[li].count(func(r logRecord) bool { return about(r) && r.Msg == "raft peer reachable again" }); n != 1 {
 			return fmt.Errorf("%d recovery lines", n)
 		}
@@ -200,22 +202,6 @@ func Test_PeerOutageLogs(t *testing.T) {
 		if n := c.count(func(r logRecord) bool { return r.Level >= slog.LevelError }); n != 0 {
 			t.Fatalf("%s logged %d errors: %+v", peers[i].ID, n, c.all())
 		}
-	}
-}
-
-// waitFor polls cond until it returns nil, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: %v", what, err)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

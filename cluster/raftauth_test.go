@@ -23,6 +23,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/internal/authtoken"
 	"github.com/kvselect/kvselect/internal/faultproxy"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // holder is a node's tokens as a token file holds them: one line, or two
@@ -84,7 +85,7 @@ func refused(t *testing.T, s *tcpStream, direction, reason string) float64 {
 // reason than before (admit runs beside the test).
 func waitRefused(t *testing.T, s *tcpStream, reason string, before float64) {
 	t.Helper()
-	waitFor(t, "an inbound "+reason+" refusal", func() error {
+	poll.Eventually(t, testWait, "an inbound "+reason+" refusal", func() error {
 		if got := refused(t, s, "inbound", reason); got != before+1 {
 			return fmt.Errorf("%v refused, want %v", got, before+1)
 		}
@@ -282,7 +283,7 @@ func Test_RaftHandshakeRefusesForgeries(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "no handshake left in progress", func() error {
+	poll.Eventually(t, testWait, "no handshake left in progress", func() error {
 		if n := len(s.slots); n != 0 {
 			return fmt.Errorf("%d slots taken", n)
 		}
@@ -402,7 +403,7 @@ func Test_RaftHandshakesAreBounded(t *testing.T) {
 		t.Fatalf("busy refusals: %v", got)
 	}
 	dialer, _ := authStream(t, "tok", streamConfig{})
-	waitFor(t, "a peer gets in once the silent ones are cut", func() error {
+	poll.Eventually(t, testWait, "a peer gets in once the silent ones are cut", func() error {
 		conn, err := dialer.Dial(raft.ServerAddress(s.Addr().String()), time.Second)
 		if err != nil {
 			return err
@@ -511,7 +512,7 @@ func Test_AuthenticatedCluster(t *testing.T) {
 	write := func(id uint64) uint64 {
 		t.Helper()
 		var index uint64
-		waitFor(t, fmt.Sprintf("write %d", id), func() error {
+		poll.Eventually(t, testWait, fmt.Sprintf("write %d", id), func() error {
 			res, err := waitLeader(t, nodes).Apply(ctx(t), fsm.UpsertWorker{Worker: worker(id)})
 			if err != nil {
 				return err
@@ -540,7 +541,7 @@ func Test_AuthenticatedCluster(t *testing.T) {
 	for id := uint64(2); id <= 30; id++ {
 		last = write(id)
 	}
-	waitFor(t, "the leader compacts its log", func() error {
+	poll.Eventually(t, testWait, "the leader compacts its log", func() error {
 		leader := waitLeader(t, nodes)
 		if snaps, _ := filepath.Glob(filepath.Join(leader.cfg.DataDir, "snapshots", "*")); len(snaps) == 0 {
 			return errors.New("no snapshot yet")
@@ -557,7 +558,7 @@ func Test_AuthenticatedCluster(t *testing.T) {
 		t.Fatalf("the restarted follower has %d workers, want 30", got)
 	}
 	// raft restores the FSM before it records the snapshot it installed.
-	waitFor(t, "the restarted follower has installed the leader's snapshot", func() error {
+	poll.Eventually(t, testWait, "the restarted follower has installed the leader's snapshot", func() error {
 		if snap := restarted.raft.Stats()["last_snapshot_index"]; snap == "0" {
 			return errors.New("no snapshot: the log was not compacted past it, and the test proves nothing about InstallSnapshot")
 		}
@@ -573,12 +574,12 @@ func Test_AuthenticatedCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { n4.Close() })
 	for _, caught := range []bool{false, true} {
-		waitFor(t, fmt.Sprintf("n4 joins (caught up %v)", caught), func() error {
+		poll.Eventually(t, testWait, fmt.Sprintf("n4 joins (caught up %v)", caught), func() error {
 			return waitLeader(t, nodes).Join(ctx(t), api.JoinRequest{ID: "n4", RaftAddr: n4.RaftAddr(), CaughtUp: caught})
 		})
 		caughtUp([]*Node{n4}, last)
 	}
-	waitFor(t, "n4 sees itself a voter", func() error {
+	poll.Eventually(t, testWait, "n4 sees itself a voter", func() error {
 		if s, ok := n4.suffrage(); !ok || s != raft.Voter {
 			return fmt.Errorf("n4 is %v (listed %v)", s, ok)
 		}

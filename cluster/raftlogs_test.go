@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // loneRound is one election round of a node that cannot reach a quorum,
@@ -177,7 +179,7 @@ func Test_LoneNodeLogsPerRound(t *testing.T) {
 		return n
 	}
 	want := campaignSummaryEvery + 2
-	waitFor(t, fmt.Sprintf("%d election rounds on the lone node", want), func() error {
+	poll.Eventually(t, testWait, fmt.Sprintf("%d election rounds on the lone node", want), func() error {
 		if n := rounds(logs[li].all()[mark:]); n < want {
 			return fmt.Errorf("%d rounds", n)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/kvselect/kvselect/api"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Test_CandidateKnowsNoLeader: a node that campaigns names no leader, even
@@ -41,7 +42,7 @@ func Test_CandidateKnowsNoLeader(t *testing.T) {
 	ghost, from := ghostPeer(t, peers[1])
 	target := raft.ServerAddress(peers[0].RaftAddr)
 
-	waitFor(t, "n1 campaigns with n2's heartbeat taken after its TimeoutNow", func() error {
+	poll.Eventually(t, testWait, "n1 campaigns with n2's heartbeat taken after its TimeoutNow", func() error {
 		if n.raft.State() != raft.Candidate {
 			return fmt.Errorf("n1 is %s", n.raft.State())
 		}

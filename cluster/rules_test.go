@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Test_MembersWithoutRules: the switch waits for every member of the
@@ -93,7 +94,7 @@ func Test_CatalogRulesOnNewCluster(t *testing.T) {
 	cfg.HTTPAdvertise = "127.0.0.1:1"
 	var rec rulesRecorder
 	n := mustOpen(t, cfg, rec.observe)
-	waitFor(t, "the node has an epoch", func() error { return zeroErr(n.Epoch()) })
+	poll.Eventually(t, testWait, "the node has an epoch", func() error { return zeroErr(n.Epoch()) })
 	if rules := n.Catalog().CatalogRules(); rules != fsm.CatalogRulesCurrent {
 		t.Fatalf("catalog rules %d on a new cluster", rules)
 	}
@@ -113,7 +114,7 @@ func Test_CatalogRulesAfterUpgrade(t *testing.T) {
 	cfg.HTTPAdvertise = "127.0.0.1:1"
 	cfg.NoCatalogRules = true
 	n := mustOpen(t, cfg, nil)
-	waitFor(t, "the node has an epoch", func() error { return zeroErr(n.Epoch()) })
+	poll.Eventually(t, testWait, "the node has an epoch", func() error { return zeroErr(n.Epoch()) })
 	if _, err := n.Apply(ctx(t), fsm.UpsertWorker{Worker: worker(1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func Test_CatalogRulesAfterUpgrade(t *testing.T) {
 	n.Close()
 	cfg.NoCatalogRules = false
 	n2 := mustOpen(t, cfg, nil)
-	waitFor(t, "the catalog rules are on", func() error { return zeroErr(uint64(n2.Catalog().CatalogRules())) })
+	poll.Eventually(t, testWait, "the catalog rules are on", func() error { return zeroErr(uint64(n2.Catalog().CatalogRules())) })
 	if m, _ := n2.Catalog().Node("n1"); m.CatalogRules != fsm.CatalogRulesCurrent || m.Incarnation != n2.Incarnation() {
 		t.Fatalf("record %+v", m)
 	}
@@ -139,7 +140,7 @@ func Test_CatalogRulesAfterUpgrade(t *testing.T) {
 func waitMetadataRounds(t *testing.T, n *Node, k uint64) {
 	t.Helper()
 	target := n.MetadataRounds() + k
-	waitFor(t, fmt.Sprintf("%s: %d metadata rounds", n.ID(), k), func() error {
+	poll.Eventually(t, testWait, fmt.Sprintf("%s: %d metadata rounds", n.ID(), k), func() error {
 		if got := n.MetadataRounds(); got < target {
 			return fmt.Errorf("at round %d", got)
 		}

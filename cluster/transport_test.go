@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Test_DrainWaitsForConnectionHandlers: drain cuts the connections the
@@ -119,7 +121,7 @@ func Test_CloseWhileAPeerSendsHeartbeats(t *testing.T) {
 				}
 			}
 		}()
-		waitFor(t, "the node answers a stream of heartbeats", func() error {
+		poll.Eventually(t, testWait, "the node answers a stream of heartbeats", func() error {
 			if got := answered.Load(); got < 20 {
 				return fmt.Errorf("%d answered", got)
 			}

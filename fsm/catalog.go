@@ -189,29 +189,28 @@ func NewChange(prev, cur *Catalog) *Change {
 	}
 	ch.Partitions = slices.Collect(maps.Keys(seen))
 	slices.SortFunc(ch.Partitions, comparePartitionKeys)
-	for m, t := range cur.thresholds {
-		if o, ok := prev.thresholds[m]; !ok || o.ModifyIndex != t.ModifyIndex {
-			ch.Thresholds = append(ch.Thresholds, m)
-		}
-	}
-	for m := range prev.thresholds {
-		if _, ok := cur.thresholds[m]; !ok {
-			ch.Thresholds = append(ch.Thresholds, m)
-		}
-	}
+	ch.Thresholds = writtenOrRemoved(prev.thresholds, cur.thresholds, func(t Thresholds) uint64 { return t.ModifyIndex })
 	slices.Sort(ch.Thresholds)
-	for k, p := range cur.policies {
-		if o, ok := prev.policies[k]; !ok || o.ModifyIndex != p.ModifyIndex {
-			ch.Policies = append(ch.Policies, k)
-		}
-	}
-	for k := range prev.policies {
-		if _, ok := cur.policies[k]; !ok {
-			ch.Policies = append(ch.Policies, k)
-		}
-	}
+	ch.Policies = writtenOrRemoved(prev.policies, cur.policies, func(p Policy) uint64 { return p.ModifyIndex })
 	slices.SortFunc(ch.Policies, comparePartitionKeys)
 	return ch
+}
+
+// writtenOrRemoved returns, unsorted, the keys whose records cur wrote
+// since prev (another modifyIndex, or new) or removed.
+func writtenOrRemoved[K comparable, V any](prev, cur map[K]V, modifyIndex func(V) uint64) []K {
+	var out []K
+	for k, v := range cur {
+		if o, ok := prev[k]; !ok || modifyIndex(o) != modifyIndex(v) {
+			out = append(out, k)
+		}
+	}
+	for k := range prev {
+		if _, ok := cur[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // ID is the id of the changed worker.
@@ -277,11 +276,20 @@ func (e *editor) deleteNode(id string) {
 	delete(e.next.nodes, id)
 }
 
-func (e *editor) copyNodes() {
-	if !e.nodesCopied {
-		e.next.nodes = maps.Clone(e.next.nodes)
-		e.nodesCopied = true
+func (e *editor) copyNodes() { ownMap(&e.next.nodes, &e.nodesCopied) }
+
+// ownMap makes *m, a map next may share with earlier catalogs, a private
+// copy the first time the editor writes to it (*copied records that it
+// did), so that no catalog a reader holds ever changes.
+func ownMap[K comparable, V any](m *map[K]V, copied *bool) {
+	if *copied {
+		return
 	}
+	*m = maps.Clone(*m)
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	*copied = true
 }
 
 // finish recomputes the partitions that changed and the lifecycle of their

@@ -2,19 +2,19 @@
 // machine.
 //
 // The catalog is the only state kvselect replicates through Raft: inference
-// workers (with their endpoints, data-parallel ranks and block size) keyed by
-// worker id, grouped into partitions by (model_name, tenant_id), the
-// selector nodes' metadata (with each node's epoch, which grows at every
-// start of the node), the cluster id (clusterid.go), and the selection
-// policy of each partition and of the cluster (policy.go), and the
-// partitions that lost their last worker (known.go: what tells a misspelt
-// model from an outage). Every node
+// workers (with their endpoints, data-parallel ranks, block size and
+// optional lease) keyed by worker id, grouped into partitions by
+// (model_name, tenant_id); the selector nodes' metadata (with each node's
+// epoch, which grows at every start of the node); the cluster id
+// (clusterid.go); the selection policy of each partition and of the
+// cluster (policy.go); each model's busy thresholds of load shedding
+// (thresholds.go); and the partitions that lost their last worker
+// (known.go: what tells a misspelt model from an outage). Every node
 // applies the same commands in the same order and so holds an identical
-// catalog, including what is derived
-// from it: each worker's lifecycle (schedulable or incomplete, with
-// reasons), each partition's block size (sticky: kept while any worker
-// holds it, once the catalog rules are on: rules.go), schedulable workers
-// and ranks.
+// catalog, including what is derived from it: each worker's lifecycle
+// (schedulable or incomplete, with reasons), each partition's block size
+// (sticky: kept while any worker holds it, once the catalog rules are on:
+// rules.go), schedulable workers and ranks.
 // These views are computed once per change, when the catalog is built, so
 // the indexer, the scheduler and the listeners read the same answer.
 //

@@ -55,15 +55,7 @@ func (e *editor) unretire(k PartitionKey) {
 	}
 }
 
-func (e *editor) copyRetired() {
-	if !e.retiredCopied {
-		e.next.retired = maps.Clone(e.next.retired)
-		if e.next.retired == nil {
-			e.next.retired = map[PartitionKey]uint64{}
-		}
-		e.retiredCopied = true
-	}
-}
+func (e *editor) copyRetired() { ownMap(&e.next.retired, &e.retiredCopied) }
 
 // CheckPartitionKnown returns nil when the catalog holds a worker for k,
 // or held one before (Retired); otherwise an error wrapping

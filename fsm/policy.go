@@ -157,15 +157,7 @@ func (e *editor) deletePolicy(k PartitionKey) {
 	delete(e.next.policies, k)
 }
 
-func (e *editor) copyPolicies() {
-	if !e.policiesCopied {
-		e.next.policies = maps.Clone(e.next.policies)
-		if e.next.policies == nil {
-			e.next.policies = map[PartitionKey]Policy{}
-		}
-		e.policiesCopied = true
-	}
-}
+func (e *editor) copyPolicies() { ownMap(&e.next.policies, &e.policiesCopied) }
 
 func applySetPolicy(e *editor, payload []byte) (outcome, error) {
 	v := decodePayload[policyV1](CmdSetPolicy, payload)

@@ -97,13 +97,7 @@ func (c *Catalog) Models() []string {
 // putThresholds stores a record as is (restore keeps its ModifyIndex);
 // commands go through writeThresholds.
 func (e *editor) putThresholds(t Thresholds) {
-	if !e.thresholdsCopied {
-		e.next.thresholds = maps.Clone(e.next.thresholds)
-		if e.next.thresholds == nil {
-			e.next.thresholds = map[string]Thresholds{}
-		}
-		e.thresholdsCopied = true
-	}
+	ownMap(&e.next.thresholds, &e.thresholdsCopied)
 	e.next.thresholds[t.Model] = t
 }
 

@@ -7,8 +7,9 @@
 // package serves it. All routes are declared in one table (routes.go).
 // Handlers are thin: they decode and validate the request into api types,
 // call the node's parts through narrow interfaces (interfaces.go: catalog
-// reader and writer, leadership, cluster admin, selector, load and index
-// readers), and encode the answer. Tests replace those parts with fakes to
+// reader and writer, leadership, leases, cluster admin, selector, load,
+// index, recovery and catch-up readers, replica sync), and encode the
+// answer. Tests replace those parts with fakes to
 // inject unknown_outcome, catalog_behind or a leader change without Raft.
 // Handlers return errors instead of writing them; errorCodes (errors.go)
 // is the one table from errors to api codes, and api.Code.Status gives the
@@ -17,8 +18,8 @@
 // Bad input is answered with 400 and a message that starts with the
 // offending field: malformed JSON, wrong types, unknown fields, missing
 // required fields, out-of-range values, invalid ids, mismatched hash list
-// lengths. Bodies are limited to 8 MiB (413) and hash or token lists to
-// 2^20 entries. Paths with dot or empty segments are a 400, never cleaned
+// lengths. Bodies are limited to api.MaxBodyBytes, 8 MiB (413), and hash
+// or token lists to api.MaxHashes, 2^20 entries. Paths with dot or empty segments are a 400, never cleaned
 // or redirected. Unknown routes are a JSON 404; wrong methods a JSON 405
 // with Allow; HEAD works wherever GET does.
 //
@@ -41,9 +42,12 @@
 // answer, not a logged failure.
 //
 // Every request is logged at DEBUG; a 5xx that is a failure is also a
-// WARN with its error. A 503 that is the node's ordinary answer is not:
-// /ready without a schedulable worker or on a node removed from the
-// cluster, and not_ready while the node cannot serve yet.
+// WARN with its error, the first of its code in a minute only
+// (faillog.go: the repeats stay at DEBUG and are counted, and the count is
+// reported when the minute is over). A 503 that is the node's ordinary
+// answer is not a failure: /ready without a schedulable worker or on a
+// node removed from the cluster, and not_ready while the node cannot
+// serve yet.
 //
 // Leader-only routes (catalog and membership writes, linearizable reads)
 // are forwarded by followers to the leader (forward.go). A forwarded

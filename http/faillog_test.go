@@ -13,6 +13,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/testlog"
 )
 
 // Test_FailureLogAdmits: per code, the first failure is a warning, its
@@ -51,9 +52,9 @@ func Test_FailureLogAdmits(t *testing.T) {
 func Test_RepeatedFailuresLogOneWarning(t *testing.T) {
 	f := newFakeNode()
 	f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, cluster.ErrNoLeader }
-	var logs syncBuffer
+	var logs testlog.Buffer
 	url := serve(t, f.service(func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = logs.Logger(slog.LevelInfo)
 	}))
 	const requests = 25
 	for range requests {
@@ -76,9 +77,9 @@ func Test_FailureLogReportsEndedWindows(t *testing.T) {
 	f := newFakeNode()
 	var failWith atomic.Pointer[error]
 	f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, *failWith.Load() }
-	var logs syncBuffer
+	var logs testlog.Buffer
 	svc := f.service(func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.Logger = logs.Logger(slog.LevelInfo)
 	})
 	var mu sync.Mutex
 	now := time.Unix(1_700_000_000, 0)

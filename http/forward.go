@@ -17,8 +17,8 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-
 	"github.com/kvselect/kvselect/cluster"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // newForwardClient returns the client that forwards to the leader, with
@@ -90,10 +90,8 @@ func (s *Service) leaderRoute(h handler) handler {
 					return err
 				}
 			}
-			select {
-			case <-wait.Done():
+			if poll.Sleep(wait, backoff) != nil {
 				return fmt.Errorf("%w: the leader changed repeatedly for %v", cluster.ErrNoLeader, node.LeaderWait())
-			case <-time.After(backoff):
 			}
 		}
 	}

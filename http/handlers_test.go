@@ -39,6 +39,29 @@ func call(t *testing.T, method, url, body string, headers ...string) (int, http.
 
 const registration = `{"worker_id":1,"endpoint":"http://w1","block_size":16,"kv_events_endpoint":"tcp://h:1"}`
 
+// step is one request of a scripted conversation with a service and the
+// answer it must get.
+type step struct {
+	name, method, path, body string
+	status                   int
+	want                     string // the body, or for errors a part of it
+}
+
+// run sends the step to the service at url, fails the test on another
+// answer and returns the answer's headers.
+func (st step) run(t *testing.T, url string) http.Header {
+	t.Helper()
+	status, hdr, body := call(t, st.method, url+st.path, st.body)
+	body = strings.TrimSpace(body)
+	if status != st.status {
+		t.Fatalf("%s: %s %s = %d %s, want %d", st.name, st.method, st.path, status, body, st.status)
+	}
+	if (status == 200 && body != st.want) || (status != 200 && !strings.Contains(body, st.want)) {
+		t.Fatalf("%s: body %s\nwant %s", st.name, body, st.want)
+	}
+	return hdr
+}
+
 // Test_HandlerOutcomes injects, through fakes, the failures a real cluster
 // produces only under faults, and checks each reaches the client with its
 // code, status and Retry-After.
@@ -183,6 +206,34 @@ func Test_HandlerOutcomes(t *testing.T) {
 				t.Fatalf("Retry-After %q on a %d %s", hdr.Get("Retry-After"), status, tt.code)
 			}
 		})
+	}
+}
+
+// Test_CatalogWriteFailures: policy and busy threshold writes fail like
+// worker writes when the cluster cannot take them.
+func Test_CatalogWriteFailures(t *testing.T) {
+	writes := []struct{ method, path, body string }{
+		{"PUT", "/policies?model_name=m", `{"model_name":"m","policy":"random"}`},
+		{"DELETE", "/policies?model_name=m", ""},
+		{"POST", "/busy_threshold?model=m", `{"model":"m","active_prefill_tokens_threshold":1}`},
+		{"DELETE", "/busy_threshold?model=m", ""},
+	}
+	for _, tt := range []struct {
+		err  error
+		code api.Code
+	}{
+		{cluster.ErrNoLeader, api.CodeNoLeader},
+		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
+	} {
+		f := newFakeNode()
+		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
+		url := serve(t, f.service())
+		for _, w := range writes {
+			status, hdr, body := call(t, w.method, url+w.path, w.body)
+			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
+				t.Fatalf("%s %s with %v: %d %s", w.method, w.path, tt.err, status, body)
+			}
+		}
 	}
 }
 

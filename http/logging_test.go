@@ -1,35 +1,16 @@
 package http
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
+	"github.com/kvselect/kvselect/internal/testlog"
 	"github.com/kvselect/kvselect/scheduler"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Test_NormalAnswersAreNotWarnings: a 503 that is the node's ordinary
 // answer (/ready without a schedulable worker; /dump and /select while
@@ -64,11 +45,11 @@ func Test_NormalAnswersAreNotWarnings(t *testing.T) {
 			if tt.fake != nil {
 				tt.fake(f)
 			}
-			var logs syncBuffer
+			var logs testlog.Buffer
 			flag := &recoveringFlag{}
 			flag.Store(tt.recovering)
 			url := serve(t, f.service(func(c *Config) {
-				c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				c.Logger = logs.Logger(slog.LevelInfo)
 				c.Recovery = flag
 			}))
 			if status, _, body := call(t, tt.method, url+tt.path, tt.body); status != tt.status {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/scheduler"
 )
@@ -38,11 +37,7 @@ func Test_PolicyRequests(t *testing.T) {
 	}
 	tooManyBody, _ := json.Marshal(map[string]any{"model_name": "m", "policy": "random", "parameters": tooMany})
 	const empty = `{"policies":[],"node_default":{"policy":"dynamo-default","parameters":{}}}`
-	steps := []struct {
-		name, method, path, body string
-		status                   int
-		want                     string // the body, or for errors a part of it
-	}{
+	steps := []step{
 		{"empty list", "GET", "/policies", "", 200, empty},
 		{"unknown policy", "PUT", "/policies", `{"model_name":"m","policy":"nope"}`, 400, `policy: unknown policy \"nope\" (known: agentic,`},
 		{"no policy", "PUT", "/policies", `{"model_name":"m"}`, 400, `policy: required: one of agentic,`},
@@ -97,15 +92,7 @@ func Test_PolicyRequests(t *testing.T) {
 		{"wrong method", "POST", "/policies", "", 405, `method_not_allowed`},
 	}
 	for _, st := range steps {
-		status, hdr, body := call(t, st.method, url+st.path, st.body)
-		body = strings.TrimSpace(body)
-		if status != st.status {
-			t.Fatalf("%s: %s %s = %d %s, want %d", st.name, st.method, st.path, status, body, st.status)
-		}
-		if (status == 200 && body != st.want) || (status != 200 && !strings.Contains(body, st.want)) {
-			t.Fatalf("%s: body %s\nwant %s", st.name, body, st.want)
-		}
-		if status == 200 && hdr.Get(api.HeaderIndex) == "" {
+		if hdr := st.run(t, url); st.status == 200 && hdr.Get(api.HeaderIndex) == "" {
 			t.Fatalf("%s: no %s", st.name, api.HeaderIndex)
 		}
 	}
@@ -166,27 +153,5 @@ func Test_PolicyBound(t *testing.T) {
 	}
 	if status, _, body := call(t, "PUT", url+"/policies", `{"model_name":"m","tenant_id":"t0007","policy":"random"}`); status != 409 {
 		t.Fatalf("the FSM's refusal: %d %s", status, body)
-	}
-}
-
-// Test_PolicyWriteFailures: policy writes fail like worker writes when the
-// cluster cannot take them.
-func Test_PolicyWriteFailures(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		code api.Code
-	}{
-		{cluster.ErrNoLeader, api.CodeNoLeader},
-		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
-	} {
-		f := newFakeNode()
-		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
-		url := serve(t, f.service())
-		for _, req := range [][2]string{{"PUT", `{"model_name":"m","policy":"random"}`}, {"DELETE", ""}} {
-			status, hdr, body := call(t, req[0], url+"/policies?model_name=m", req[1])
-			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
-				t.Fatalf("%s with %v: %d %s", req[0], tt.err, status, body)
-			}
-		}
 	}
 }

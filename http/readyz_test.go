@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/testlog"
 )
 
 // Test_Readyz judges every kind of cluster status GET /readyz meets, through
@@ -100,12 +100,7 @@ func Test_Readyz(t *testing.T) {
 			if status != want || hdr.Get("Content-Type") != "application/json" {
 				t.Fatalf("GET = %d %s %s, want %d", status, hdr.Get("Content-Type"), raw, want)
 			}
-			var got api.Readyz
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&got); err != nil {
-				t.Fatalf("%v: %s", err, raw)
-			}
+			got := decodeReadyz(t, raw)
 			if got.Ready != (tc.reason == "") || got.Reason != tc.reason || got.Member != tc.member || got.Suffrage != tc.suffrage {
 				t.Fatalf("body %s: want ready %v, reason %q, member %v, suffrage %q", raw, tc.reason == "", tc.reason, tc.member, tc.suffrage)
 			}
@@ -133,12 +128,12 @@ func Test_Readyz(t *testing.T) {
 // the 503 a starting node answers every few seconds is no warning in the
 // log.
 func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
-	var logs bytes.Buffer
+	var logs testlog.Buffer
 	f := newFakeNode()
 	f.status = func() api.ClusterStatus { return api.ClusterStatus{NodeID: "n1", State: api.StateCandidate} }
 	url := serve(t, f.service(func(cfg *Config) {
 		cfg.Auth, cfg.Scope = authtoken.NewHolder("s3cret"), ScopeAll
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		cfg.Logger = logs.Logger(slog.LevelWarn)
 	}))
 	if status, _, raw := call(t, "GET", url+api.PathReady, ""); status != http.StatusServiceUnavailable {
 		t.Fatalf("/ready without a token under --auth-scope all = %d %s, want 503 (open, no worker)", status, raw)
@@ -149,7 +144,7 @@ func Test_ReadyzIsOpenAndQuiet(t *testing.T) {
 			t.Fatalf("/readyz without a token = %d %s, want 503 not_member", status, raw)
 		}
 	}
-	if logs.Len() > 0 {
+	if logs.String() != "" {
 		t.Fatalf("/readyz's 503 logged:\n%s", logs.String())
 	}
 }
@@ -235,12 +230,7 @@ func Test_ReadyzForSelection(t *testing.T) {
 			if status != want {
 				t.Fatalf("GET = %d %s, want %d", status, raw, want)
 			}
-			var got api.Readyz
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&got); err != nil {
-				t.Fatalf("%v: %s", err, raw)
-			}
+			got := decodeReadyz(t, raw)
 			if got.Ready != (tc.reason == "") || got.Reason != tc.reason || got.CaughtUp != tc.caughtUp || got.Recovering != tc.recovering {
 				t.Fatalf("body %s: want ready %v, reason %q, caught_up %v, recovering %v", raw, tc.reason == "", tc.reason, tc.caughtUp, tc.recovering)
 			}
@@ -288,4 +278,17 @@ func Test_ReadyzForUnknown(t *testing.T) {
 	if status != http.StatusServiceUnavailable || !strings.Contains(raw, `"reason":"no_leader"`) || !strings.Contains(raw, `"caught_up":true`) {
 		t.Fatalf("plain /readyz without a leader = %d %s, want 503 no_leader (caught_up true)", status, raw)
 	}
+}
+
+// decodeReadyz decodes a /readyz body, failing the test on a field
+// api.Readyz does not declare.
+func decodeReadyz(t *testing.T, raw string) api.Readyz {
+	t.Helper()
+	var got api.Readyz
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	return got
 }

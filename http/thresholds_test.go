@@ -1,15 +1,11 @@
 package http
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/scheduler"
 )
 
@@ -19,11 +15,7 @@ import (
 func Test_BusyThresholdRequests(t *testing.T) {
 	f := newFakeNode()
 	url := serve(t, f.service())
-	steps := []struct {
-		name, method, path, body string
-		status                   int
-		want                     string // the body, or for errors a part of it
-	}{
+	steps := []step{
 		{"empty list", "GET", "/busy_threshold", "", 200, `{"thresholds":[]}`},
 		{"decode above 1", "POST", "/busy_threshold", `{"model":"m","active_decode_blocks_threshold":1.5}`, 400, `active_decode_blocks_threshold: must be between 0 and 1, got 1.5`},
 		{"decode below 0", "POST", "/busy_threshold", `{"model":"m","active_decode_blocks_threshold":-0.1}`, 400, `active_decode_blocks_threshold: must be between 0 and 1`},
@@ -54,39 +46,10 @@ func Test_BusyThresholdRequests(t *testing.T) {
 		{"wrong method", "PUT", "/busy_threshold", "", 405, `method_not_allowed`},
 	}
 	for _, st := range steps {
-		status, _, body := call(t, st.method, url+st.path, st.body)
-		body = strings.TrimSpace(body)
-		if status != st.status {
-			t.Fatalf("%s: %s %s = %d %s, want %d", st.name, st.method, st.path, status, body, st.status)
-		}
-		if (status == 200 && body != st.want) || (status != 200 && !strings.Contains(body, st.want)) {
-			t.Fatalf("%s: body %s\nwant %s", st.name, body, st.want)
-		}
+		st.run(t, url)
 	}
 	if _, ok := f.Catalog().Thresholds("m"); !ok {
 		t.Fatal("the cleared model lost its record (initial thresholds would apply again)")
-	}
-}
-
-// Test_BusyThresholdWriteFailures: threshold writes fail like worker
-// writes when the cluster cannot take them.
-func Test_BusyThresholdWriteFailures(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		code api.Code
-	}{
-		{cluster.ErrNoLeader, api.CodeNoLeader},
-		{fmt.Errorf("%w: leadership lost", cluster.ErrUnknownOutcome), api.CodeUnknownOutcome},
-	} {
-		f := newFakeNode()
-		f.apply = func(context.Context, fsm.Command) (*fsm.Result, error) { return nil, tt.err }
-		url := serve(t, f.service())
-		for _, req := range [][2]string{{"POST", `{"model":"m","active_prefill_tokens_threshold":1}`}, {"DELETE", ""}} {
-			status, hdr, body := call(t, req[0], url+"/busy_threshold?model=m", req[1])
-			if status != 503 || !strings.Contains(body, string(tt.code)) || hdr.Get("Retry-After") == "" {
-				t.Fatalf("%s with %v: %d %s", req[0], tt.err, status, body)
-			}
-		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"slices"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // testPub is a scriptable engine: a PUB socket and a ROUTER replay
@@ -195,19 +198,15 @@ func (p *testPub) subscribed() {
 
 func be8(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
-// eventually polls cond until it holds, failing the test after 10 s. It
-// synchronises on a condition, not on elapsed time.
+// eventually polls cond until it holds, failing the test after 10 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	poll.Eventually(t, 10*time.Second, what, func() error {
+		if !cond() {
+			return errors.New("not yet")
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // block size of the test partition.

@@ -21,7 +21,9 @@
 // Worker.Serve, Reset, Restart and SkipLive drive a rank the way a real
 // engine would behave, including the failures a subscriber must handle
 // (lost messages, engine restarts). Start's Registration values are the
-// bodies kvselect's POST /workers expects, and Sim.Register posts them.
+// bodies kvselect's POST /workers expects, and Sim.Register posts them;
+// with Config.LeaseTTL they carry a lease, which Sim.KeepLeases renews
+// through any member of the cluster.
 // ReadTrace, TraceTokens and ReplayTrace replay a Mooncake trace through
 // the workers, either round-robin or as chosen by kvselect's /select.
 //
@@ -30,7 +32,7 @@
 // waiting queue, a prefill cost per uncached token and a decode cost per
 // output token), requests arrive at their timestamps on a virtual clock
 // (or the wall clock), and a Router chooses each request's engine:
-// RoundRobin, Random, LeastLoaded, an GreedyPrefix that knows every cache, or
+// RoundRobin, Random, LeastLoaded, a GreedyPrefix that knows every cache, or
 // KvselectRouter, which books through kvselect nodes the way Ray does.
 // Figures summarises a run (hit rate, TTFT and end-to-end percentiles,
 // throughput, load imbalance, 503 rate), Goodput the requests served

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Lifecycle says which node hears a booking's prefill_complete and free.
@@ -230,12 +230,8 @@ func (r *KvselectRouter) settleWithin(ctx context.Context, timeout time.Duration
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kvselect nodes did not settle within %s: %s", timeout, missing)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := poll.Sleep(ctx, backoff); err != nil {
+			return err
 		}
 		backoff = min(2*backoff, 2*time.Millisecond)
 	}
@@ -360,13 +356,14 @@ func (r *KvselectRouter) Prepare(ctx context.Context) error {
 // waitListeners polls each node's /workers until every fleet rank has an
 // active listener there.
 func (r *KvselectRouter) waitListeners(ctx context.Context) error {
-	deadline := time.Now().Add(r.cfg.SettleTimeout)
-	for {
-		missing := ""
+	err := poll.Within(ctx, r.cfg.SettleTimeout, 5*time.Millisecond, "every node listens to every rank", func(ctx context.Context) error {
 		for node, c := range r.cfg.Nodes {
 			ws, err := c.Workers(ctx, client.WorkersOptions{ModelName: r.cfg.Model, TenantID: r.cfg.Tenant})
 			if err != nil {
-				return fmt.Errorf("node %d: %w", node, err)
+				if ctx.Err() != nil {
+					return err // the deadline cut the call short; poll reports what was missing before
+				}
+				return poll.Fatal(fmt.Errorf("node %d: %w", node, err))
 			}
 			active := map[RankID]bool{}
 			for _, w := range ws {
@@ -376,20 +373,16 @@ func (r *KvselectRouter) waitListeners(ctx context.Context) error {
 			}
 			for i := range r.fleet.Len() {
 				if rk := r.fleet.Rank(i); !active[rk] {
-					missing = fmt.Sprintf("node %d has no active listener for worker %d rank %d", node, rk.WorkerID, rk.DPRank)
+					return fmt.Errorf("node %d has no active listener for worker %d rank %d", node, rk.WorkerID, rk.DPRank)
 				}
 			}
 		}
-		if missing == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kvsim: %s", missing)
-		}
-		if !backoff.Sleep(ctx, 5*time.Millisecond) {
-			return ctx.Err()
-		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kvsim: %w", err)
 	}
+	return nil
 }
 
 // probeSync books a one-block probe on every node and reports whether

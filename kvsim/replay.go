@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // replayEndSeq is the sequence frame that ends a replay answer (vLLM's
@@ -28,10 +30,8 @@ func (r *rankState) serveReplay(ctx context.Context) {
 				return
 			}
 			r.log.Debug("replay receive failed", "endpoint", r.replayEP, "err", err)
-			select {
-			case <-ctx.Done():
+			if poll.Sleep(ctx, recvErrorPause) != nil {
 				return
-			case <-time.After(recvErrorPause):
 			}
 			continue
 		}

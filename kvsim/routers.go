@@ -33,15 +33,11 @@ func (r *RoundRobin) Route(context.Context, *TimedRequest) (int, error) {
 }
 
 // Random routes each request to an engine drawn uniformly.
-type Random struct {
-	stateless
-	fleet *Fleet
-	rng   *rand.Rand
-}
+type Random struct{ seeded }
 
 // NewRandom returns a uniform random router over fleet.
 func NewRandom(fleet *Fleet, seed uint64) *Random {
-	return &Random{fleet: fleet, rng: newRNG(seed)}
+	return &Random{newSeeded(fleet, seed)}
 }
 
 func (r *Random) Route(context.Context, *TimedRequest) (int, error) {
@@ -50,15 +46,11 @@ func (r *Random) Route(context.Context, *TimedRequest) (int, error) {
 
 // LeastLoaded routes each request to an engine with the fewest active
 // requests (waiting or running), ties drawn uniformly.
-type LeastLoaded struct {
-	stateless
-	fleet *Fleet
-	rng   *rand.Rand
-}
+type LeastLoaded struct{ seeded }
 
 // NewLeastLoaded returns a least-loaded router over fleet.
 func NewLeastLoaded(fleet *Fleet, seed uint64) *LeastLoaded {
-	return &LeastLoaded{fleet: fleet, rng: newRNG(seed)}
+	return &LeastLoaded{newSeeded(fleet, seed)}
 }
 
 func (r *LeastLoaded) Route(context.Context, *TimedRequest) (int, error) {
@@ -73,15 +65,11 @@ func (r *LeastLoaded) Route(context.Context, *TimedRequest) (int, error) {
 // can beat its hit rate, and it piles popular prefixes on one engine, so
 // its latency suffers. The bound on the hit rate is the trace's own with
 // an infinite cache.
-type GreedyPrefix struct {
-	stateless
-	fleet *Fleet
-	rng   *rand.Rand
-}
+type GreedyPrefix struct{ seeded }
 
 // NewGreedyPrefix returns the greedy-prefix router over fleet.
 func NewGreedyPrefix(fleet *Fleet, seed uint64) *GreedyPrefix {
-	return &GreedyPrefix{fleet: fleet, rng: newRNG(seed)}
+	return &GreedyPrefix{newSeeded(fleet, seed)}
 }
 
 func (r *GreedyPrefix) Route(_ context.Context, req *TimedRequest) (int, error) {
@@ -98,6 +86,16 @@ func (r *GreedyPrefix) Route(_ context.Context, req *TimedRequest) (int, error) 
 	best := sortedRanks(n, func(i int) int { return -hits[i]*(maxActive+1) + r.fleet.Active(i) })
 	return best[r.rng.IntN(len(best))], nil
 }
+
+// seeded is the state of a router that draws: the fleet and a random
+// source from a seed, so a replay draws the same again.
+type seeded struct {
+	stateless
+	fleet *Fleet
+	rng   *rand.Rand
+}
+
+func newSeeded(fleet *Fleet, seed uint64) seeded { return seeded{fleet: fleet, rng: newRNG(seed)} }
 
 func newRNG(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Router chooses an engine for each request of a timed replay and hears
@@ -424,10 +424,7 @@ func (c realClock) wait(ctx context.Context, at time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	if !backoff.Sleep(ctx, d) {
-		return ctx.Err()
-	}
-	return nil
+	return poll.Sleep(ctx, d)
 }
 
 // sortedRanks returns the indexes of engines with the lowest key, in

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Trace limits and defaults.
@@ -243,14 +244,7 @@ func pace(ctx context.Context, start time.Time, first, ts, speed float64) error 
 	if wait <= 0 {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
+	return poll.Sleep(ctx, wait)
 }
 
 // chooser picks where a prompt is served.

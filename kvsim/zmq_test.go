@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // testTimeout bounds every wait on a socket in these tests.
@@ -85,22 +88,19 @@ func mustSubscribe(t *testing.T, w *Worker, rank int) *socketReader {
 		t.Fatal(err)
 	}
 	r := newSocketReader(t, sub, w.Registration().KVEventsEndpoints[uint32(rank)])
-	deadline := time.Now().Add(testTimeout)
 	var got uint64
-	for seen := false; !seen; {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription never landed")
-		}
+	poll.Eventually(t, testTimeout, "the subscription lands", func() error {
 		if err := w.Reset(rank); err != nil {
-			t.Fatal(err)
+			return poll.Fatal(err)
 		}
 		select {
 		case msg := <-r.msgs:
 			got, _, _ = splitLive(t, msg)
-			seen = true
+			return nil
 		case <-time.After(20 * time.Millisecond):
+			return errors.New("no probe received")
 		}
-	}
+	})
 	last, _ := w.LastSeq(rank)
 	for got != last {
 		got, _, _ = splitLive(t, r.next(t))

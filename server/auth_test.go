@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/kvselect/kvselect/client"
 	httpd "github.com/kvselect/kvselect/http"
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/testlog"
 	"github.com/kvselect/kvselect/scheduler/replica"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
@@ -388,9 +387,9 @@ func Test_StartLogSaysAuth(t *testing.T) {
 			[]string{"authenticated=true auth_scope=admin selection_token=false"}, "running without authentication"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testlog.Buffer
 			cfg := servertest.Config("n1", t.TempDir())
-			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			cfg.Logger = logs.Logger(slog.LevelInfo)
 			tt.mutate(&cfg)
 			servertest.MustStart(t, cfg)
 			out := logs.String()
@@ -404,24 +403,6 @@ func Test_StartLogSaysAuth(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer the node's goroutines may log to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Test_ReloadAppliesEachGoodFile: each token file stands on its own at a

@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -18,12 +16,7 @@ import (
 func Test_BookingBoundsOverHTTP(t *testing.T) {
 	cfg := servertest.Config("n1", t.TempDir())
 	cfg.Scheduler.MaxReservations, cfg.Scheduler.MaxReservedBlocks = 2, 1000
-	s := servertest.MustStart(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Node.WaitForLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := servertest.MustStart(t, cfg) // leads and has caught up
 	if code, raw := post(t, s.URL()+"/workers", `{"worker_id":1,"endpoint":"http://w1","block_size":16,"kv_events_endpoint":"tcp://127.0.0.1:5001"}`); code != 201 {
 		t.Fatalf("register: %d %s", code, raw)
 	}

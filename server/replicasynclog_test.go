@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvselect/kvselect/internal/testlog"
 	"github.com/kvselect/kvselect/server"
 	"github.com/kvselect/kvselect/server/servertest"
 )
@@ -19,9 +20,9 @@ func Test_RestartLogsReplicaSyncOnce(t *testing.T) {
 	c.Add(c.Nodes[0].URL())
 	c.WaitConverged()
 	c.Stop(0)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	s := c.RestartWith(0, func(cfg *server.Config) {
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Logger = logs.Logger(slog.LevelInfo)
 	})
 	if s.Sync() == nil {
 		t.Fatal("the restarted node runs without replica sync, with two members in its Raft state")

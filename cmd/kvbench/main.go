@@ -17,48 +17,35 @@ import (
 	"github.com/kvselect/kvselect/internal/version"
 )
 
+// commands are kvbench's subcommands: each parses its own flags from
+// args and reports on stdout (progress and flag errors on stderr).
+var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"soak":          soak,
+	"routing":       routing,
+	"routing-sweep": routingSweep,
+	"trace-gen":     traceGen,
+	"report":        func(args []string, stdout, _ io.Writer) error { return report(args, stdout) },
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
-	switch os.Args[1] {
+	name := os.Args[1]
+	switch name {
 	case "--version", "-version", "version":
 		fmt.Println("kvbench", version.Get())
-	case "soak":
-		if err := soak(os.Args[2:], os.Stdout, os.Stderr); err != nil {
-			if !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(os.Stderr, "kvbench soak:", err)
-			}
-			os.Exit(1)
-		}
-	case "routing":
-		if err := routing(os.Args[2:], os.Stdout, os.Stderr); err != nil {
-			if !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(os.Stderr, "kvbench routing:", err)
-			}
-			os.Exit(1)
-		}
-	case "routing-sweep":
-		if err := routingSweep(os.Args[2:], os.Stdout, os.Stderr); err != nil {
-			if !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(os.Stderr, "kvbench routing-sweep:", err)
-			}
-			os.Exit(1)
-		}
-	case "trace-gen":
-		if err := traceGen(os.Args[2:], os.Stdout, os.Stderr); err != nil {
-			if !errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(os.Stderr, "kvbench trace-gen:", err)
-			}
-			os.Exit(1)
-		}
-	case "report":
-		if err := report(os.Args[2:], os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "kvbench report:", err)
-			os.Exit(1)
-		}
-	default:
+		return
+	}
+	run, ok := commands[name]
+	if !ok {
 		usage()
+	}
+	if err := run(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "kvbench %s: %v\n", name, err)
+		}
+		os.Exit(1)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/kvselect/kvselect/fsm"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/server/localcluster"
 )
 
 // Strategy names as -strategies takes them and the JSON names them.
@@ -478,7 +479,7 @@ func runKvselect(ctx context.Context, cfg routingConfig, st strategy, reqs []kvs
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, sim.Close()) }()
-	urls := cl.urls()
+	urls := cl.URLs()
 	if err := sim.Register(ctx, urls[0]); err != nil {
 		return nil, err
 	}
@@ -500,7 +501,7 @@ func runKvselect(ctx context.Context, cfg routingConfig, st strategy, reqs []kvs
 	if !st.sync {
 		lifecycle = kvsim.LifecycleSameNode // without sync another node does not know the booking
 	}
-	var observer kvsim.NodeObserver = inProcessObserver{nodes: cl.nodes, fleet: fleet, part: part}
+	var observer kvsim.NodeObserver = inProcessObserver{nodes: cl.Nodes, fleet: fleet, part: part}
 	if cfg.httpObserver {
 		observer = nil // the router's default
 	}
@@ -527,12 +528,12 @@ func runKvselect(ctx context.Context, cfg routingConfig, st strategy, reqs []kvs
 	if err := router.Settle(ctx); err != nil {
 		checks = append(checks, "nodes did not settle after the replay: "+err.Error())
 	}
-	for i, s := range cl.nodes {
+	for i, s := range cl.Nodes {
 		for _, p := range s.Scheduler.Loads(part.Model, part.Tenant) {
 			for _, l := range p.Loads {
 				if l.ActiveRequests != 0 || l.ActivePrefillTokens != 0 || l.ActiveDecodeBlocks != 0 {
 					checks = append(checks, fmt.Sprintf("node %s ends with load on worker %d rank %d: %d requests, %d prefill tokens, %g decode blocks",
-						nodeName(i), l.WorkerID, l.DPRank, l.ActiveRequests, l.ActivePrefillTokens, l.ActiveDecodeBlocks))
+						localcluster.NodeID(i), l.WorkerID, l.DPRank, l.ActiveRequests, l.ActivePrefillTokens, l.ActiveDecodeBlocks))
 				}
 			}
 		}

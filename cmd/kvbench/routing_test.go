@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/cluster"
 	"github.com/kvselect/kvselect/internal/testvectors"
 	"github.com/kvselect/kvselect/kvsim"
 	"github.com/kvselect/kvselect/scheduler"
+	"github.com/kvselect/kvselect/server/localcluster"
 )
 
 // Test_RoutingSmoke is make test's short kvbench routing: 50 requests of
@@ -227,10 +227,9 @@ func Test_ShapeFleet(t *testing.T) {
 // listeners keep the wall clock.
 func Test_LocalNodeConfigClock(t *testing.T) {
 	clock := kvsim.NewVirtualClock(time.Time{})
-	peers := []cluster.Peer{{ID: "n1", RaftAddr: "127.0.0.1:1"}}
 	threshold := uint64(5000)
-	cfg := localNodeConfig(0, t.TempDir(), peers, nil, nodeOptions{now: clock.Now, busyPrefillTokens: threshold,
-		policy: scheduler.PolicySpec{Name: "two-tier"}}, slog.New(slog.DiscardHandler))
+	cfg := localcluster.NodeConfig("n1", t.TempDir())
+	nodeOptions{now: clock.Now, busyPrefillTokens: threshold, policy: scheduler.PolicySpec{Name: "two-tier"}}.apply(0, &cfg, slog.New(slog.DiscardHandler))
 	if cfg.Scheduler.Now == nil || !cfg.Scheduler.Now().Equal(kvsim.VirtualEpoch) {
 		t.Fatal("the scheduler is not on the virtual clock")
 	}
@@ -243,7 +242,8 @@ func Test_LocalNodeConfigClock(t *testing.T) {
 	if err := cfg.Scheduler.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	def := localNodeConfig(0, t.TempDir(), peers, nil, nodeOptions{}, slog.New(slog.DiscardHandler))
+	def := localcluster.NodeConfig("n1", t.TempDir())
+	nodeOptions{}.apply(0, &def, slog.New(slog.DiscardHandler))
 	if def.Scheduler.Now != nil || def.Scheduler.Policy.Name != scheduler.DefaultPolicy || def.InitialThresholds.ActivePrefillTokens != nil {
 		t.Fatalf("without options: clock set %v, policy %v, thresholds %+v", def.Scheduler.Now != nil, def.Scheduler.Policy, def.InitialThresholds)
 	}

@@ -14,8 +14,9 @@
 //	source <(kvselectctl completion bash)
 //
 // Commands: cluster status|join|remove|stepdown, workers
-// list|get|add|patch|rm|keepalive, select, reservations list|show (get)|free, loads, thresholds list|set|clear,
-// policies list|set|delete, replica-sync status|peers, dump, completion
+// list|get|add|patch|rm|keepalive, select, reservations list|show
+// (get)|free, loads, thresholds list|set|clear, policies
+// list|set|delete, replica-sync status|peers, dump, completion
 // bash|zsh|fish|powershell, help.
 //
 // # Command line
@@ -25,8 +26,8 @@
 // "kvselectctl help <command>" prints the same; the help goes to stdout.
 // "kvselectctl completion <shell>" prints a completion script that
 // completes commands, subcommands and flags. The global flags (--addr,
-// --token-file, --token, --ca-file, --json, --timeout) are accepted before or after the
-// command, flags and positional arguments may mix, and everything after
+// --token-file, --token, --ca-file, --json, --timeout) are accepted
+// before or after the command, flags and positional arguments may mix, and everything after
 // "--" is positional. -name, with one dash, is still read as --name, as Go's
 // flag package (the parser before cobra) read it. Every global flag can
 // also be set through the environment variable KVSELECT_<FLAG> (for
@@ -43,9 +44,8 @@
 //     cobra's "Did you mean this?" suggestions, for flags too; a
 //     misspelt command is named before the flags that follow it are
 //     parsed, so "selct --model x" is an unknown command, not an unknown
-//     flag), a
-//     missing subcommand, the wrong number of arguments, a bad flag value
-//     or KVSELECT_* value, a malformed JSON argument. Stderr ends with
+//     flag), a missing subcommand, the wrong number of arguments, a bad
+//     flag value or KVSELECT_* value, a malformed JSON argument. Stderr ends with
 //     "Run 'kvselectctl <command> --help' for usage."
 //
 // # Output
@@ -74,8 +74,9 @@
 // attempts do. A command that reaches its deadline prints "kvselectctl: no
 // answer within --timeout 6s: <cause>" and exits 1. A catalog write
 // whose outcome is unknown is sent again (catalog writes are idempotent);
-// a step-down never is. Linearizable reads (workers list --linearizable)
-// are served by the leader. 307 redirects are followed by hand with the
+// a step-down never is. Linearizable reads (--linearizable on workers
+// list and get, thresholds list and policies list) are served by the
+// leader. 307 redirects are followed by hand with the
 // same method, body and token.
 //
 // cluster stepdown then asks the node for its status until it names a

@@ -68,3 +68,9 @@ func oneDashLongFlags(root *cobra.Command, args []string) []string {
 	}
 	return out
 }
+
+// linearizableFlag adds --linearizable, the reads' one consistency
+// switch, to fs: p is true when the read goes to the leader.
+func linearizableFlag(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVar(p, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
+}

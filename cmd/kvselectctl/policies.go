@@ -37,7 +37,7 @@ func policiesListCmd(e *env) *cobra.Command {
 				return nil
 			})
 		})
-	cmd.Flags().BoolVar(&lin, "linearizable", false, "read on the leader after it confirms its leadership")
+	linearizableFlag(cmd.Flags(), &lin)
 	return cmd
 }
 

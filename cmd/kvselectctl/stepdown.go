@@ -10,6 +10,7 @@ import (
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
 	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Pacing of the status polls after a step-down.
@@ -85,8 +86,8 @@ func awaitNewLeader(e *env, c *client.Client, old string, st *api.ClusterStatus,
 		if time.Now().Add(wait).After(deadline) {
 			return nil, nil, noNewLeader(old, st, lastErr, e.g.timeout)
 		}
-		if !backoff.Sleep(e.ctx, wait) {
-			return nil, nil, e.ctx.Err()
+		if err := poll.Sleep(e.ctx, wait); err != nil {
+			return nil, nil, err
 		}
 		var info client.ResponseInfo
 		next, err := c.ClusterStatus(client.WithResponseInfo(e.ctx, &info))

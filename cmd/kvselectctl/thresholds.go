@@ -31,7 +31,7 @@ func thresholdsListCmd(e *env) *cobra.Command {
 				return p.table([]string{"MODEL", "DECODE_BLOCKS", "PREFILL_TOKENS"}, thresholdRows(ts.Thresholds...))
 			})
 		})
-	cmd.Flags().BoolVar(&lin, "linearizable", false, "read on the leader after it confirms its leadership")
+	linearizableFlag(cmd.Flags(), &lin)
 	return cmd
 }
 

@@ -34,7 +34,7 @@ func workersListCmd(e *env) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&opts.ModelName, "model", "", "only workers of this model_name")
 	fs.StringVar(&opts.TenantID, "tenant", "", "only workers of this tenant_id")
-	fs.BoolVar(&opts.Linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
+	linearizableFlag(fs, &opts.Linearizable)
 	return cmd
 }
 
@@ -53,7 +53,7 @@ func workersGetCmd(e *env) *cobra.Command {
 				return printWorkers(p, []api.Worker{*w})
 			})
 		})
-	cmd.Flags().BoolVar(&linearizable, "linearizable", false, "read from the leader after confirming its leadership (consistency=linearizable)")
+	linearizableFlag(cmd.Flags(), &linearizable)
 	return cmd
 }
 

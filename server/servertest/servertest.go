@@ -8,26 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvselect/kvselect/cluster"
-	"github.com/kvselect/kvselect/ingest"
-	"github.com/kvselect/kvselect/scheduler"
 	"github.com/kvselect/kvselect/server"
+	"github.com/kvselect/kvselect/server/localcluster"
 )
 
-// Config returns a node configuration for in-process tests: loopback
-// listeners on OS-chosen ports, data in dataDir, fast Raft timeouts, a
-// seeded scheduler and a silent logger.
+// Config returns a node configuration for in-process tests
+// (localcluster.NodeConfig: loopback listeners on OS-chosen ports, data in
+// dataDir, fast Raft timeouts, a seeded scheduler) with the test logger,
+// silent unless KVSELECT_TEST_LOG is set.
 func Config(nodeID, dataDir string) server.Config {
-	sc := scheduler.DefaultConfig()
-	sc.Seed = 1
-	return server.Config{
-		HTTPAddr:  "127.0.0.1:0",
-		Cluster:   cluster.TestConfig(nodeID, dataDir),
-		Scheduler: sc,
-		Logger:    testLogger(),
-		// Reconnect fast: tests start engines after registering them.
-		Ingest: ingest.Config{BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond},
-	}
+	cfg := localcluster.NodeConfig(nodeID, dataDir)
+	cfg.Logger = testLogger()
+	return cfg
 }
 
 // MustStart starts a node for a test, waits until it leads its cluster and
