@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // OpenBookings are the bookings whose free the harness could not confirm
@@ -116,7 +116,7 @@ func sweepOne(ctx context.Context, nodes []*client.Client, base time.Time, rid s
 			op.Result, op.NotFound, op.Error = ResultOK, true, ""
 			return op
 		}
-		if time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
+		if time.Now().After(deadline) || poll.Sleep(ctx, bookingPause) != nil {
 			return op
 		}
 	}

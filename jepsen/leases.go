@@ -13,7 +13,6 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/poll"
 )
 
@@ -101,7 +100,7 @@ func (c *leaseClient) register(ctx context.Context, id uint64) bool {
 		case ResultUnknown:
 			return false
 		}
-		if !backoff.Sleep(ctx, 50*time.Millisecond) {
+		if poll.Sleep(ctx, 50*time.Millisecond) != nil {
 			return false
 		}
 	}
@@ -123,11 +122,11 @@ func (c *leaseClient) renew(ctx context.Context, id uint64, d time.Duration) {
 		case op.Result == ResultOK && op.NotFound:
 			return
 		case op.Result == ResultOK:
-			if !backoff.Sleep(ctx, LeaseRenewEvery) {
+			if poll.Sleep(ctx, LeaseRenewEvery) != nil {
 				return
 			}
 		default:
-			if !backoff.Sleep(ctx, 20*time.Millisecond) {
+			if poll.Sleep(ctx, 20*time.Millisecond) != nil {
 				return
 			}
 		}
@@ -145,7 +144,7 @@ func (c *leaseClient) awaitLapse(ctx context.Context, id uint64) {
 		if op.Result == ResultOK && op.NotFound {
 			return
 		}
-		if !backoff.Sleep(ctx, leaseReadEvery) {
+		if poll.Sleep(ctx, leaseReadEvery) != nil {
 			return
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/internal/poll"
 )
 
@@ -95,7 +94,7 @@ func (n *restartAfter) Heal(ctx context.Context, c *Cluster) error {
 	n.mu.Lock()
 	victim, probe, killedAt := n.victim, n.probe, n.killedAt
 	n.mu.Unlock()
-	backoff.Sleep(ctx, time.Until(killedAt.Add(n.down)))
+	_ = poll.Sleep(ctx, time.Until(killedAt.Add(n.down)))
 	path := c.LogPath(victim)
 	from := fileSize(path)
 	err := c.Recover(ctx) // restarts the victim, waits until the cluster is healthy

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 	"github.com/kvselect/kvselect/kvsim"
 )
 
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 		if err := n.Inject(ctx, c); err != nil {
 			problems = append(problems, fmt.Sprintf("%s inject: %v", n.Name(), err))
 		}
-		backoff.Sleep(ctx, fault)
+		_ = poll.Sleep(ctx, fault)
 		if err := n.Heal(ctx, c); err != nil {
 			problems = append(problems, fmt.Sprintf("%s heal: %v", n.Name(), err))
 		}
@@ -111,7 +111,7 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	}
 	deadline := time.Now().Add(cfg.Duration)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !backoff.Sleep(ctx, cfg.Quiet) {
+		if poll.Sleep(ctx, cfg.Quiet) != nil {
 			break
 		}
 		cycle(cfg.Nemesis, cfg.Fault)
@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg RunConfig) (RunSummary, error) {
 	// The membership change of the workload, under load, with the
 	// nemesis healed.
 	member := &memberRemoveRejoin{}
-	if ctx.Err() == nil && backoff.Sleep(ctx, cfg.Quiet) {
+	if ctx.Err() == nil && poll.Sleep(ctx, cfg.Quiet) == nil {
 		cycle(member, 0)
 	}
 	memberChanges := member.Changes()
@@ -230,7 +230,7 @@ func servePrompts(ctx context.Context, sim *kvsim.ControlClient, workers []uint6
 		}
 		// kvsim may be busy for a moment; the next call tries again.
 		_, _ = sim.Prompt(ctx, workers[i%len(workers)], 0, toks)
-		if !backoff.Sleep(ctx, 100*time.Millisecond) {
+		if poll.Sleep(ctx, 100*time.Millisecond) != nil {
 			return nil
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Busy thresholds (SPEC §8) in the workload. One threshold client cycles
@@ -77,7 +77,7 @@ func (c *thresholdClient) run(ctx context.Context) {
 		tight := c.write(ctx, KindThresholdSet, TightDecodeThreshold, seq)
 		if tight.Result == ResultOK && !tight.NotApplied {
 			c.holdAndProbe(ctx, tight.Node, seq)
-		} else if !backoff.Sleep(ctx, thresholdTightFor) {
+		} else if poll.Sleep(ctx, thresholdTightFor) != nil {
 			return
 		}
 		if seq%2 == 0 {
@@ -86,7 +86,7 @@ func (c *thresholdClient) run(ctx context.Context) {
 			c.write(ctx, KindThresholdSet, LooseDecodeThreshold, seq)
 		}
 		c.read(ctx)
-		if !backoff.Sleep(ctx, thresholdLooseFor) {
+		if poll.Sleep(ctx, thresholdLooseFor) != nil {
 			return
 		}
 	}
@@ -162,7 +162,7 @@ func (c *thresholdClient) holdAndProbe(ctx context.Context, node, seq int) {
 	var held []string
 	ranks := map[[2]uint64]bool{}
 	defer func() {
-		backoff.Sleep(ctx, thresholdTightFor)
+		_ = poll.Sleep(ctx, thresholdTightFor)
 		for _, rid := range held {
 			c.free(context.WithoutCancel(ctx), node, rid)
 		}
@@ -180,7 +180,7 @@ func (c *thresholdClient) holdAndProbe(ctx context.Context, node, seq int) {
 			held = append(held, op.ReservationID)
 			ranks[[2]uint64{op.Selected, uint64(op.Rank)}] = true
 		case op.Busy:
-			if !backoff.Sleep(ctx, thresholdHoldRetry) {
+			if poll.Sleep(ctx, thresholdHoldRetry) != nil {
 				return
 			}
 		case booked == bookingMaybe:
@@ -228,7 +228,7 @@ func (c *thresholdClient) free(ctx context.Context, node int, rid string) {
 		default:
 			op.Error = err.Error()
 		}
-		if op.Result == ResultOK || time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
+		if op.Result == ResultOK || time.Now().After(deadline) || poll.Sleep(ctx, bookingPause) != nil {
 			break
 		}
 		op.Node = c.r.IntN(len(c.nodes))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kvselect/kvselect/api"
 	"github.com/kvselect/kvselect/client"
-	"github.com/kvselect/kvselect/internal/backoff"
+	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // Workload settings.
@@ -124,7 +124,7 @@ func (c *catalogClient) run(ctx context.Context) {
 			c.pid += c.n
 			c.slots.retire(slot, id)
 		}
-		if !backoff.Sleep(ctx, catalogPause) {
+		if poll.Sleep(ctx, catalogPause) != nil {
 			return
 		}
 	}
@@ -290,7 +290,7 @@ func (c *selectionClient) run(ctx context.Context) {
 			c.settle(fin, KindFree, rid, c.node)
 			c.open.Add(rid, c.node)
 		}
-		if !backoff.Sleep(ctx, selectionPause) {
+		if poll.Sleep(ctx, selectionPause) != nil {
 			return
 		}
 	}
@@ -393,7 +393,7 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 		default:
 			op.NotFound, op.Error, op.Result = false, err.Error(), ResultUnknown
 		}
-		if op.Result == ResultOK || time.Now().After(deadline) || !backoff.Sleep(ctx, bookingPause) {
+		if op.Result == ResultOK || time.Now().After(deadline) || poll.Sleep(ctx, bookingPause) != nil {
 			break
 		}
 	}

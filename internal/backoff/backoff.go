@@ -5,7 +5,6 @@
 package backoff
 
 import (
-	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -39,16 +38,4 @@ func (b *Backoff) Next() (wait time.Duration, failures int, warn bool) {
 	wait = b.delay + time.Duration(rand.Int64N(int64(b.delay)/5+1))
 	b.delay = min(2*b.delay, b.max)
 	return wait, b.failures, warn
-}
-
-// Sleep waits d, or until ctx ends; it reports whether the whole d passed.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

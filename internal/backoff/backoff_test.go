@@ -1,7 +1,6 @@
 package backoff
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -28,16 +27,5 @@ func Test_Next(t *testing.T) {
 	}
 	if b := New(0, 0); b.min != time.Millisecond || b.max != time.Millisecond {
 		t.Fatalf("degenerate bounds: %+v", b)
-	}
-}
-
-func Test_Sleep(t *testing.T) {
-	if !Sleep(context.Background(), time.Millisecond) {
-		t.Fatal("a short sleep did not pass")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if Sleep(ctx, time.Hour) {
-		t.Fatal("a cancelled sleep passed")
 	}
 }
