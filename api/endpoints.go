@@ -25,7 +25,7 @@ import (
 // CheckEndpoints checks the addresses the body gives, by their wire names.
 // An empty endpoint is accepted (it clears the field, and the worker is
 // stored incomplete until it has one). The error is a *FieldError.
-func (p *WorkerPatch) CheckEndpoints() error {
+func (p *WorkerFields) CheckEndpoints() error {
 	if p.Endpoint != nil && *p.Endpoint != "" {
 		if err := CheckWorkerEndpoint(*p.Endpoint); err != nil {
 			return &FieldError{Field: "endpoint", Problem: err.Error()}

@@ -102,19 +102,19 @@ func Test_CheckEndpoints(t *testing.T) {
 	s := func(v string) *string { return &v }
 	tests := []struct {
 		name  string
-		patch api.WorkerPatch
+		patch api.WorkerFields
 		field string // "" when accepted
 	}{
-		{"nothing", api.WorkerPatch{}, ""},
-		{"cleared endpoint", api.WorkerPatch{Endpoint: s("")}, ""},
-		{"cleared replay endpoint", api.WorkerPatch{ReplayEndpoint: s("")}, ""},
-		{"good", api.WorkerPatch{Endpoint: s("http://worker:8000"), KVEventsEndpoint: s("tcp://worker:5557"),
+		{"nothing", api.WorkerFields{}, ""},
+		{"cleared endpoint", api.WorkerFields{Endpoint: s("")}, ""},
+		{"cleared replay endpoint", api.WorkerFields{ReplayEndpoint: s("")}, ""},
+		{"good", api.WorkerFields{Endpoint: s("http://worker:8000"), KVEventsEndpoint: s("tcp://worker:5557"),
 			ReplayEndpoint: s("tcp://worker:5560")}, ""},
-		{"endpoint", api.WorkerPatch{Endpoint: s("worker:8000")}, "endpoint"},
-		{"single kv events endpoint", api.WorkerPatch{KVEventsEndpoint: s("tcp://w 1:1")}, "kv_events_endpoint"},
-		{"kv events map, lowest bad rank", api.WorkerPatch{KVEventsEndpoints: &map[uint32]string{
+		{"endpoint", api.WorkerFields{Endpoint: s("worker:8000")}, "endpoint"},
+		{"single kv events endpoint", api.WorkerFields{KVEventsEndpoint: s("tcp://w 1:1")}, "kv_events_endpoint"},
+		{"kv events map, lowest bad rank", api.WorkerFields{KVEventsEndpoints: &map[uint32]string{
 			0: "tcp://w:1", 3: "tcp://w:0", 2: "tcp://w:", 7: "x"}}, `kv_events_endpoints["2"]`},
-		{"replay endpoint", api.WorkerPatch{ReplayEndpoint: s("tcp://w:5560\n")}, "replay_endpoint"},
+		{"replay endpoint", api.WorkerFields{ReplayEndpoint: s("tcp://w:5560\n")}, "replay_endpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,13 +6,14 @@ const (
 	LifecycleIncomplete  = "incomplete"
 )
 
-// WorkerPatch is the body of PATCH /workers/{id}, and of POST /workers,
-// where worker_id is required and the fields left out take their defaults
-// (model_name and tenant_id "default", data_parallel_size 1). In a patch,
-// an absent (nil) field keeps its value; for the optional fields an empty
-// string or 0 clears it. Go callers registering a worker may find
-// WorkerSpec easier to write.
-type WorkerPatch struct {
+// WorkerFields are a worker's fields as the wire carries them, in two
+// bodies: a registration (POST /workers), where worker_id is required and
+// the fields left out take their defaults (model_name and tenant_id
+// "default", data_parallel_size 1), and a patch (PATCH /workers/{id}),
+// where an absent (nil) field keeps its value and, for the optional
+// fields, an empty string or 0 clears it. Go callers registering a worker
+// may find WorkerSpec easier to write.
+type WorkerFields struct {
 	// WorkerID is required by POST; in a PATCH it may be given only
 	// with the id of the path.
 	WorkerID  *uint64 `json:"worker_id,omitempty"`
@@ -64,8 +65,8 @@ type WorkerSpec struct {
 
 // Body is the registration as the wire body: worker_id always, every
 // other field only when it is not zero.
-func (s WorkerSpec) Body() WorkerPatch {
-	p := WorkerPatch{WorkerID: Ptr(s.WorkerID)}
+func (s WorkerSpec) Body() WorkerFields {
+	p := WorkerFields{WorkerID: Ptr(s.WorkerID)}
 	setNonZero(&p.ModelName, s.ModelName)
 	setNonZero(&p.TenantID, s.TenantID)
 	setNonZero(&p.Endpoint, s.Endpoint)

@@ -104,12 +104,12 @@ func (c *Client) RegisterWorker(ctx context.Context, spec api.WorkerSpec) (*api.
 
 // UpsertWorker is POST /workers with the body as given; WorkerID is
 // required.
-func (c *Client) UpsertWorker(ctx context.Context, body api.WorkerPatch) (*api.WorkerWritten, error) {
+func (c *Client) UpsertWorker(ctx context.Context, body api.WorkerFields) (*api.WorkerWritten, error) {
 	return decoded[api.WorkerWritten](ctx, c, call{method: http.MethodPost, path: api.PathWorkers, kind: write}, body)
 }
 
 // PatchWorker changes the given fields of a worker (PATCH /workers/{id}).
-func (c *Client) PatchWorker(ctx context.Context, id uint64, patch api.WorkerPatch) (*api.WorkerWritten, error) {
+func (c *Client) PatchWorker(ctx context.Context, id uint64, patch api.WorkerFields) (*api.WorkerWritten, error) {
 	return decoded[api.WorkerWritten](ctx, c, call{method: http.MethodPatch, path: api.WorkerPath(id), kind: write}, patch)
 }
 

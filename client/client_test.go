@@ -244,7 +244,7 @@ func Test_RedirectChain(t *testing.T) {
 			fakenode.WriteJSON(w, http.StatusOK, storedWorker)
 		})
 		c := mustClient(t, Config{Addrs: []string{n.URL}, Token: "tok", Pinned: true})
-		_, err := c.PatchWorker(ctxFor(t), 7, api.WorkerPatch{Endpoint: api.Ptr("x")})
+		_, err := c.PatchWorker(ctxFor(t), 7, api.WorkerFields{Endpoint: api.Ptr("x")})
 		if wantErr := hops > maxRedirects; (err != nil) != wantErr || wantErr && !strings.Contains(err.Error(), "stopped after 5 redirects") {
 			t.Fatalf("%d hops: error %v", hops, err)
 		}

@@ -53,7 +53,7 @@ func FuzzDecodeSelect(f *testing.F) {
 func FuzzDecodeWorker(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzDecodeWorker.
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var in api.WorkerPatch
+		var in api.WorkerFields
 		if err := decodeJSON(body, &in); err != nil {
 			if !errors.Is(err, errBadRequest) {
 				t.Fatalf("decode error is not a 400: %v", err)

@@ -13,7 +13,7 @@ import (
 
 // workerPatch turns the wire patch into the catalog's, after the checks
 // JSON cannot express.
-func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
+func workerPatch(in *api.WorkerFields) (fsm.WorkerPatch, error) {
 	if in.KVEventsEndpoints != nil && in.KVEventsEndpoint != nil {
 		return fsm.WorkerPatch{}, badRequest("kv_events_endpoint", "give kv_events_endpoint or kv_events_endpoints, not both")
 	}
@@ -49,7 +49,7 @@ func workerPatch(in *api.WorkerPatch) (fsm.WorkerPatch, error) {
 }
 
 func (s *Service) upsertWorker(w http.ResponseWriter, r *http.Request) error {
-	var in api.WorkerPatch
+	var in api.WorkerFields
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Service) patchWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var in api.WorkerPatch
+	var in api.WorkerFields
 	if err := decodeBody(w, r, &in, false); err != nil {
 		return err
 	}

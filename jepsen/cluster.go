@@ -116,7 +116,7 @@ type Cluster struct {
 	*proccluster.Cluster
 	cfg     Config
 	sim     *proccluster.Sim  // nil without kvsim
-	simRegs []api.WorkerPatch // kvsim's workers, as it registers them
+	simRegs []api.WorkerFields // kvsim's workers, as it registers them
 
 	evMu   sync.Mutex
 	events []NemesisEvent

@@ -75,7 +75,7 @@ func (f *fakeLeases) node(t *testing.T) string {
 		return ok
 	}
 	mux.HandleFunc("POST /workers", func(w http.ResponseWriter, r *http.Request) {
-		var p api.WorkerPatch
+		var p api.WorkerFields
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.WorkerID == nil || p.LeaseTTLSeconds == nil ||
 			*p.LeaseTTLSeconds != uint32(LeaseTTL/time.Second) || *p.ModelName != LeaseModelName {
 			writeJSON(w, 400, api.Error{Message: "bad lease registration", Code: api.CodeBadRequest})

@@ -57,7 +57,7 @@ func (c *Cluster) startSim(ctx context.Context) error {
 // registerSim registers kvsim's workers through the leader and waits
 // until every live node listens to every worker rank.
 func (c *Cluster) registerSim(ctx context.Context) error {
-	regs := make([]api.WorkerPatch, len(c.simRegs))
+	regs := make([]api.WorkerFields, len(c.simRegs))
 	for i, reg := range c.simRegs {
 		reg.TotalKVBlocks = api.Ptr(uint64(SimTotalKVBlocks))
 		regs[i] = reg

@@ -155,7 +155,7 @@ func (c *catalogClient) do(ctx context.Context, op *Op) {
 		out, err = node.RegisterWorker(ctx, api.WorkerSpec{WorkerID: op.WorkerID, ModelName: CatalogModelName,
 			TenantID: "default", Endpoint: op.Value, BlockSize: CatalogBlockSize})
 	case KindPatch:
-		out, err = node.PatchWorker(ctx, op.WorkerID, api.WorkerPatch{Endpoint: &op.Value})
+		out, err = node.PatchWorker(ctx, op.WorkerID, api.WorkerFields{Endpoint: &op.Value})
 	case KindDelete:
 		out, err = node.DeleteWorker(ctx, op.WorkerID)
 	case KindGet:

@@ -65,7 +65,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 	// Records as a server stores them: the registration's fields, the
 	// lifecycle a worker without KV event endpoints has, Raft indexes.
 	mux.HandleFunc("POST /workers", write(func(r *http.Request) (int, any) {
-		var p api.WorkerPatch
+		var p api.WorkerFields
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil || p.WorkerID == nil || p.Endpoint == nil || p.ModelName == nil || p.BlockSize == nil {
 			return 400, api.Error{Message: "bad body", Code: api.CodeBadRequest}
 		}
@@ -80,7 +80,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		return 201, api.WorkerWritten{Worker: w, CatalogIndex: f.index}
 	}))
 	mux.HandleFunc("PATCH /workers/{id}", write(func(r *http.Request) (int, any) {
-		var p api.WorkerPatch
+		var p api.WorkerFields
 		json.NewDecoder(r.Body).Decode(&p)
 		w, ok := f.workers[id(r)]
 		if !ok {

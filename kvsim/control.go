@@ -77,14 +77,14 @@ type ControlClient struct {
 }
 
 // Workers lists every worker's registration.
-func (c *ControlClient) Workers(ctx context.Context) ([]api.WorkerPatch, error) {
-	var regs []api.WorkerPatch
+func (c *ControlClient) Workers(ctx context.Context) ([]api.WorkerFields, error) {
+	var regs []api.WorkerFields
 	return regs, c.call(ctx, http.MethodGet, PathWorkers, nil, &regs)
 }
 
 // Worker is worker id's registration.
-func (c *ControlClient) Worker(ctx context.Context, id uint64) (api.WorkerPatch, error) {
-	var reg api.WorkerPatch
+func (c *ControlClient) Worker(ctx context.Context, id uint64) (api.WorkerFields, error) {
+	var reg api.WorkerFields
 	return reg, c.call(ctx, http.MethodGet, WorkerPath(id), nil, &reg)
 }
 

@@ -30,7 +30,7 @@ func Test_Register(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var (
 				mu   sync.Mutex
-				regs []api.WorkerPatch
+				regs []api.WorkerFields
 				auth []string
 			)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +38,7 @@ func Test_Register(t *testing.T) {
 					http.NotFound(w, r)
 					return
 				}
-				var reg api.WorkerPatch
+				var reg api.WorkerFields
 				if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
 					http.Error(w, err.Error(), http.StatusBadRequest)
 					return

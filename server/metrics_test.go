@@ -350,7 +350,7 @@ func Test_MetricsFamilies(t *testing.T) {
 	}
 
 	// A catalog write through a, then a leader change.
-	if _, err := ca.PatchWorker(ctx, 2, api.WorkerPatch{TotalKVBlocks: api.Ptr(uint64(4096))}); err != nil {
+	if _, err := ca.PatchWorker(ctx, 2, api.WorkerFields{TotalKVBlocks: api.Ptr(uint64(4096))}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ca.StepDown(ctx); err != nil {

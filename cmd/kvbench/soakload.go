@@ -136,7 +136,7 @@ type load struct {
 	// generation, or one that has moved since, may lose its reservation
 	// to the cycle; that 404 is tolerated.
 	churnGen atomic.Uint64
-	churnReg api.WorkerPatch // the churn worker's registration (kvsim's)
+	churnReg api.WorkerFields // the churn worker's registration (kvsim's)
 
 	prefixes [][]uint32 // shared prompt prefixes, so selections find caches
 }
@@ -450,7 +450,7 @@ func (l *load) churnLoop(ctx context.Context, every time.Duration) {
 			{"worker_delete", del, func() error { _, err := del.cl.DeleteWorker(cctx, cur); return err }},
 			{"worker_register", add, func() error { _, err := add.cl.UpsertWorker(cctx, reg); return err }},
 			{"worker_patch", patch, func() error {
-				_, err := patch.cl.PatchWorker(cctx, next, api.WorkerPatch{TotalKVBlocks: api.Ptr(uint64(4096 + k))})
+				_, err := patch.cl.PatchWorker(cctx, next, api.WorkerFields{TotalKVBlocks: api.Ptr(uint64(4096 + k))})
 				return err
 			}},
 		}

@@ -288,8 +288,8 @@ var workerFieldFlags = []string{"id", "model", "tenant", "endpoint", "block-size
 
 // bodyOr returns the request body: the JSON argument when there is one,
 // else the one built from the flags.
-func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error) {
-	var body api.WorkerPatch
+func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerFields, error) {
+	var body api.WorkerFields
 	given := wf.fs.Changed
 	anyGiven := slices.ContainsFunc(workerFieldFlags, given)
 	if len(pos) == 1 {
@@ -304,7 +304,7 @@ func (wf *workerFlags) bodyOr(pos []string, needID bool) (api.WorkerPatch, error
 	if needID && !given("id") {
 		return body, usageErrorf("--id is required in the flags form")
 	}
-	body = api.WorkerPatch{WorkerID: ifGiven(given, "id", wf.id), ModelName: ifGiven(given, "model", wf.model),
+	body = api.WorkerFields{WorkerID: ifGiven(given, "id", wf.id), ModelName: ifGiven(given, "model", wf.model),
 		TenantID: ifGiven(given, "tenant", wf.tenant), Endpoint: ifGiven(given, "endpoint", wf.endpoint),
 		BlockSize: ifGiven(given, "block-size", wf.blockSize), DataParallelSize: ifGiven(given, "dp-size", wf.dpSize),
 		DataParallelStartRank: ifGiven(given, "dp-start", wf.dpStart), ReplayEndpoint: ifGiven(given, "replay", wf.replay),
@@ -329,7 +329,7 @@ func ifGiven[T any](given func(name string) bool, name string, v T) *T {
 
 // kvEventsField turns --kv-events values into kv_events_endpoint (one
 // endpoint) or kv_events_endpoints (rank=endpoint each).
-func kvEventsField(values []string, body *api.WorkerPatch) error {
+func kvEventsField(values []string, body *api.WorkerFields) error {
 	if len(values) == 1 && !hasRank(values[0]) {
 		body.KVEventsEndpoint = &values[0]
 		return nil

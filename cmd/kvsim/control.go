@@ -92,7 +92,7 @@ func noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *controlAPI) listWorkers(w http.ResponseWriter, _ *http.Request) {
-	regs := make([]api.WorkerPatch, 0, len(c.sim.Workers()))
+	regs := make([]api.WorkerFields, 0, len(c.sim.Workers()))
 	for _, wk := range c.sim.Workers() {
 		regs = append(regs, wk.Registration().Body())
 	}

@@ -335,12 +335,12 @@ func (lr *lineReader) waitFor(t *testing.T, prefix string) string {
 func Test_Run(t *testing.T) {
 	var (
 		mu         sync.Mutex
-		registered []api.WorkerPatch
+		registered []api.WorkerFields
 	)
 	kvselect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/workers":
-			var reg api.WorkerPatch
+			var reg api.WorkerFields
 			if err := json.NewDecoder(r.Body).Decode(&reg); err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return

@@ -52,7 +52,7 @@ func Test_NodeOptionsArgs(t *testing.T) {
 // Test_WorkerAddrs: every rank's event stream, then its replay endpoint
 // (the port after the worker's, per rank), in rank order.
 func Test_WorkerAddrs(t *testing.T) {
-	regs := []api.WorkerPatch{{
+	regs := []api.WorkerFields{{
 		WorkerID:          api.Ptr(uint64(7)),
 		KVEventsEndpoints: &map[uint32]string{1: "tcp://127.0.0.1:5001", 0: "tcp://127.0.0.1:5000"},
 		ReplayEndpoint:    api.Ptr("tcp://127.0.0.1:6000"),
@@ -69,7 +69,7 @@ func Test_WorkerAddrs(t *testing.T) {
 		got[1].Kind != KindReplay || got[3].Kind != KindReplay {
 		t.Fatalf("WorkerAddrs = %v", parts)
 	}
-	if _, err := WorkerAddrs([]api.WorkerPatch{{}}); err == nil {
+	if _, err := WorkerAddrs([]api.WorkerFields{{}}); err == nil {
 		t.Fatal("a registration without an id was accepted")
 	}
 }

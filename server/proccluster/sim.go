@@ -59,7 +59,7 @@ func NewSim(cfg SimConfig) *Sim {
 
 // StartSim starts a kvsim process and waits until its control API lists
 // workers of them, returning their registrations.
-func StartSim(ctx context.Context, cfg SimConfig) (*Sim, []api.WorkerPatch, error) {
+func StartSim(ctx context.Context, cfg SimConfig) (*Sim, []api.WorkerFields, error) {
 	s := NewSim(cfg)
 	if err := s.Proc.Start(); err != nil {
 		return nil, nil, err
@@ -74,8 +74,8 @@ func StartSim(ctx context.Context, cfg SimConfig) (*Sim, []api.WorkerPatch, erro
 
 // WaitWorkers waits until the control API lists n workers and returns
 // their registrations; it fails at once if the process exits.
-func (s *Sim) WaitWorkers(ctx context.Context, n int) ([]api.WorkerPatch, error) {
-	var regs []api.WorkerPatch
+func (s *Sim) WaitWorkers(ctx context.Context, n int) ([]api.WorkerFields, error) {
+	var regs []api.WorkerFields
 	err := poll.Until(ctx, PollEvery, s.Proc.Name+" lists its workers", func(ctx context.Context) error {
 		if err := s.Exited(); err != nil {
 			return poll.Fatal(err)
@@ -107,7 +107,7 @@ func (s *Sim) Close() { s.Proc.Stop(syscall.SIGTERM, 3*time.Second) }
 // each rank's event stream and, when the worker has one, its replay
 // endpoint; for Config.Workers, so that every node reaches them through
 // links of its own.
-func WorkerAddrs(regs []api.WorkerPatch) ([]WorkerAddr, error) {
+func WorkerAddrs(regs []api.WorkerFields) ([]WorkerAddr, error) {
 	var out []WorkerAddr
 	for _, reg := range regs {
 		if reg.WorkerID == nil || reg.KVEventsEndpoints == nil {
@@ -145,7 +145,7 @@ func WorkerAddrs(regs []api.WorkerPatch) ([]WorkerAddr, error) {
 }
 
 // Register upserts regs through the leader the live nodes agree on.
-func (c *Cluster) Register(ctx context.Context, regs []api.WorkerPatch) error {
+func (c *Cluster) Register(ctx context.Context, regs []api.WorkerFields) error {
 	leader, err := c.WaitLeader(ctx, nil)
 	if err != nil {
 		return err
