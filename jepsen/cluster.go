@@ -115,7 +115,7 @@ const (
 type Cluster struct {
 	*proccluster.Cluster
 	cfg     Config
-	sim     *proccluster.Sim  // nil without kvsim
+	sim     *proccluster.Sim   // nil without kvsim
 	simRegs []api.WorkerFields // kvsim's workers, as it registers them
 
 	evMu   sync.Mutex
