@@ -12,8 +12,15 @@ import (
 
 func TestLoadRuns(t *testing.T) {
 	var served atomic.Int64
+	// The closed loop runs until the server has served 50 requests, not
+	// for a time: with 4 connections, one of them has then had at least
+	// 12 answers before it sent the request that ended the run.
+	closedCtx, endClosed := context.WithCancel(context.Background())
+	defer endClosed()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
+		if served.Add(1) >= 50 {
+			endClosed()
+		}
 		if r.URL.Path == "/teapot" {
 			w.WriteHeader(http.StatusTeapot)
 		}
@@ -35,7 +42,7 @@ func TestLoadRuns(t *testing.T) {
 		wantErr string
 	}{
 		{"closed loop", func(r Request) (LoadResult, error) {
-			return ClosedLoop(ctx, hc, 4, 200*time.Millisecond, http.StatusOK, r)
+			return ClosedLoop(closedCtx, hc, 4, time.Hour, http.StatusOK, r)
 		}, "/", -1, ""},
 		{"open loop sends rate × duration", func(r Request) (LoadResult, error) {
 			return OpenLoop(ctx, hc, 200, 4, 250*time.Millisecond, http.StatusOK, r)
