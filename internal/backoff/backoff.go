@@ -39,3 +39,24 @@ func (b *Backoff) Next() (wait time.Duration, failures int, warn bool) {
 	b.delay = min(2*b.delay, b.max)
 	return wait, b.failures, warn
 }
+
+// DefaultMin and DefaultMax are the reconnect delays a Config that leaves
+// them zero gets (the KV event listeners and the replica-sync peers alike).
+const (
+	DefaultMin = 100 * time.Millisecond
+	DefaultMax = 5 * time.Second
+)
+
+// Bounds is the one rule for a Config's reconnect bounds: a zero min
+// becomes DefaultMin, and a max below min (zero included) becomes
+// DefaultMax, or min when that is larger. A negative min is kept, for the
+// Config's Validate to refuse.
+func Bounds(lo, hi time.Duration) (time.Duration, time.Duration) {
+	if lo == 0 {
+		lo = DefaultMin
+	}
+	if hi < lo {
+		hi = max(DefaultMax, lo)
+	}
+	return lo, hi
+}
