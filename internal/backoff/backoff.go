@@ -1,7 +1,8 @@
 // Package backoff is kvselect's one reconnect loop (Loop: the KV event
-// listeners and the replica-sync peers) and the delay between its
-// attempts (Backoff): exponential, with jitter, reset by an attempt that
-// got somewhere, and a say in which failures are worth a warning.
+// listeners and the replica-sync peers), the delay between its attempts
+// (Backoff): exponential, with jitter, reset by an attempt that got
+// somewhere, and a say in which failures are worth a warning; and the
+// bounds a Config that leaves them zero gets (Bounds).
 package backoff
 
 import (
