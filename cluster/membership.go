@@ -33,14 +33,11 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) error {
 	}
 	meta := fsm.NodeMeta{ID: req.ID, HTTPAddr: req.HTTPAddr, ReplicaSync: req.ReplicaSync}
 	if req.HTTPAddr != "" {
-		if err := fsm.ValidateNode(&meta); err != nil {
-			return fmt.Errorf("%w: %v", ErrMembership, err)
+		if err := validateMeta(&meta); err != nil {
+			return err
 		}
 	}
-	if err := n.leaderOnly(ctx); err != nil {
-		return err
-	}
-	servers, err := n.servers()
+	servers, err := n.leaderServers(ctx)
 	if err != nil {
 		return err
 	}
@@ -120,13 +117,10 @@ func (n *Node) suffrage() (raft.ServerSuffrage, bool) {
 // not in the configuration is refused, so a removed node cannot bring its
 // metadata back.
 func (n *Node) SetMetadata(ctx context.Context, meta fsm.NodeMeta) error {
-	if err := fsm.ValidateNode(&meta); err != nil {
-		return fmt.Errorf("%w: %v", ErrMembership, err)
-	}
-	if err := n.leaderOnly(ctx); err != nil {
+	if err := validateMeta(&meta); err != nil {
 		return err
 	}
-	servers, err := n.servers()
+	servers, err := n.leaderServers(ctx)
 	if err != nil {
 		return err
 	}
@@ -241,6 +235,23 @@ func (n *Node) transferLeadership() error {
 		n.raftLog.planned.Store(false)
 	}
 	return err
+}
+
+// leaderServers is how Join and SetMetadata start: this node must
+// lead (leaderOnly), and the write works from its latest configuration.
+func (n *Node) leaderServers(ctx context.Context) ([]raft.Server, error) {
+	if err := n.leaderOnly(ctx); err != nil {
+		return nil, err
+	}
+	return n.servers()
+}
+
+// validateMeta checks a member's metadata as a membership write takes it.
+func validateMeta(meta *fsm.NodeMeta) error {
+	if err := fsm.ValidateNode(meta); err != nil {
+		return fmt.Errorf("%w: %v", ErrMembership, err)
+	}
+	return nil
 }
 
 func (n *Node) servers() ([]raft.Server, error) {

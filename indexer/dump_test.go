@@ -22,19 +22,26 @@ func tenantWorker(id uint64, model, tenant string, bs uint32, ranks int) fsm.Wor
 	return w
 }
 
-// randomFill applies n random events (seeded) to every rank of a
-// partition, with increasing sequence numbers, and returns the query paths
-// it drew from.
-func randomFill(h *catalogHarness, key fsm.PartitionKey, seed uint64, n int) [][]uint64 {
-	rng := rand.New(rand.NewPCG(seed, 11))
-	var paths [][]uint64
-	for range 8 {
-		p := make([]uint64, 1+rng.IntN(30))
+// randomPaths draws n query paths of 1 to maxLen local hashes from a small
+// alphabet (1-3), so that the paths share prefixes.
+func randomPaths(rng *rand.Rand, n, maxLen int) [][]uint64 {
+	paths := make([][]uint64, 0, n)
+	for range n {
+		p := make([]uint64, 1+rng.IntN(maxLen))
 		for i := range p {
 			p[i] = 1 + rng.Uint64N(3)
 		}
 		paths = append(paths, p)
 	}
+	return paths
+}
+
+// randomFill applies n random events (seeded) to every rank of a
+// partition, with increasing sequence numbers, and returns the query paths
+// it drew from.
+func randomFill(h *catalogHarness, key fsm.PartitionKey, seed uint64, n int) [][]uint64 {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	paths := randomPaths(rng, 8, 30)
 	part := h.x.parts[key]
 	ranks := part.ix.rankKeysSorted()
 	for i := range n {

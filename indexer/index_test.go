@@ -235,15 +235,7 @@ func Test_MatchAgreesWithWalk(t *testing.T) {
 					ranks = append(ranks, ix.addRank(RankKey{Worker: uint64(w), Rank: uint32(r)}))
 				}
 			}
-			// A small alphabet of local hashes makes paths share prefixes.
-			paths := [][]uint64{}
-			for range 12 {
-				p := make([]uint64, 1+rng.IntN(40))
-				for i := range p {
-					p[i] = 1 + rng.Uint64N(3)
-				}
-				paths = append(paths, p)
-			}
+			paths := randomPaths(rng, 12, 40)
 			for step := range 400 {
 				r := ranks[rng.IntN(len(ranks))]
 				p := paths[rng.IntN(len(paths))]

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -135,27 +134,12 @@ func Test_DumpFormat(t *testing.T) {
 func Test_DumpRoundTrip(t *testing.T) {
 	for seed := range uint64(5) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 11))
 			src, dst := newCatalogHarness(t), newCatalogHarness(t)
 			for _, h := range []*catalogHarness{src, dst} {
 				h.apply(fsm.UpsertWorker{Worker: testWorker(1, "m", 16, 2)})
 				h.apply(fsm.UpsertWorker{Worker: testWorker(2, "m", 16, 2)})
 			}
-			ranks := []RankKey{{Worker: 1, Rank: 0}, {Worker: 1, Rank: 1}, {Worker: 2, Rank: 0}, {Worker: 2, Rank: 1}}
-			var paths [][]uint64
-			for range 8 {
-				p := make([]uint64, 1+rng.IntN(30))
-				for i := range p {
-					p[i] = 1 + rng.Uint64N(3)
-				}
-				paths = append(paths, p)
-			}
-			p := src.x.parts[keyM]
-			for i := range 300 {
-				rk := ranks[rng.IntN(len(ranks))]
-				ev := randomEvent(rng, p.ix.byRank[rk], paths[rng.IntN(len(paths))])
-				src.x.Apply(rk, Batch{Seq: uint64(i), HasSeq: true, Events: []Event{*ev}})
-			}
+			paths := randomFill(src, keyM, seed, 300)
 			d := src.x.Dump()
 			raw, _ := json.Marshal(d)
 			var decoded Dump

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/kvselect/kvselect/internal/backoff"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -21,8 +23,8 @@ const MinQueueBytes = 1 << 20
 func DefaultConfig() Config {
 	return Config{
 		Threads:       runtime.GOMAXPROCS(0),
-		BackoffMin:    100 * time.Millisecond,
-		BackoffMax:    5 * time.Second,
+		BackoffMin:    backoff.DefaultMin,
+		BackoffMax:    backoff.DefaultMax,
 		ReplayTimeout: 10 * time.Second,
 		QueueLen:      4096,
 		QueueBytes:    64 << 20,
@@ -32,9 +34,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults fills c's zero fields from DefaultConfig. A BackoffMax
-// below BackoffMin (zero included) becomes the default maximum, or
-// BackoffMin when that is larger.
+// withDefaults fills c's zero fields from DefaultConfig, and the backoff
+// bounds by backoff.Bounds.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.Threads = cmp.Or(c.Threads, d.Threads)
@@ -42,11 +43,8 @@ func (c Config) withDefaults() Config {
 	c.StaleAfter = cmp.Or(c.StaleAfter, d.StaleAfter)
 	c.QueueLen = cmp.Or(c.QueueLen, d.QueueLen)
 	c.QueueBytes = cmp.Or(c.QueueBytes, d.QueueBytes)
-	c.BackoffMin = cmp.Or(c.BackoffMin, d.BackoffMin)
+	c.BackoffMin, c.BackoffMax = backoff.Bounds(c.BackoffMin, c.BackoffMax)
 	c.Logger = cmp.Or(c.Logger, d.Logger)
-	if c.BackoffMax < c.BackoffMin {
-		c.BackoffMax = max(d.BackoffMax, c.BackoffMin)
-	}
 	if c.Now == nil {
 		c.Now = d.Now
 	}

@@ -167,14 +167,7 @@ func Test_AuthenticatedSync(t *testing.T) {
 	a.Publish(testAdmission("from-a"))
 	eventually(t, "b applies a's admission", func() bool { return slices.Contains(rb.got(), "a:admission:from-a") })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	evil := zmq4.NewPub(ctx)
-	if err := evil.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
-	evilEP := "tcp://" + evil.Addr().String()
+	evil, evilEP := rawPub(t)
 	if _, err := b.Register(evilEP); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/internal/authtoken"
+	"github.com/kvselect/kvselect/internal/backoff"
 	"github.com/kvselect/kvselect/scheduler/replica"
 )
 
@@ -85,26 +86,22 @@ func DefaultConfig() Config {
 		DepartedLinger:     DefaultDepartedLinger,
 		PreviousTokenGrace: DefaultPreviousTokenGrace,
 		SendQueue:          1 << 16,
-		BackoffMin:         100 * time.Millisecond,
-		BackoffMax:         5 * time.Second,
+		BackoffMin:         backoff.DefaultMin,
+		BackoffMax:         backoff.DefaultMax,
 		Logger:             slog.Default(),
 	}
 }
 
-// withDefaults fills c's zero fields from DefaultConfig. A BackoffMax
-// below BackoffMin (zero included) becomes the default maximum, or
-// BackoffMin when that is larger.
+// withDefaults fills c's zero fields from DefaultConfig, and the backoff
+// bounds by backoff.Bounds.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	c.AntiEntropyPeriod = cmp.Or(c.AntiEntropyPeriod, d.AntiEntropyPeriod)
 	c.DepartedLinger = cmp.Or(c.DepartedLinger, d.DepartedLinger)
 	c.PreviousTokenGrace = cmp.Or(c.PreviousTokenGrace, d.PreviousTokenGrace)
 	c.SendQueue = cmp.Or(c.SendQueue, d.SendQueue)
-	c.BackoffMin = cmp.Or(c.BackoffMin, d.BackoffMin)
+	c.BackoffMin, c.BackoffMax = backoff.Bounds(c.BackoffMin, c.BackoffMax)
 	c.Logger = cmp.Or(c.Logger, d.Logger)
-	if c.BackoffMax < c.BackoffMin {
-		c.BackoffMax = max(d.BackoffMax, c.BackoffMin)
-	}
 	return c
 }
 

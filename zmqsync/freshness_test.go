@@ -241,6 +241,20 @@ func rawSub(t *testing.T, endpoint string) <-chan [][]byte {
 	return frames
 }
 
+// rawPub binds a bare PUB socket on loopback, for a test that plays a
+// peer sending whatever it likes, and returns it with its endpoint. It is
+// closed when the test ends.
+func rawPub(t *testing.T) (zmq4.Socket, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pub := zmq4.NewPub(ctx)
+	t.Cleanup(func() { cancel(); pub.Close() })
+	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	return pub, "tcp://" + pub.Addr().String()
+}
+
 // nextWith publishes until a message carrying id arrives and returns it,
 // decoded, with its frames; messages before it are skipped.
 func nextWith(t *testing.T, frames <-chan [][]byte, publish func(), id string) (Message, [][]byte) {
@@ -392,14 +406,8 @@ func Test_ReplayAndOtherCluster(t *testing.T) {
 		return slices.Contains(rb.got(), "a:free:r1")
 	})
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	evil := zmq4.NewPub(ctx)
-	if err := evil.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
-	if _, err := b.Register("tcp://" + evil.Addr().String()); err != nil {
+	evil, evilEP := rawPub(t)
+	if _, err := b.Register(evilEP); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the replayed capture is dropped", func() bool {

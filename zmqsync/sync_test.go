@@ -1,7 +1,6 @@
 package zmqsync
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -183,15 +182,9 @@ func Test_EchoesDropped(t *testing.T) {
 // Test_Garbage: whatever a peer sends that is not a valid message is
 // dropped and counted, never applied in part, and the subscription lives on.
 func Test_Garbage(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	evil := zmq4.NewPub(ctx)
-	if err := evil.Listen("tcp://127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
+	evil, evilEP := rawPub(t)
 	var rb recorder
-	b := startSyncer(t, "b", &rb, "tcp://"+evil.Addr().String())
+	b := startSyncer(t, "b", &rb, evilEP)
 	b.SetMembers(map[string]Member{"evil": {}}) // a member of the previous release: v1
 	validMsg := wireV1("evil", testAdmission("ok"))
 	valid := AppendMessage(nil, &validMsg)

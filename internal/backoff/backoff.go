@@ -1,7 +1,8 @@
 // Package backoff is kvselect's one reconnect loop (Loop: the KV event
-// listeners and the replica-sync peers) and the delay between its
-// attempts (Backoff): exponential, with jitter, reset by an attempt that
-// got somewhere, and a say in which failures are worth a warning.
+// listeners and the replica-sync peers), the delay between its attempts
+// (Backoff): exponential, with jitter, reset by an attempt that got
+// somewhere, and a say in which failures are worth a warning; and the
+// bounds a Config that leaves them zero gets (Bounds).
 package backoff
 
 import (
@@ -38,4 +39,25 @@ func (b *Backoff) Next() (wait time.Duration, failures int, warn bool) {
 	wait = b.delay + time.Duration(rand.Int64N(int64(b.delay)/5+1))
 	b.delay = min(2*b.delay, b.max)
 	return wait, b.failures, warn
+}
+
+// DefaultMin and DefaultMax are the reconnect delays a Config that leaves
+// them zero gets (the KV event listeners and the replica-sync peers alike).
+const (
+	DefaultMin = 100 * time.Millisecond
+	DefaultMax = 5 * time.Second
+)
+
+// Bounds is the one rule for a Config's reconnect bounds: a zero min
+// becomes DefaultMin, and a max below min (zero included) becomes
+// DefaultMax, or min when that is larger. A negative min is kept, for the
+// Config's Validate to refuse.
+func Bounds(lo, hi time.Duration) (time.Duration, time.Duration) {
+	if lo == 0 {
+		lo = DefaultMin
+	}
+	if hi < lo {
+		hi = max(DefaultMax, lo)
+	}
+	return lo, hi
 }

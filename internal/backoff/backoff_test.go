@@ -29,3 +29,26 @@ func Test_Next(t *testing.T) {
 		t.Fatalf("degenerate bounds: %+v", b)
 	}
 }
+
+func Test_Bounds(t *testing.T) {
+	tests := []struct {
+		name           string
+		lo, hi         time.Duration
+		wantLo, wantHi time.Duration
+	}{
+		{"zero takes both defaults", 0, 0, DefaultMin, DefaultMax},
+		{"set bounds stay", time.Millisecond, time.Second, time.Millisecond, time.Second},
+		{"zero max takes the default", 10 * time.Millisecond, 0, 10 * time.Millisecond, DefaultMax},
+		{"max below min takes the default", time.Second, time.Millisecond, time.Second, DefaultMax},
+		{"min above the default max is the max", time.Minute, time.Second, time.Minute, time.Minute},
+		{"negative min is kept for Validate", -time.Second, 0, -time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi := Bounds(tt.lo, tt.hi)
+			if lo != tt.wantLo || hi != tt.wantHi {
+				t.Fatalf("Bounds(%s, %s) = %s, %s; want %s, %s", tt.lo, tt.hi, lo, hi, tt.wantLo, tt.wantHi)
+			}
+		})
+	}
+}

@@ -36,15 +36,9 @@ type Leaf struct {
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
+	tmpl := template(t, name)
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +58,11 @@ func NewCA(t testing.TB, dir, name string) *CA {
 func (ca *CA) Issue(t testing.TB, name string) Leaf {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:     []string{"localhost"},
-	}
+	tmpl := template(t, name)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	tmpl.DNSNames = []string{"localhost"}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +75,18 @@ func (ca *CA) Issue(t testing.TB, name string) Leaf {
 	writePEM(t, l.CertFile, "CERTIFICATE", der)
 	writePEM(t, l.KeyFile, "PRIVATE KEY", keyDER)
 	return l
+}
+
+// template is what a CA and a leaf certificate share: a fresh serial, the
+// name, and a validity from an hour ago to a day ahead.
+func template(t testing.TB, name string) *x509.Certificate {
+	t.Helper()
+	return &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+	}
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
