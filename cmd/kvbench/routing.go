@@ -357,14 +357,8 @@ func routing(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "results: %s\n", cfg.out)
 	}
-	if cfg.picture != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.picture), 0o755); err != nil {
-			return err
-		}
-		if err := drawRouting(cfg.picture, run); err != nil {
-			return fmt.Errorf("picture: %w", err)
-		}
-		fmt.Fprintf(stdout, "picture: %s\n", cfg.picture)
+	if err := writePicture(stdout, cfg.picture, func(path string) error { return drawRouting(path, run) }); err != nil {
+		return err
 	}
 	if err := failedChecks(run.results); err != nil {
 		return err

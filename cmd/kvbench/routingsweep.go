@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -144,14 +143,8 @@ func routingSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "results: %s\n", cfg.out)
 	}
-	if cfg.picture != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.picture), 0o755); err != nil {
-			return err
-		}
-		if err := drawSweep(cfg.picture, points, cfg.goodputTTFT); err != nil {
-			return fmt.Errorf("picture: %w", err)
-		}
-		fmt.Fprintf(stdout, "picture: %s\n", cfg.picture)
+	if err := writePicture(stdout, cfg.picture, func(path string) error { return drawSweep(path, points, cfg.goodputTTFT) }); err != nil {
+		return err
 	}
 	for _, p := range points {
 		if err := failedChecks(p.results); err != nil {
