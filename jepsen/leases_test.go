@@ -111,9 +111,7 @@ func (f *fakeLeases) node(t *testing.T) string {
 		}
 		writeJSON(w, 200, api.Worker{WorkerID: id(r)})
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // Test_RunLeaseClients runs the lease clients against an honest leader,

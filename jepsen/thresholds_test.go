@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -145,9 +144,7 @@ func (f *fakeShedder) node(t *testing.T) string {
 		delete(f.booked, r.PathValue("id"))
 		writeJSON(w, 200, struct{}{})
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // Test_RunThresholdClient runs the threshold client against a node that

@@ -134,9 +134,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		}
 		writeJSON(w, 200, rec)
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // count ends the run once the fake nodes served stopAt requests.
@@ -360,9 +358,7 @@ func Test_SelectionClients_UnsettledFreeIsOpen(t *testing.T) {
 				writeJSON(w, 404, api.Error{Message: "no such reservation", Code: api.CodeNotFound})
 			}
 		})
-		srv := httptest.NewServer(authed(t, mux))
-		t.Cleanup(srv.Close)
-		return srv.URL
+		return serveAuthed(t, mux)
 	}
 	urls := []string{node(0), node(1), node(2)}
 	h := NewHistory()
