@@ -3,7 +3,6 @@ package jepsen
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -33,9 +32,7 @@ func Test_SweepBookings(t *testing.T) {
 				writeJSON(w, 404, api.Error{Message: "no such reservation", Code: api.CodeNotFound})
 			}
 		})
-		srv := httptest.NewServer(authed(t, mux))
-		t.Cleanup(srv.Close)
-		return srv.URL
+		return serveAuthed(t, mux)
 	}
 	ep := Endpoints{URLs: []string{node(0), node(1), node(2)}, Token: testToken}
 	open := NewOpenBookings()

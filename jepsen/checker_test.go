@@ -349,6 +349,14 @@ func authed(t *testing.T, h http.Handler) http.Handler {
 	})
 }
 
+// serveAuthed serves h, behind authed, on loopback until the test ends;
+// it returns the server's URL.
+func serveAuthed(t *testing.T, h http.Handler) string {
+	srv := httptest.NewServer(authed(t, h))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 // fakeNode serves fixed answers for the routes the convergence checkers
 // read.
 func fakeNode(t *testing.T, workers []api.Worker, scores api.OverlapScores, loads []api.PartitionLoads) string {
@@ -365,9 +373,7 @@ func fakeNode(t *testing.T, workers []api.Worker, scores api.OverlapScores, load
 	mux.HandleFunc("POST /overlap_scores", reply(scores))
 	mux.HandleFunc("GET /loads", reply(loads))
 	mux.HandleFunc("GET /reservations", reply(api.ReservationPage{}))
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 func Test_ConvergenceCheckers(t *testing.T) {

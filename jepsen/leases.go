@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,15 +51,11 @@ func RunLeaseClients(ctx context.Context, ep Endpoints, base time.Time, n int, h
 	}
 	var next atomic.Uint64
 	next.Store(leaseIDBase)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			lc := leaseClient{slot: i, nodes: nodes, base: base, h: h, next: &next,
-				r: rand.New(rand.NewPCG(uint64(base.UnixNano()), uint64(LeaseClientBase+i)))}
-			lc.run(ctx)
-		})
-	}
-	wg.Wait()
+	runClients(n, func(i int) {
+		lc := leaseClient{slot: i, nodes: nodes, base: base, h: h, next: &next,
+			r: clientRand(base, uint64(LeaseClientBase+i))}
+		lc.run(ctx)
+	})
 	return nil
 }
 

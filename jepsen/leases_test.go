@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/poll"
 )
 
 // lease builds a lease op on worker 1 over [call, ret] milliseconds; gone
@@ -111,9 +111,7 @@ func (f *fakeLeases) node(t *testing.T) string {
 		}
 		writeJSON(w, 200, api.Worker{WorkerID: id(r)})
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // Test_RunLeaseClients runs the lease clients against an honest leader,
@@ -131,20 +129,9 @@ func Test_RunLeaseClients(t *testing.T) {
 			url := f.node(t)
 			h := NewHistory()
 			// One lapse recorded is enough.
-			var watch sync.WaitGroup
-			defer watch.Wait()
-			defer cancel()
-			watch.Go(func() {
-				poll.Until(ctx, pollEvery, "a lapse is recorded", func(context.Context) error {
-					for _, op := range h.Ops() {
-						if op.NotFound {
-							cancel()
-							return nil
-						}
-					}
-					return context.DeadlineExceeded
-				})
-			})
+			defer cancelWhen(ctx, cancel, "a lapse is recorded", func() bool {
+				return slices.ContainsFunc(h.Ops(), func(op Op) bool { return op.NotFound })
+			})()
 			if err := RunLeaseClients(ctx, Endpoints{URLs: []string{url, url}, Token: testToken}, time.Now(), 1, h); err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,7 @@ func RunThresholdClient(ctx context.Context, ep Endpoints, base time.Time, ranks
 		return err
 	}
 	tc := thresholdClient{pid: ThresholdClient, nodes: nodes, base: base, ranks: ranks, h: h, open: open,
-		r: rand.New(rand.NewPCG(uint64(base.UnixNano()), ThresholdClient))}
+		r: clientRand(base, ThresholdClient)}
 	tc.run(ctx)
 	return nil
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvselect/kvselect/api"
-	"github.com/kvselect/kvselect/internal/poll"
 )
 
 func Test_BusyWindows_UnexplainedBusy(t *testing.T) {
@@ -146,9 +144,7 @@ func (f *fakeShedder) node(t *testing.T) string {
 		delete(f.booked, r.PathValue("id"))
 		writeJSON(w, 200, struct{}{})
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // Test_RunThresholdClient runs the threshold client against a node that
@@ -164,22 +160,13 @@ func Test_RunThresholdClient(t *testing.T) {
 			url := f.node(t)
 			h := NewHistory()
 			open := NewOpenBookings()
-			var watch sync.WaitGroup
-			defer watch.Wait()
-			defer cancel()
-			watch.Go(func() {
-				poll.Until(ctx, pollEvery, "two probes", func(context.Context) error {
-					n := 0
-					for _, op := range h.Ops() {
-						n += boolInt(op.Kind == KindBusyProbe)
-					}
-					if n < 2 {
-						return context.DeadlineExceeded
-					}
-					cancel()
-					return nil
-				})
-			})
+			defer cancelWhen(ctx, cancel, "two probes", func() bool {
+				n := 0
+				for _, op := range h.Ops() {
+					n += boolInt(op.Kind == KindBusyProbe)
+				}
+				return n >= 2
+			})()
 			if err := RunThresholdClient(ctx, Endpoints{URLs: []string{url, url}, Token: testToken}, time.Now(), 3, h, open); err != nil {
 				t.Fatal(err)
 			}

@@ -65,15 +65,11 @@ func RunCatalogClients(ctx context.Context, ep Endpoints, base time.Time, n int,
 	}
 	slots := &keySlots{ids: slices.Clone(ids), next: slices.Max(ids) + 1}
 	var seq atomic.Uint64
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			cc := catalogClient{pid: i, n: n, nodes: nodes, base: base, slots: slots, seq: &seq, h: h,
-				r: rand.New(rand.NewPCG(uint64(base.UnixNano()), uint64(i)))}
-			cc.run(ctx)
-		})
-	}
-	wg.Wait()
+	runClients(n, func(i int) {
+		cc := catalogClient{pid: i, n: n, nodes: nodes, base: base, slots: slots, seq: &seq, h: h,
+			r: clientRand(base, uint64(i))}
+		cc.run(ctx)
+	})
 	return nil
 }
 
@@ -239,15 +235,11 @@ func RunSelectionClients(ctx context.Context, ep Endpoints, base time.Time, h *H
 		return err
 	}
 	prompts := SelectionPrompts()
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Go(func() {
-			sc := selectionClient{node: i, nodes: nodes, base: base, prompts: prompts, h: h, open: open,
-				r: rand.New(rand.NewPCG(uint64(base.UnixNano()), uint64(SelectionClientBase+i)))}
-			sc.run(ctx)
-		})
-	}
-	wg.Wait()
+	runClients(len(nodes), func(i int) {
+		sc := selectionClient{node: i, nodes: nodes, base: base, prompts: prompts, h: h, open: open,
+			r: clientRand(base, uint64(SelectionClientBase+i))}
+		sc.run(ctx)
+	})
 	return nil
 }
 
@@ -400,4 +392,20 @@ func (c *selectionClient) settle(ctx context.Context, kind, rid string, node int
 	op.Return = time.Since(c.base)
 	c.h.Add(op)
 	return op.Result
+}
+
+// clientRand is the random source of the client whose ops carry Client
+// stream: seeded by the run's base time, so that runs differ, and by
+// stream, so that the clients of one run differ from each other.
+func clientRand(base time.Time, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(base.UnixNano()), stream))
+}
+
+// runClients runs run(0) … run(n-1) at once and waits for all of them.
+func runClients(n int, run func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { run(i) })
+	}
+	wg.Wait()
 }

@@ -16,6 +16,26 @@ import (
 	"github.com/kvselect/kvselect/internal/poll"
 )
 
+// cancelWhen cancels a run once done holds, checked every pollEvery. Its
+// result, deferred, cancels the run and waits for the watcher: so a test
+// whose run ends for another reason leaves nothing behind.
+func cancelWhen(ctx context.Context, cancel context.CancelFunc, what string, done func() bool) (stop func()) {
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		_ = poll.Until(ctx, pollEvery, what, func(context.Context) error {
+			if !done() {
+				return context.DeadlineExceeded
+			}
+			cancel()
+			return nil
+		})
+	})
+	return func() {
+		cancel()
+		watch.Wait()
+	}
+}
+
 // fakeCatalog is one linearizable catalog (a map under a lock) served by
 // several fake nodes that misbehave in set ways.
 type fakeCatalog struct {
@@ -114,9 +134,7 @@ func (f *fakeCatalog) node(t *testing.T, behaviour int) string {
 		}
 		writeJSON(w, 200, rec)
 	})
-	srv := httptest.NewServer(authed(t, mux))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return serveAuthed(t, mux)
 }
 
 // count ends the run once the fake nodes served stopAt requests.
@@ -340,26 +358,13 @@ func Test_SelectionClients_UnsettledFreeIsOpen(t *testing.T) {
 				writeJSON(w, 404, api.Error{Message: "no such reservation", Code: api.CodeNotFound})
 			}
 		})
-		srv := httptest.NewServer(authed(t, mux))
-		t.Cleanup(srv.Close)
-		return srv.URL
+		return serveAuthed(t, mux)
 	}
 	urls := []string{node(0), node(1), node(2)}
 	h := NewHistory()
 	open := NewOpenBookings()
 	// One settled booking (its free given up) is enough.
-	var watch sync.WaitGroup
-	defer watch.Wait()
-	defer cancel()
-	watch.Go(func() {
-		poll.Until(ctx, pollEvery, "a free given up", func(context.Context) error {
-			if len(open.All()) == 0 {
-				return context.DeadlineExceeded
-			}
-			cancel()
-			return nil
-		})
-	})
+	defer cancelWhen(ctx, cancel, "a free given up", func() bool { return len(open.All()) > 0 })()
 	if err := RunSelectionClients(ctx, Endpoints{URLs: urls, Token: testToken}, time.Now(), h, open); err != nil {
 		t.Fatal(err)
 	}

@@ -86,18 +86,11 @@ func Test_ReportRecovery(t *testing.T) {
 	const bench = `BenchmarkDumpTransfer/plain-2 	1	919552 blocks	270 e2e-peak-heap-MB	137.5 index-heap-MB	149.4 loader-peak-heap-MB	4.125 recovery-s	240.6 rss-hwm-MB	85.39 server-peak-heap-MB	119.0 wire-MB
 BenchmarkDumpTransfer/gzip-2  	1	919552 blocks	272.9 e2e-peak-heap-MB	136.9 index-heap-MB	149.8 loader-peak-heap-MB	3.910 recovery-s	109.1 rss-hwm-MB	85.37 server-peak-heap-MB	28.52 wire-MB
 `
-	in := filepath.Join(t.TempDir(), "bench.txt")
-	if err := os.WriteFile(in, []byte(bench), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stdout bytes.Buffer
-	if err := report([]string{"-in", in}, &stdout); err != nil {
-		t.Fatal(err)
-	}
+	stdout := reportOf(t, bench)
 	for _, want := range []string{"index recovery (0.92 M blocks", "3.9 s", "meets target <= 10",
 		"plain JSON: 4.12 s, 119.0 MB", "28.5 MB on the wire", "loading +150 MB for a 137 MB index"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
 		}
 	}
 }
@@ -109,6 +102,24 @@ BenchmarkPublishToApply/rate=1000/bare-zmq-2             	       1	      3265 ma
 BenchmarkPublishToApply/rate=10000/replica-sync-2        	       1	     14128 max-us	       230.0 p50-us	      2984 p99-us
 BenchmarkPublishToApply/rate=10000/bare-zmq-2            	       1	      7718 max-us	       575.0 p50-us	      3024 p99-us
 `
+	stdout := reportOf(t, bench)
+	for _, want := range []string{
+		"a booking over HTTP on one node until GET /reservations/{id} shows it on another (1000 bookings/s", "3.2 ms", "meets target <= 5",
+		"shown by the booking node itself: p50 0.48 ms, p99 2.11 ms", "(p50 0.56 ms)",
+		"replica sync in process, Publish() on one syncer to Apply() on another over loopback ZMQ, p99 (1000 bookings/s)", "0.9 ms", "(p50 0.19 ms)",
+		"(10000 bookings/s)", "3.0 ms", "bare zmq4 PUB -> SUB: p50 0.57 ms, p99 3.02 ms"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Count(stdout, "meets target") != 1 {
+		t.Errorf("the in-process figure has a target of its own:\n%s", stdout)
+	}
+}
+
+// reportOf is what kvbench report prints of bench, go test -bench output.
+func reportOf(t *testing.T, bench string) string {
+	t.Helper()
 	in := filepath.Join(t.TempDir(), "bench.txt")
 	if err := os.WriteFile(in, []byte(bench), 0o644); err != nil {
 		t.Fatal(err)
@@ -117,18 +128,7 @@ BenchmarkPublishToApply/rate=10000/bare-zmq-2            	       1	      7718 ma
 	if err := report([]string{"-in", in}, &stdout); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{
-		"a booking over HTTP on one node until GET /reservations/{id} shows it on another (1000 bookings/s", "3.2 ms", "meets target <= 5",
-		"shown by the booking node itself: p50 0.48 ms, p99 2.11 ms", "(p50 0.56 ms)",
-		"replica sync in process, Publish() on one syncer to Apply() on another over loopback ZMQ, p99 (1000 bookings/s)", "0.9 ms", "(p50 0.19 ms)",
-		"(10000 bookings/s)", "3.0 ms", "bare zmq4 PUB -> SUB: p50 0.57 ms, p99 3.02 ms"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	if strings.Count(stdout.String(), "meets target") != 1 {
-		t.Errorf("the in-process figure has a target of its own:\n%s", stdout.String())
-	}
+	return stdout.String()
 }
 
 // Test_MatchUnderApplyFigures: the p99 target holds only when the applier

@@ -175,9 +175,19 @@ type routingConfig struct {
 	logLevel             slog.Level
 }
 
+// routingOutputs is how kvbench routing and routing-sweep differ in the
+// flags they share: the base name of their results under bench/results,
+// what -strategies are run for, and what the -svg picture shows.
+type routingOutputs struct {
+	name, strategies, picture string
+}
+
 // routingFlags defines the flags kvbench routing and routing-sweep share
-// on fs; finish checks them once fs is parsed.
-func routingFlags(fs *flag.FlagSet, c *routingConfig) (finish func() error) {
+// on fs; parse parses the command line and checks them.
+func routingFlags(fs *flag.FlagSet, c *routingConfig, o routingOutputs) (parse func(args []string) error) {
+	strategies := fs.String("strategies", strings.Join(strategyNames(allStrategies), ","), o.strategies+", comma separated: "+strings.Join(strategyNames(allStrategies), ", "))
+	fs.StringVar(&c.out, "out", "bench/results/"+o.name+".json", "JSON results file ('' for none)")
+	fs.StringVar(&c.picture, "svg", "bench/results/"+o.name+".svg", "picture: "+o.picture+" ('' for none)")
 	fs.StringVar(&c.trace, "trace", defaultRoutingTrace, "Mooncake trace (JSON lines: timestamp ms, input_length, output_length, hash_ids); kvbench trace-gen writes synthetic ones")
 	fs.IntVar(&c.offset, "offset", 0, "skip the trace's first N requests")
 	fs.IntVar(&c.every, "every", 1, "replay every k-th request of the trace (after -offset; this thins the arrivals k-fold, so raise -speed k-fold to keep the rate)")
@@ -200,7 +210,10 @@ func routingFlags(fs *flag.FlagSet, c *routingConfig) (finish func() error) {
 	observer := fs.String("observer", "process", "how settles see the nodes: process (the indexer's watermark and the scheduler's loads, exact) or http (/workers last_seq and /loads)")
 	clock := fs.String("clock", "virtual", "virtual (a discrete-event clock, the nodes' schedulers on it too: deterministic and fast) or real (wall-clock pacing)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	return func() error {
+	return func(args []string) error {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
 		if fs.NArg() > 0 {
 			return fmt.Errorf("unexpected arguments %q", fs.Args())
 		}
@@ -240,7 +253,8 @@ func routingFlags(fs *flag.FlagSet, c *routingConfig) (finish func() error) {
 		if _, err := kvsim.NewFleet(c.engine, c.workers, c.dpSize); err != nil {
 			return err
 		}
-		return nil
+		c.strategies, err = parseStrategies(*strategies)
+		return err
 	}
 }
 
@@ -248,21 +262,12 @@ func parseRoutingConfig(args []string, stderr io.Writer) (routingConfig, error) 
 	fs := flag.NewFlagSet("routing", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := routingConfig{}
-	finish := routingFlags(fs, &c)
+	parse := routingFlags(fs, &c, routingOutputs{name: "routing", strategies: "strategies to run",
+		picture: "TTFT CDF per strategy and hit-rate bars"})
 	fs.Float64Var(&c.speed, "speed", defaultRoutingSpeed, "divide the trace's timestamps by this (2 = twice the request rate)")
 	fs.StringVar(&c.fleet, "fleet", fleetUniform, "uniform (every engine alike) or hetero (the last quarter of the engines, rounded up, half as fast: every engine cost doubled)")
 	fs.Uint64Var(&c.busyPrefillTokens, "busy-prefill-tokens", 0, "the kvselect nodes' busy threshold, active prefill tokens per rank (0 = none: nothing is refused)")
-	strategies := fs.String("strategies", strings.Join(strategyNames(allStrategies), ","), "strategies to run, comma separated: "+strings.Join(strategyNames(allStrategies), ", "))
-	fs.StringVar(&c.out, "out", "bench/results/routing.json", "JSON results file ('' for none)")
-	fs.StringVar(&c.picture, "svg", "bench/results/routing.svg", "picture: TTFT CDF per strategy and hit-rate bars ('' for none)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if err := finish(); err != nil {
-		return c, err
-	}
-	var err error
-	if c.strategies, err = parseStrategies(*strategies); err != nil {
+	if err := parse(args); err != nil {
 		return c, err
 	}
 	if c.speed <= 0 {
@@ -352,14 +357,8 @@ func routing(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "results: %s\n", cfg.out)
 	}
-	if cfg.picture != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.picture), 0o755); err != nil {
-			return err
-		}
-		if err := drawRouting(cfg.picture, run); err != nil {
-			return fmt.Errorf("picture: %w", err)
-		}
-		fmt.Fprintf(stdout, "picture: %s\n", cfg.picture)
+	if err := writePicture(stdout, cfg.picture, func(path string) error { return drawRouting(path, run) }); err != nil {
+		return err
 	}
 	if err := failedChecks(run.results); err != nil {
 		return err

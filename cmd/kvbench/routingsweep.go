@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -43,21 +42,12 @@ func parseSweepConfig(args []string, stderr io.Writer) (sweepConfig, error) {
 	fs := flag.NewFlagSet("routing-sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := sweepConfig{}
-	finish := routingFlags(fs, &c.routingConfig)
+	parse := routingFlags(fs, &c.routingConfig, routingOutputs{name: "routing-sweep", strategies: "strategies to run at every point",
+		picture: "TTFT p90 and goodput against offered load per strategy and fleet"})
 	speeds := fs.String("speeds", defaultSweepSpeeds, "speeds to replay the trace at, comma separated (each divides the timestamps)")
 	fleets := fs.String("fleets", defaultSweepFleets, "fleets, comma separated: uniform (every engine alike), hetero (the last quarter of the engines, rounded up, half as fast)")
 	fs.Uint64Var(&c.busyPrefillTokens, "busy-prefill-tokens", defaultSweepBusyPrefill, "the kvselect nodes' busy threshold, active prefill tokens per rank (0 = none)")
-	strategies := fs.String("strategies", strings.Join(strategyNames(allStrategies), ","), "strategies to run at every point, comma separated: "+strings.Join(strategyNames(allStrategies), ", "))
-	fs.StringVar(&c.out, "out", "bench/results/routing-sweep.json", "JSON results file ('' for none)")
-	fs.StringVar(&c.picture, "svg", "bench/results/routing-sweep.svg", "picture: TTFT p90 and goodput against offered load per strategy and fleet ('' for none)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if err := finish(); err != nil {
-		return c, err
-	}
-	var err error
-	if c.strategies, err = parseStrategies(*strategies); err != nil {
+	if err := parse(args); err != nil {
 		return c, err
 	}
 	for _, s := range strings.Split(*speeds, ",") {
@@ -153,14 +143,8 @@ func routingSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "results: %s\n", cfg.out)
 	}
-	if cfg.picture != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.picture), 0o755); err != nil {
-			return err
-		}
-		if err := drawSweep(cfg.picture, points, cfg.goodputTTFT); err != nil {
-			return fmt.Errorf("picture: %w", err)
-		}
-		fmt.Fprintf(stdout, "picture: %s\n", cfg.picture)
+	if err := writePicture(stdout, cfg.picture, func(path string) error { return drawSweep(path, points, cfg.goodputTTFT) }); err != nil {
+		return err
 	}
 	for _, p := range points {
 		if err := failedChecks(p.results); err != nil {

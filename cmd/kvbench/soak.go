@@ -557,3 +557,19 @@ func writeJSON(path string, v any) error {
 	}
 	return os.WriteFile(path, append(raw, '\n'), 0o644)
 }
+
+// writePicture has draw write the picture at path, its directory made
+// first, and says where on stdout; an empty path writes none.
+func writePicture(stdout io.Writer, path string, draw func(path string) error) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := draw(path); err != nil {
+		return fmt.Errorf("picture: %w", err)
+	}
+	fmt.Fprintf(stdout, "picture: %s\n", path)
+	return nil
+}

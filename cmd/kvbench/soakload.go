@@ -423,16 +423,10 @@ func (l *load) registerChurn(ctx context.Context) error {
 // reservation: a node that had not applied the re-add yet drops the
 // replica-sync admission of a worker it does not know.
 func (l *load) churnLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
 	cur := uint64(churnWorkerID)
 	n := len(l.f.nodes)
-	for k := 1; ; k++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	eachTick(ctx, every, func(k int) {
+		k++ // cycles count from 1
 		del, add, patch := l.f.nodes[k%n], l.f.nodes[(k+1)%n], l.f.nodes[(k+2)%n]
 		l.churnGen.Add(1)
 		next := cur
@@ -466,7 +460,7 @@ func (l *load) churnLoop(ctx context.Context, every time.Duration) {
 		cancel()
 		l.churnGen.Add(1)
 		l.st.count("catalog_churn_cycles")
-	}
+	})
 }
 
 // waitApplied waits until every node has applied catalog index idx.
@@ -487,6 +481,17 @@ func (l *load) waitApplied(ctx context.Context, idx uint64) error {
 
 // restartLoop kills and restarts one kvsim process per tick, in turn.
 func (l *load) restartLoop(ctx context.Context, every time.Duration) {
+	eachTick(ctx, every, func(k int) {
+		s := l.f.sims[k%len(l.f.sims)]
+		err := l.f.restartSim(ctx, s)
+		if l.st.record(ctx, "kvsim_process_restart", err, false) {
+			l.st.count("kvsim_process_restarts")
+		}
+	})
+}
+
+// eachTick calls tick(0), tick(1), … once every interval until ctx ends.
+func eachTick(ctx context.Context, every time.Duration, tick func(k int)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for k := 0; ; k++ {
@@ -495,11 +500,7 @@ func (l *load) restartLoop(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		s := l.f.sims[k%len(l.f.sims)]
-		err := l.f.restartSim(ctx, s)
-		if l.st.record(ctx, "kvsim_process_restart", err, false) {
-			l.st.count("kvsim_process_restarts")
-		}
+		tick(k)
 	}
 }
 
@@ -508,17 +509,10 @@ func (l *load) restartLoop(ctx context.Context, every time.Duration) {
 // turn, one per tick.
 func (l *load) engineLoop(ctx context.Context, every time.Duration, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xe9))
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for k := 0; ; k++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	eachTick(ctx, every, func(k int) {
 		s := l.f.sims[rng.IntN(len(l.f.sims))]
 		if !s.up.Load() {
-			continue
+			return
 		}
 		op, act := "kvsim_engine_restart", s.ctl.Restart
 		if k%2 == 1 {
@@ -528,7 +522,7 @@ func (l *load) engineLoop(ctx context.Context, every time.Duration, seed uint64)
 		err := act(cctx, s.firstID+uint64(rng.IntN(s.workers)), kvsim.AllRanks)
 		cancel()
 		l.st.record(ctx, op, err, !s.up.Load())
-	}
+	})
 }
 
 // retireChurn deletes the churn worker once the load has stopped: its

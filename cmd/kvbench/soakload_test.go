@@ -75,27 +75,8 @@ func Test_SoakFreesBookingsInFlightAtStop(t *testing.T) {
 			sims: []*soakSim{{name: "kvsim", firstID: 1, workers: 1, register: true}}, churn: &soakSim{name: "churn"}}
 		l := newLoad(f, newSoakStats(), 2, seed)
 		l.lag = 0
-		ctx, stop := context.WithCancel(context.Background())
-		drain, stopDrain := context.WithTimeout(context.Background(), 30*time.Second)
-		tick := make(chan time.Time)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			l.runFlows(ctx, drain, tick, seed)
-		}()
 		// Flows until one books; the stop comes while its answer is held.
-	feed:
-		for {
-			select {
-			case tick <- time.Now():
-			case <-node.waiting:
-				break feed
-			}
-		}
-		stop()
-		close(node.release)
-		<-done
-		stopDrain()
+		flowUntilStop(l, seed, node.waiting, func() { close(node.release) })
 		srv.Close()
 		node.mu.Lock()
 		for id, freed := range node.booked {
@@ -105,6 +86,32 @@ func Test_SoakFreesBookingsInFlightAtStop(t *testing.T) {
 		}
 		node.mu.Unlock()
 	}
+}
+
+// flowUntilStop runs l's flows, a tick at a time, until stopAt is
+// closed; then it stops the soak, calls atStop, and returns once the
+// flows have drained (within 30 s).
+func flowUntilStop(l *load, seed uint64, stopAt <-chan struct{}, atStop func()) {
+	ctx, stop := context.WithCancel(context.Background())
+	drain, stopDrain := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stopDrain()
+	tick := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.runFlows(ctx, drain, tick, seed)
+	}()
+feed:
+	for {
+		select {
+		case tick <- time.Now():
+		case <-stopAt:
+			break feed
+		}
+	}
+	stop()
+	atStop()
+	<-done
 }
 
 // lagNode is a fake of two kvselect nodes for the soak's flows: each books
@@ -185,26 +192,9 @@ func Test_SoakRetriesAFreeAtStop(t *testing.T) {
 			sims: []*soakSim{{name: "kvsim", firstID: 1, workers: 1, register: true}}, churn: &soakSim{name: "churn"}}
 		l := newLoad(f, newSoakStats(), 1, seed)
 		l.lag = 5 * time.Second // far longer than the test needs: the retry, not the lag bound, frees it
-		ctx, stop := context.WithCancel(context.Background())
-		drain, stopDrain := context.WithTimeout(context.Background(), 30*time.Second)
-		tick := make(chan time.Time)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			l.runFlows(ctx, drain, tick, seed)
-		}()
-	feed:
-		for {
-			select {
-			case tick <- time.Now():
-			case <-n.lagging:
-				break feed
-			}
-		}
-		stop()          // the soak stops while a free waits out the lag
-		close(n.lagged) // and replica sync catches up
-		<-done
-		stopDrain()
+		// The soak stops while a free waits out the lag, and replica sync
+		// catches up.
+		flowUntilStop(l, seed, n.lagging, func() { close(n.lagged) })
 		n.mu.Lock()
 		for id := range n.bookedOn {
 			if !n.freed[id] {

@@ -91,6 +91,18 @@ func startProcCluster(t *testing.T, bin string, n int, extra ...string) *procClu
 	return startProcs(t, bin, n, func(o *proccluster.NodeOptions) { o.Extra = extra })
 }
 
+// startFastFailover starts three nodes that bootstrap one cluster with
+// short Raft timeouts (500 ms, the leader lease half that), for the tests
+// that kill or remove nodes and wait for the next leader, logging at
+// logLevel.
+func startFastFailover(t *testing.T, logLevel string) *procCluster {
+	t.Helper()
+	return startProcs(t, buildKvselect(t), 3, func(o *proccluster.NodeOptions) {
+		o.LogLevel = logLevel
+		o.ElectionTimeout = 500 * time.Millisecond
+	})
+}
+
 // startProcs starts n nodes with the harness's options, changed by opts.
 func startProcs(t *testing.T, bin string, n int, opts func(*proccluster.NodeOptions)) *procCluster {
 	t.Helper()

@@ -31,11 +31,7 @@ func Test_KillLeaderDuringWrites(t *testing.T) {
 		acksBeforeKill = 20
 		acksAfterKill  = 20
 	)
-	c := startProcCluster(t, buildKvselect(t), 3,
-		"--log-level", "warn",
-		"--raft-heartbeat-timeout", "500ms",
-		"--raft-election-timeout", "500ms",
-		"--raft-leader-lease-timeout", "250ms")
+	c := startFastFailover(t, "warn")
 	began := time.Now()
 	c.waitAgreement(30 * time.Second)
 	t.Logf("cluster formed in %v", time.Since(began).Round(time.Millisecond))

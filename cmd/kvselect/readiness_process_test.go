@@ -27,11 +27,7 @@ import (
 //   - the survivor, restarted alone, has never caught up since it
 //     started: 503 with the reason.
 func Test_SelectionReadinessWithoutQuorum(t *testing.T) {
-	c := startProcCluster(t, buildKvselect(t), 3,
-		"--log-level", "info",
-		"--raft-heartbeat-timeout", "500ms",
-		"--raft-election-timeout", "500ms",
-		"--raft-leader-lease-timeout", "250ms")
+	c := startFastFailover(t, "info")
 	leader := c.waitAgreement(30 * time.Second)
 	mustRegister(t, c, 1)
 	for _, node := range c.nodes {

@@ -18,11 +18,7 @@ import (
 // why, stops on its own and exits with status 0, while the other two keep
 // a leader and the member list without it.
 func Test_RemovedNodeExits(t *testing.T) {
-	c := startProcCluster(t, buildKvselect(t), 3,
-		"--log-level", "info",
-		"--raft-heartbeat-timeout", "500ms",
-		"--raft-election-timeout", "500ms",
-		"--raft-leader-lease-timeout", "250ms")
+	c := startFastFailover(t, "info")
 	leader := c.waitAgreement(30 * time.Second)
 	var victim *procNode
 	for _, node := range c.nodes {
