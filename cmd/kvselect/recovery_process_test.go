@@ -48,6 +48,29 @@ func startRecFleet(t *testing.T, c *procCluster, via *procNode) *recFleet {
 	if err := sim.Register(ctx, via.url("")); err != nil {
 		t.Fatal(err)
 	}
+	// Serve only once every node listens to every rank: a node that
+	// subscribes later than the replay buffer's worth of messages has
+	// lost the first ones for good, and its index would differ.
+	c.eventually("every node listens to every rank", 30*time.Second, func() error {
+		for _, node := range c.nodes {
+			var records []api.Worker
+			if err := getJSON(node, "/workers", &records); err != nil {
+				return err
+			}
+			active := 0
+			for _, r := range records {
+				for _, l := range r.Listeners {
+					if l.State == api.ListenerActive {
+						active++
+					}
+				}
+			}
+			if active < recWorkers*recRanks {
+				return fmt.Errorf("%s: %d of %d listeners active", node.id, active, recWorkers*recRanks)
+			}
+		}
+		return nil
+	})
 	return &recFleet{t: t, sim: sim}
 }
 
@@ -170,7 +193,7 @@ func fetchDump(node *procNode) (canonicalDump, error) {
 func (f *recFleet) waitSameIndex(c *procCluster, nodes ...*procNode) canonicalDump {
 	f.t.Helper()
 	var want canonicalDump
-	polls := 0
+	nudged := time.Now()
 	c.eventually("every node holds the same index", 60*time.Second, func() error {
 		for i, node := range nodes {
 			if err := notRecovering(node); err != nil {
@@ -181,8 +204,11 @@ func (f *recFleet) waitSameIndex(c *procCluster, nodes ...*procNode) canonicalDu
 				return err
 			}
 			if err := f.caughtUp(node, d); err != nil {
-				if polls++; polls%15 == 0 {
+				// Now and then, not on every poll: each nudge is one more
+				// message per rank the replay buffer must hold.
+				if time.Since(nudged) > 300*time.Millisecond {
 					f.serve(recWorkers)
+					nudged = time.Now()
 				}
 				return err
 			}
