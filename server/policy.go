@@ -42,15 +42,8 @@ func (s *Server) runSeedPolicy() {
 	defer s.wg.Done()
 	tick := time.NewTicker(seedPolicyEvery)
 	defer tick.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilStop()
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	spec := s.cfg.Scheduler.Policy
 	for {
 		leaderCh, catalogCh := s.Node.Changes()

@@ -99,15 +99,8 @@ func (s *Server) learnLeaderCommit(ctx context.Context) {
 // node stops.
 func (s *Server) watchCatchUp() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := s.untilStop() // ends the question in flight when the node stops
 	defer cancel()
-	go func() { // ends the question in flight when the node stops
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	tick := time.NewTicker(catchUpPoll)
 	defer tick.Stop()
 	ask := true

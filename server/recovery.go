@@ -206,21 +206,28 @@ type recovery struct {
 // startRecovery runs the recovery in its own goroutine, which the node's
 // shutdown stops (s.stop) and waits for (s.wg).
 func (s *Server) startRecovery() {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.wg.Add(2)
+	ctx, cancel := s.untilStop()
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
 		s.recoverIndex(ctx)
 	}()
+}
+
+// untilStop returns a context that ends when the node stops (s.stop) or
+// cancel is called, for the node's own loops and the calls they make. Its
+// watcher goroutine ends with it, so cancel must be called.
+func (s *Server) untilStop() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		defer s.wg.Done()
 		select {
 		case <-s.stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
 }
 
 // recoverIndex runs the recovery, then releases the listeners and clears

@@ -35,15 +35,8 @@ func (s *Server) runInitialThresholds() {
 	defer s.wg.Done()
 	tick := time.NewTicker(initThresholdsEvery)
 	defer tick.Stop()
-	base, cancelBase := context.WithCancel(context.Background())
+	base, cancelBase := s.untilStop()
 	defer cancelBase()
-	go func() {
-		select {
-		case <-s.stop:
-			cancelBase()
-		case <-base.Done():
-		}
-	}()
 	for {
 		select {
 		case <-s.stop:
