@@ -31,16 +31,13 @@ func (n *bookingNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sel := api.Selection{ModelName: soakModel, TenantID: "default", WorkerID: 1, Endpoint: "http://w1", BlockSize: soakBlockSize}
 	switch {
 	case r.Method == "POST" && (r.URL.Path == api.PathReservations || r.URL.Path == api.PathSelectAndReserve):
-		var body struct {
-			ReservationID string `json:"reservation_id"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
+		id := reservationIDOf(r)
 		n.mu.Lock()
-		n.booked[body.ReservationID] = false
+		n.booked[id] = false
 		n.mu.Unlock()
 		n.once.Do(func() { close(n.waiting) })
 		<-n.release // the soak stops while the node holds the answer
-		sel.ReservationID = body.ReservationID
+		sel.ReservationID = id
 		if r.URL.Path == api.PathReservations {
 			w.WriteHeader(http.StatusCreated)
 		}
@@ -132,14 +129,11 @@ func (n *lagNode) handler(node int) http.Handler {
 		sel := api.Selection{ModelName: soakModel, TenantID: "default", WorkerID: 1, Endpoint: "http://w1", BlockSize: soakBlockSize}
 		switch {
 		case r.Method == "POST" && (r.URL.Path == api.PathReservations || r.URL.Path == api.PathSelectAndReserve):
-			var body struct {
-				ReservationID string `json:"reservation_id"`
-			}
-			_ = json.NewDecoder(r.Body).Decode(&body)
+			id := reservationIDOf(r)
 			n.mu.Lock()
-			n.bookedOn[body.ReservationID] = node
+			n.bookedOn[id] = node
 			n.mu.Unlock()
-			sel.ReservationID = body.ReservationID
+			sel.ReservationID = id
 			if r.URL.Path == api.PathReservations {
 				w.WriteHeader(http.StatusCreated)
 			}
@@ -203,4 +197,14 @@ func Test_SoakRetriesAFreeAtStop(t *testing.T) {
 		}
 		n.mu.Unlock()
 	}
+}
+
+// reservationIDOf is the reservation_id of a booking request's body, as
+// the fake nodes read it ("" when there is none).
+func reservationIDOf(r *http.Request) string {
+	var body struct {
+		ReservationID string `json:"reservation_id"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	return body.ReservationID
 }
