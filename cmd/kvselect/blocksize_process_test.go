@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/kvselect/kvselect/api"
 )
 
 // Test_MisregisteredWorkerCannotTakeOver runs three real kvselect
@@ -112,7 +114,7 @@ func checkTakeoverRefused(t *testing.T, c *procCluster, node *procNode, index ui
 			Lifecycle string   `json:"lifecycle"`
 			Reasons   []string `json:"not_schedulable_reasons"`
 		}
-		if err := getJSON(node, "/workers", &records); err != nil {
+		if err := getJSON(node, api.PathWorkers, &records); err != nil {
 			return err
 		}
 		var got []string
@@ -130,7 +132,7 @@ func checkTakeoverRefused(t *testing.T, c *procCluster, node *procNode, index ui
 	})
 	for i := range 20 {
 		body := fmt.Sprintf(`{"model_name": "m", "token_ids": [%d,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17], "min_catalog_index": %d}`, i, index)
-		a, err := send(context.Background(), node.pollClient(), http.MethodPost, node.url("/select"), body)
+		a, err := send(context.Background(), node.pollClient(), http.MethodPost, node.url(api.PathSelect), body)
 		if err != nil {
 			t.Fatalf("select on %s: %v", node.id, err)
 		}

@@ -347,7 +347,7 @@ func localWorkerIDs(node *procNode) ([]uint64, error) {
 	var records []struct {
 		WorkerID uint64 `json:"worker_id"`
 	}
-	if err := getJSON(node, "/workers", &records); err != nil {
+	if err := getJSON(node, api.PathWorkers, &records); err != nil {
 		return nil, err
 	}
 	ids := make([]uint64, len(records))

@@ -54,7 +54,7 @@ func startRecFleet(t *testing.T, c *procCluster, via *procNode) *recFleet {
 	c.eventually("every node listens to every rank", 30*time.Second, func() error {
 		for _, node := range c.nodes {
 			var records []api.Worker
-			if err := getJSON(node, "/workers", &records); err != nil {
+			if err := getJSON(node, api.PathWorkers, &records); err != nil {
 				return err
 			}
 			active := 0
