@@ -284,6 +284,9 @@ def test_policies(Client, node):
     parameter, an unknown parameter and an unknown policy are refused,
     naming them."""
     kv = Client(node)
+    # The seed is a Raft write the new leader makes once it leads, after
+    # the cluster id: the node can be ready a moment before it lands.
+    wait_for("the bootstrap seeded the cluster default", lambda: kv.policies()["policies"] != [])
     listed = kv.policies()
     assert listed["node_default"] == {"policy": "dynamo-default", "parameters": {}}
     assert [(p["model_name"], p["tenant_id"], p["policy"]) for p in listed["policies"]] == [("*", "", "dynamo-default")]
